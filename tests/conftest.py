@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from ferrymq.settings import Settings
 
 AWS_TEST_ENV = {

@@ -1,5 +1,6 @@
 from ferrymq.aws import session
 from ferrymq.settings import Settings
+
 from infra.bootstrap import bootstrap
 
 
