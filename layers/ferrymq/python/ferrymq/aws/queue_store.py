@@ -1,0 +1,167 @@
+"""The queue catalog in DynamoDB.
+
+Table ``settings.queues_table``, one item per queue name and owning account::
+
+    account (S, hash key)     owning account id
+    name (S, range key)       queue name; ListQueues' prefix search is a Query with begins_with(name)
+    queue_id (S)              identity of this incarnation; a queue deleted and created again gets a new one,
+                              so storage workers never mix the messages of the two
+    partition (N)             storage partition holding the queue's messages, fixed at creation
+    attributes (M of S)       settable attributes, in SQS's string form
+    tags (M of S)
+    created_at, modified_at (N)   seconds since the epoch
+    purged_at (N, optional)   last PurgeQueue, for the 60-second PurgeQueueInProgress rule
+    deleted_at (N, optional)  tombstone: kept so a create within 60 s can answer QueueDeletedRecently
+    version (N)               bumped by every write; writes are conditional on it
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ferrymq.aws.errors import translate_client_errors
+
+
+class StaleQueueRecord(Exception):
+    """A conditional write lost a race: the record changed since it was read."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    account: str
+    name: str
+    queue_id: str
+    partition: int
+    attributes: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    created_at: int = 0
+    modified_at: int = 0
+    purged_at: float | None = None
+    deleted_at: float | None = None
+    version: int = 0
+
+    @property
+    def live(self) -> bool:
+        return self.deleted_at is None
+
+    def evolve(self, **changes: Any) -> QueueRecord:
+        return replace(self, **changes)
+
+
+class QueueStore:
+    def __init__(self, client: Any, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    def get(self, account: str, name: str) -> QueueRecord | None:
+        """The record for ``name``, tombstones included."""
+        with translate_client_errors():
+            item = self._client.get_item(
+                TableName=self._table, Key=_key(account, name), ConsistentRead=True
+            ).get("Item")
+        return _from_item(item) if item else None
+
+    def list(self, account: str, prefix: str = "", limit: int | None = None, start_after: str | None = None,
+             ) -> list[QueueRecord]:
+        """Live queues of ``account`` whose names start with ``prefix``, in name order."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "ConsistentRead": True,
+            "ExpressionAttributeNames": {"#a": "account"},
+        }
+        values: dict[str, Any] = {":a": {"S": account}}
+        condition = "#a = :a"
+        if prefix:
+            condition += " AND begins_with(#n, :p)"
+            kwargs["ExpressionAttributeNames"]["#n"] = "name"
+            values[":p"] = {"S": prefix}
+        kwargs["KeyConditionExpression"] = condition
+        kwargs["ExpressionAttributeValues"] = values
+        if start_after:
+            kwargs["ExclusiveStartKey"] = _key(account, start_after)
+        out: list[QueueRecord] = []
+        with translate_client_errors():
+            while True:
+                page = self._client.query(**kwargs)
+                for item in page.get("Items", []):
+                    record = _from_item(item)
+                    if record.live:
+                        out.append(record)
+                        if limit is not None and len(out) >= limit:
+                            return out
+                if "LastEvaluatedKey" not in page:
+                    return out
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def put_new(self, record: QueueRecord, replacing: QueueRecord | None) -> None:
+        """Write a new queue; ``replacing`` is the tombstone it overwrites, if any."""
+        if replacing is None:
+            condition = "attribute_not_exists(#n)"
+            values: dict[str, Any] | None = None
+        else:
+            condition = "version = :v"
+            values = {":v": {"N": str(replacing.version)}}
+        self._conditional_put(record, condition, values)
+
+    def replace(self, old: QueueRecord, new: QueueRecord) -> None:
+        """Overwrite ``old`` with ``new`` unless someone else wrote in between."""
+        self._conditional_put(new.evolve(version=old.version + 1), "version = :v", {":v": {"N": str(old.version)}})
+
+    def _conditional_put(self, record: QueueRecord, condition: str, values: dict[str, Any] | None) -> None:
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "Item": _to_item(record),
+            "ConditionExpression": condition,
+        }
+        if "#n" in condition:
+            kwargs["ExpressionAttributeNames"] = {"#n": "name"}
+        if values:
+            kwargs["ExpressionAttributeValues"] = values
+        with translate_client_errors():
+            try:
+                self._client.put_item(**kwargs)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                    raise StaleQueueRecord(record.name) from exc
+                raise
+
+
+def _key(account: str, name: str) -> dict[str, Any]:
+    return {"account": {"S": account}, "name": {"S": name}}
+
+
+def _to_item(r: QueueRecord) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        **_key(r.account, r.name),
+        "queue_id": {"S": r.queue_id},
+        "partition": {"N": str(r.partition)},
+        "attributes": {"M": {k: {"S": v} for k, v in r.attributes.items()}},
+        "tags": {"M": {k: {"S": v} for k, v in r.tags.items()}},
+        "created_at": {"N": str(r.created_at)},
+        "modified_at": {"N": str(r.modified_at)},
+        "version": {"N": str(r.version)},
+    }
+    if r.purged_at is not None:
+        item["purged_at"] = {"N": repr(r.purged_at)}
+    if r.deleted_at is not None:
+        item["deleted_at"] = {"N": repr(r.deleted_at)}
+    return item
+
+
+def _from_item(item: dict[str, Any]) -> QueueRecord:
+    return QueueRecord(
+        account=item["account"]["S"],
+        name=item["name"]["S"],
+        queue_id=item["queue_id"]["S"],
+        partition=int(item["partition"]["N"]),
+        attributes={k: v["S"] for k, v in item.get("attributes", {}).get("M", {}).items()},
+        tags={k: v["S"] for k, v in item.get("tags", {}).get("M", {}).items()},
+        created_at=int(item.get("created_at", {}).get("N", "0")),
+        modified_at=int(item.get("modified_at", {}).get("N", "0")),
+        purged_at=float(item["purged_at"]["N"]) if "purged_at" in item else None,
+        deleted_at=float(item["deleted_at"]["N"]) if "deleted_at" in item else None,
+        version=int(item.get("version", {}).get("N", "0")),
+    )
