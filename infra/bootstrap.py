@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from botocore.exceptions import ClientError
+
 from ferrymq.aws import session
 from ferrymq.settings import Settings
-
 from infra import template as cfn
 
 log = logging.getLogger(__name__)

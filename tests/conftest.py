@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from ferrymq.settings import Settings
 
 AWS_TEST_ENV = {

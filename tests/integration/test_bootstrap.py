@@ -1,6 +1,5 @@
 from ferrymq.aws import session
 from ferrymq.settings import Settings
-
 from infra.bootstrap import bootstrap
 
 

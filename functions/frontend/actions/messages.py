@@ -1,0 +1,349 @@
+"""Message actions: send, receive, delete and change visibility, single and batched."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from ferrymq.aws.queue_store import QueueRecord
+from ferrymq.errors import (
+    BatchRequestTooLong,
+    InvalidParameterValue,
+    SqsError,
+    error_for_code,
+)
+from ferrymq.protocol.md5 import md5_of_attributes, md5_of_body
+from ferrymq.rpc.client import WorkerClient
+from functions.frontend.context import RequestContext
+from functions.frontend.message_checks import (
+    attributes_size,
+    check_batch_entries,
+    check_body,
+    check_message_attributes,
+    optional_int,
+    require,
+)
+from functions.metadata import queue_attributes
+
+MAX_BATCH_BYTES = 1_048_576
+SYSTEM_ATTRIBUTE_NAMES = frozenset(
+    {
+        "SenderId",
+        "SentTimestamp",
+        "ApproximateReceiveCount",
+        "ApproximateFirstReceiveTimestamp",
+        "SequenceNumber",
+        "MessageDeduplicationId",
+        "MessageGroupId",
+        "AWSTraceHeader",
+        "DeadLetterQueueSourceArn",
+    }
+)
+_MAX_VISIBILITY = 43_200
+
+
+# --- send --------------------------------------------------------------------------------------------
+
+
+def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict]:
+    """Check one message to send; returns the worker's message dict and the client's result entry."""
+    body = check_body(params.get("MessageBody"))
+    attributes = check_message_attributes(params.get("MessageAttributes"))
+    system_attributes = _check_system_attributes(params.get("MessageSystemAttributes"))
+    max_size = queue_attributes.int_value(queue.attributes, "MaximumMessageSize")
+    if len(body.encode()) + attributes_size(attributes) > max_size:
+        raise InvalidParameterValue(
+            f"One or more parameters are invalid. Reason: Message must be shorter than {max_size} bytes."
+        )
+    delay = optional_int(params, "DelaySeconds", 0, 900, "DelaySeconds must be >= 0 and <= 900.")
+    if delay is None:
+        delay = queue_attributes.int_value(queue.attributes, "DelaySeconds")
+    if params.get("MessageDeduplicationId") is not None:
+        raise InvalidParameterValue(
+            "Value for parameter MessageDeduplicationId is invalid. Reason: The request includes a parameter "
+            "that is not valid for this queue type."
+        )
+    system: dict[str, Any] = {"SenderId": ctx.credential.principal_id}
+    if "AWSTraceHeader" in system_attributes:
+        system["AWSTraceHeader"] = system_attributes["AWSTraceHeader"]["StringValue"]
+    group = params.get("MessageGroupId")
+    if group is not None:
+        system["MessageGroupId"] = group
+    md5_body = md5_of_body(body)
+    md5_attrs = md5_of_attributes(attributes)
+    message = {
+        "id": str(uuid.uuid4()),
+        "body": body,
+        "attrs": attributes,
+        "md5_body": md5_body,
+        "md5_attrs": md5_attrs,
+        "delay": delay,
+        "system": system,
+    }
+    result: dict[str, Any] = {"MessageId": message["id"], "MD5OfMessageBody": md5_body}
+    if md5_attrs is not None:
+        result["MD5OfMessageAttributes"] = md5_attrs
+    if system_attributes:
+        result["MD5OfMessageSystemAttributes"] = md5_of_attributes(system_attributes)
+    return message, result
+
+
+def _check_system_attributes(value: Any) -> dict[str, dict[str, Any]]:
+    if not value:
+        return {}
+    if not isinstance(value, Mapping) or set(value) - {"AWSTraceHeader"}:
+        raise InvalidParameterValue("Message system attribute name is invalid. Only AWSTraceHeader is supported.")
+    trace = value["AWSTraceHeader"]
+    if not isinstance(trace, Mapping) or trace.get("DataType") != "String" or not trace.get("StringValue"):
+        raise InvalidParameterValue("Message system attribute 'AWSTraceHeader' must be of type 'String'.")
+    return {"AWSTraceHeader": {"DataType": "String", "StringValue": trace["StringValue"]}}
+
+
+def _retention(queue: QueueRecord) -> int:
+    return queue_attributes.int_value(queue.attributes, "MessageRetentionPeriod")
+
+
+async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str, Any]]) -> list[dict]:
+    retention = _retention(queue)
+
+    async def op(worker: WorkerClient) -> list[dict]:
+        return await worker.send(queue.queue_id, messages, retention_seconds=retention)
+
+    return await ctx.services.dispatcher.call(queue, op, idempotent=False)
+
+
+async def send_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    message, result = _outgoing(ctx, queue, params)
+    await _send(ctx, queue, [message])
+    return result
+
+
+async def send_message_batch(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    entries = check_batch_entries(params.get("Entries"), "SendMessageBatchRequestEntry")
+    total = sum(_entry_size(e) for e in entries)
+    if total > MAX_BATCH_BYTES:
+        raise BatchRequestTooLong(
+            f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent {total} bytes."
+        )
+    successful: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = []
+    for entry in entries:
+        try:
+            message, result = _outgoing(ctx, queue, entry)
+        except SqsError as exc:
+            failed.append(_failure(entry["Id"], exc))
+            continue
+        messages.append(message)
+        successful.append({"Id": entry["Id"], **result})
+    if messages:
+        await _send(ctx, queue, messages)
+    return {"Successful": successful, "Failed": failed}
+
+
+def _entry_size(entry: Mapping[str, Any]) -> int:
+    body = entry.get("MessageBody")
+    size = len(body.encode()) if isinstance(body, str) else 0
+    attributes = entry.get("MessageAttributes")
+    if isinstance(attributes, Mapping):
+        for name, value in attributes.items():
+            size += len(name.encode())
+            if isinstance(value, Mapping):
+                size += len(str(value.get("DataType", "")).encode())
+                binary = value.get("BinaryValue")
+                string = value.get("StringValue")
+                size += len(binary) if isinstance(binary, bytes) else len(str(string or "").encode())
+    return size
+
+
+def _failure(entry_id: str, exc: SqsError) -> dict[str, Any]:
+    return {"Id": entry_id, "SenderFault": exc.sender, "Code": exc.code, "Message": exc.message}
+
+
+# --- receive -----------------------------------------------------------------------------------------
+
+
+async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    max_messages = optional_int(params, "MaxNumberOfMessages", 1, 10) or 1
+    visibility = optional_int(params, "VisibilityTimeout", 0, _MAX_VISIBILITY)
+    if visibility is None:
+        visibility = queue_attributes.int_value(queue.attributes, "VisibilityTimeout")
+    wait = optional_int(params, "WaitTimeSeconds", 0, 20)
+    if wait is None:
+        wait = queue_attributes.int_value(queue.attributes, "ReceiveMessageWaitTimeSeconds")
+    system_names = _requested_system_attributes(params)
+    attribute_filter = _attribute_filter(params.get("MessageAttributeNames") or [])
+    retention = _retention(queue)
+
+    async def op(worker: WorkerClient) -> list[dict]:
+        return await worker.receive(
+            queue.queue_id,
+            max_messages=max_messages,
+            visibility_timeout=visibility,
+            wait_seconds=float(wait),
+            retention_seconds=retention,
+        )
+
+    received = await ctx.services.dispatcher.call(queue, op, idempotent=False)
+    if not received:
+        return {}
+    return {"Messages": [_rendered(m, system_names, attribute_filter) for m in received]}
+
+
+def _requested_system_attributes(params: Mapping[str, Any]) -> frozenset[str]:
+    names = set(params.get("AttributeNames") or []) | set(params.get("MessageSystemAttributeNames") or [])
+    if "All" in names:
+        return SYSTEM_ATTRIBUTE_NAMES
+    # Queue attribute names are accepted here by SQS and simply return nothing for a message.
+    return frozenset(names & SYSTEM_ATTRIBUTE_NAMES)
+
+
+class _AttributeFilter:
+    def __init__(self, exact: frozenset[str], prefixes: tuple[str, ...], everything: bool) -> None:
+        self.exact = exact
+        self.prefixes = prefixes
+        self.everything = everything
+
+    def __call__(self, name: str) -> bool:
+        return self.everything or name in self.exact or name.startswith(self.prefixes)
+
+
+def _attribute_filter(names: list[str]) -> _AttributeFilter:
+    everything = any(n in ("All", ".*") for n in names)
+    prefixes = tuple(n[:-1] for n in names if n.endswith(".*") and n != ".*")
+    return _AttributeFilter(frozenset(names), prefixes, everything)
+
+
+def _rendered(message: Mapping[str, Any], system_names: frozenset[str], wanted: _AttributeFilter) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "MessageId": message["id"],
+        "ReceiptHandle": message["receipt"],
+        "MD5OfBody": message["md5_body"],
+        "Body": message["body"],
+    }
+    if system_names:
+        system = message.get("system") or {}
+        available = {
+            "SenderId": system.get("SenderId"),
+            "SentTimestamp": str(message["sent_ts"]),
+            "ApproximateReceiveCount": str(message["receive_count"]),
+            "ApproximateFirstReceiveTimestamp": str(message["first_receive_ts"]),
+            "AWSTraceHeader": system.get("AWSTraceHeader"),
+            "MessageGroupId": system.get("MessageGroupId"),
+        }
+        attributes = {k: v for k, v in available.items() if k in system_names and v is not None}
+        if attributes:
+            out["Attributes"] = attributes
+    all_attributes: dict[str, Any] = message.get("attrs") or {}
+    if all_attributes:
+        chosen = {k: v for k, v in all_attributes.items() if wanted(k)}
+        if chosen:
+            out["MD5OfMessageAttributes"] = (
+                message["md5_attrs"] if len(chosen) == len(all_attributes) else md5_of_attributes(chosen)
+            )
+            out["MessageAttributes"] = chosen
+    return out
+
+
+# --- delete and visibility -----------------------------------------------------------------------------
+
+
+def _raise_entry_error(outcome: tuple[str, str] | None) -> None:
+    if outcome is not None:
+        code, message = outcome
+        raise error_for_code(code)(message)
+
+
+async def delete_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    receipt = require(params, "ReceiptHandle")
+    outcomes = await ctx.services.dispatcher.call(
+        queue, lambda w: w.delete(queue.queue_id, [receipt]), idempotent=True
+    )
+    _raise_entry_error(outcomes[0])
+    return {}
+
+
+async def delete_message_batch(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    entries = check_batch_entries(params.get("Entries"), "DeleteMessageBatchRequestEntry")
+    failed: list[dict[str, Any]] = []
+    pending: list[Mapping[str, Any]] = []
+    for entry in entries:
+        if not entry.get("ReceiptHandle"):
+            failed.append(_missing_receipt(entry["Id"]))
+        else:
+            pending.append(entry)
+    receipts = [e["ReceiptHandle"] for e in pending]
+    outcomes = (
+        await ctx.services.dispatcher.call(queue, lambda w: w.delete(queue.queue_id, receipts), idempotent=True)
+        if receipts
+        else []
+    )
+    return _batch_result(pending, outcomes, failed)
+
+
+async def change_message_visibility(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    receipt = require(params, "ReceiptHandle")
+    require(params, "VisibilityTimeout")
+    timeout = optional_int(params, "VisibilityTimeout", 0, _MAX_VISIBILITY)
+    assert timeout is not None
+    outcomes = await ctx.services.dispatcher.call(
+        queue, lambda w: w.change_visibility(queue.queue_id, [(receipt, timeout)]), idempotent=True
+    )
+    _raise_entry_error(outcomes[0])
+    return {}
+
+
+async def change_message_visibility_batch(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    entries = check_batch_entries(params.get("Entries"), "ChangeMessageVisibilityBatchRequestEntry")
+    failed: list[dict[str, Any]] = []
+    pending: list[Mapping[str, Any]] = []
+    changes: list[tuple[str, int]] = []
+    for entry in entries:
+        if not entry.get("ReceiptHandle"):
+            failed.append(_missing_receipt(entry["Id"]))
+            continue
+        try:
+            timeout = optional_int(entry, "VisibilityTimeout", 0, _MAX_VISIBILITY)
+        except SqsError as exc:
+            failed.append(_failure(entry["Id"], exc))
+            continue
+        pending.append(entry)
+        changes.append((entry["ReceiptHandle"], timeout or 0))
+    outcomes = (
+        await ctx.services.dispatcher.call(
+            queue, lambda w: w.change_visibility(queue.queue_id, changes), idempotent=True
+        )
+        if changes
+        else []
+    )
+    return _batch_result(pending, outcomes, failed)
+
+
+def _missing_receipt(entry_id: str) -> dict[str, Any]:
+    return {
+        "Id": entry_id,
+        "SenderFault": True,
+        "Code": "MissingParameter",
+        "Message": "The request must contain the parameter ReceiptHandle.",
+    }
+
+
+def _batch_result(
+    entries: list[Mapping[str, Any]], outcomes: list[tuple[str, str] | None], failed: list[dict[str, Any]]
+) -> dict[str, Any]:
+    successful: list[dict[str, Any]] = []
+    for entry, outcome in zip(entries, outcomes, strict=True):
+        if outcome is None:
+            successful.append({"Id": entry["Id"]})
+        else:
+            code, message = outcome
+            failed.append(_failure(entry["Id"], error_for_code(code)(message)))
+    return {"Successful": successful, "Failed": failed}

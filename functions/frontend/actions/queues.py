@@ -1,0 +1,142 @@
+"""Queue management actions: create, find, list, inspect, change, purge and delete queues."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+
+from ferrymq.aws.queue_store import QueueRecord
+from ferrymq.errors import InvalidAttributeName, InvalidParameterValue, QueueDoesNotExist, SqsError
+from ferrymq.rpc.client import WorkerClient
+from functions.frontend.context import RequestContext
+from functions.frontend.message_checks import optional_int, require
+from functions.frontend.queue_urls import queue_arn
+from functions.metadata import queue_attributes
+from functions.metadata.catalog import QUEUE_NAME
+
+log = logging.getLogger(__name__)
+
+_COUNTERS = {
+    "ApproximateNumberOfMessages": "visible",
+    "ApproximateNumberOfMessagesNotVisible": "in_flight",
+    "ApproximateNumberOfMessagesDelayed": "delayed",
+}
+
+
+def _string_map(value: Any, what: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise InvalidParameterValue(f"The {what} map is malformed.")
+    return value
+
+
+async def create_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    name = require(params, "QueueName")
+    attributes = _string_map(params.get("Attributes"), "Attributes")
+    tags = _string_map(params.get("tags"), "tags")
+    queue = await ctx.services.catalog.create(ctx.account, name, attributes, tags)
+    return {"QueueUrl": ctx.url_of(queue)}
+
+
+async def get_queue_url(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    name = require(params, "QueueName")
+    owner = params.get("QueueOwnerAWSAccountId") or ctx.account
+    if owner != ctx.account:
+        # Without a queue policy no other account's queue is visible to the caller.
+        raise QueueDoesNotExist()
+    if not QUEUE_NAME.match(name.removesuffix(".fifo")):
+        raise QueueDoesNotExist()
+    queue = await ctx.services.catalog.get(owner, name)
+    return {"QueueUrl": ctx.url_of(queue)}
+
+
+async def list_queues(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    prefix = params.get("QueueNamePrefix") or ""
+    max_results = optional_int(params, "MaxResults", 1, 1000, "Value must be between 1 and 1000.")
+    start_after = _decode_token(params.get("NextToken")) if params.get("NextToken") else None
+    limit = max_results if max_results is not None else 1000
+    # One more than asked for tells whether a next page exists.
+    queues = await ctx.services.catalog.list(ctx.account, prefix, limit + 1, start_after)
+    result: dict[str, Any] = {}
+    if queues[:limit]:
+        result["QueueUrls"] = [ctx.url_of(q) for q in queues[:limit]]
+    if max_results is not None and len(queues) > limit:
+        result["NextToken"] = _encode_token(queues[limit - 1].name)
+    return result
+
+
+def _encode_token(name: str) -> str:
+    return base64.urlsafe_b64encode(name.encode()).decode()
+
+
+def _decode_token(token: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(token.encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidParameterValue("Invalid NextToken value.") from None
+
+
+async def delete_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    deleted = await ctx.services.catalog.delete(queue.account, queue.name)
+    try:
+        await ctx.services.dispatcher.call(
+            deleted, lambda w: w.drop_queue(deleted.queue_id), idempotent=True
+        )
+    except SqsError:
+        # The catalog no longer names this queue id, so its messages can never be reached again; the
+        # worker reclaims them when it is next told to drop the id or compacts.
+        log.warning("could not drop messages of deleted queue %s", deleted.queue_id, exc_info=True)
+    return {}
+
+
+async def purge_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    purged = await ctx.services.catalog.mark_purged(queue.account, queue.name)
+    await ctx.services.dispatcher.call(purged, lambda w: w.purge(purged.queue_id), idempotent=True)
+    return {}
+
+
+async def set_queue_attributes(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    attributes = _string_map(require(params, "Attributes"), "Attributes")
+    await ctx.services.catalog.set_attributes(queue.account, queue.name, attributes)
+    return {}
+
+
+async def get_queue_attributes(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    names = params.get("AttributeNames") or []
+    fifo = queue.name.endswith(".fifo")
+    applicable = queue_attributes.ALL if fifo else queue_attributes.ALL - queue_attributes.FIFO_ONLY - {"FifoQueue"}
+    wanted: set[str] = set()
+    for name in names:
+        if name == "All":
+            wanted |= applicable
+        elif name in applicable:
+            wanted.add(name)
+        else:
+            raise InvalidAttributeName(f"Unknown Attribute {name}.")
+    if not wanted:
+        return {}
+    values = await _attribute_values(ctx, queue, wanted)
+    return {"Attributes": {name: values[name] for name in sorted(wanted) if name in values}}
+
+
+async def _attribute_values(ctx: RequestContext, queue: QueueRecord, wanted: set[str]) -> dict[str, str]:
+    values = {**queue_attributes.DEFAULTS, **queue.attributes}
+    values["QueueArn"] = queue_arn(ctx.services.settings.region, queue.account, queue.name)
+    values["CreatedTimestamp"] = str(queue.created_at)
+    values["LastModifiedTimestamp"] = str(queue.modified_at)
+    if wanted & _COUNTERS.keys():
+        retention = queue_attributes.int_value(queue.attributes, "MessageRetentionPeriod")
+
+        async def stats(worker: WorkerClient) -> dict[str, int]:
+            return await worker.stats(queue.queue_id, retention_seconds=retention)
+
+        counts = await ctx.services.dispatcher.call(queue, stats, idempotent=True)
+        for attribute, key in _COUNTERS.items():
+            values[attribute] = str(counts.get(key, 0))
+    return values

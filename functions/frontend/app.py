@@ -1,0 +1,86 @@
+"""The Lambda entry behind API Gateway: a Chalice app that hands every request to the pipeline.
+
+Thin by design: it turns Chalice's request into :class:`HttpRequest`, runs the shared pipeline on an
+event loop kept for the life of the execution environment (so worker connections and caches stay warm
+between invocations), and turns the result back into a Chalice response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import quote
+
+from chalice import Chalice, Response
+
+from ferrymq.settings import Settings
+from functions.frontend.http import HttpRequest
+from functions.frontend.pipeline import Frontend
+from functions.frontend.wiring import build_frontend
+
+app = Chalice(app_name="ferrymq-frontend")
+
+_CONTENT_TYPES = [
+    "application/x-amz-json-1.0",
+    "application/x-www-form-urlencoded",
+    "application/x-www-form-urlencoded; charset=utf-8",
+    "application/json",
+    "text/plain",
+]
+_loop = asyncio.new_event_loop()
+_frontend: Frontend | None = None
+
+
+def _get_frontend() -> Frontend:
+    global _frontend
+    if _frontend is None:
+        _frontend = build_frontend(Settings.from_env())
+    return _frontend
+
+
+def _query_string(multi: dict[str, list[str]] | None) -> str:
+    # API Gateway hands over decoded parameters; SigV4 canonicalisation re-encodes them, so any faithful
+    # encoding of the same pairs verifies.
+    pairs = []
+    for name, values in (multi or {}).items():
+        for value in values:
+            pairs.append(f"{quote(name, safe='-_.~')}={quote(value, safe='-_.~')}")
+    return "&".join(pairs)
+
+
+def to_http_request(current: object) -> HttpRequest:
+    request = current  # chalice.app.Request
+    context = getattr(request, "context", {}) or {}
+    headers = {k.lower(): v for k, v in dict(request.headers).items()}  # type: ignore[attr-defined]
+    multi = None
+    if getattr(request, "query_params", None) is not None:
+        multi = {k: request.query_params.getlist(k) for k in request.query_params}  # type: ignore[attr-defined]
+    stage = context.get("stage")
+    host = headers.get("host", context.get("domainName", "localhost"))
+    if stage and host.endswith("amazonaws.com"):
+        headers = {**headers, "host": f"{host}/{stage}"}
+    return HttpRequest(
+        method=request.method,  # type: ignore[attr-defined]
+        path=context.get("path") or "/",
+        query_string=_query_string(multi),
+        headers=headers,
+        body=request.raw_body or b"",  # type: ignore[attr-defined]
+        scheme=headers.get("x-forwarded-proto", "https"),
+    )
+
+
+def _dispatch() -> Response:
+    request = to_http_request(app.current_request)
+    response = _loop.run_until_complete(_get_frontend().handle(request))
+    headers = dict(response.headers)
+    body: bytes | str = response.body
+    return Response(body=body, status_code=response.status, headers=headers)
+
+
+@app.route("/", methods=["GET", "POST"], content_types=_CONTENT_TYPES)
+def root() -> Response:
+    return _dispatch()
+
+
+@app.route("/{account}/{queue}", methods=["GET", "POST"], content_types=_CONTENT_TYPES)
+def queue_path(account: str, queue: str) -> Response:
+    return _dispatch()

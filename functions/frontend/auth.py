@@ -1,0 +1,49 @@
+"""Authentication: SigV4 verification against access keys kept in DynamoDB, cached in memory."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ferrymq import sigv4
+from ferrymq.aws.credentials import Credential, CredentialStore
+from ferrymq.clock import Clock
+from ferrymq.errors import InvalidClientTokenId
+from functions.frontend.http import HttpRequest
+
+
+class Authenticator:
+    def __init__(self, store: CredentialStore, clock: Clock, *, ttl: float, max_skew_seconds: int) -> None:
+        self._store = store
+        self._clock = clock
+        self._ttl = ttl
+        self._max_skew = max_skew_seconds
+        self._cache: dict[str, tuple[float, Credential]] = {}
+
+    async def authenticate(self, request: HttpRequest) -> Credential:
+        signed = sigv4.parse_signature(request.method, request.path, request.query_string, request.headers)
+        credential = await self._credential(signed.access_key_id)
+        sigv4.verify_signature(
+            signed,
+            credential.secret_access_key,
+            method=request.method,
+            path=request.path,
+            query_string=request.query_string,
+            headers=request.headers,
+            body=request.body,
+            now=self._clock.now(),
+            max_skew_seconds=self._max_skew,
+        )
+        return credential
+
+    async def _credential(self, access_key_id: str) -> Credential:
+        hit = self._cache.get(access_key_id)
+        if hit is not None and hit[0] > self._clock.monotonic():
+            return hit[1]
+        credential = await asyncio.to_thread(self._store.get, access_key_id)
+        if credential is None:
+            self._cache.pop(access_key_id, None)
+            raise InvalidClientTokenId()
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[access_key_id] = (self._clock.monotonic() + self._ttl, credential)
+        return credential

@@ -1,0 +1,43 @@
+"""Building the front end from Settings: the one place its parts are put together."""
+
+from __future__ import annotations
+
+from ferrymq.aws.credentials import CredentialStore
+from ferrymq.aws.partitions import PartitionMap
+from ferrymq.aws.queue_store import QueueStore
+from ferrymq.aws.session import client
+from ferrymq.clock import Clock, SystemClock
+from ferrymq.settings import Settings
+from functions.frontend.auth import Authenticator
+from functions.frontend.context import Services
+from functions.frontend.dispatch import Dispatcher
+from functions.frontend.pipeline import Frontend
+from functions.metadata.catalog import QueueCatalog
+from functions.metadata.partitions import PartitionDirectory
+
+
+def build_frontend(settings: Settings, clock: Clock | None = None) -> Frontend:
+    clock = clock or SystemClock()
+    dynamodb = client("dynamodb", settings)
+    catalog = QueueCatalog(
+        QueueStore(dynamodb, settings.queues_table),
+        clock,
+        partitions=settings.partitions,
+        ttl=settings.metadata_cache_seconds,
+    )
+    directory = PartitionDirectory(
+        PartitionMap(dynamodb, settings.partitions_table), clock, ttl=settings.metadata_cache_seconds
+    )
+    services = Services(
+        settings=settings,
+        clock=clock,
+        catalog=catalog,
+        dispatcher=Dispatcher(directory, connect_timeout=settings.worker_connect_timeout_seconds),
+    )
+    authenticator = Authenticator(
+        CredentialStore(dynamodb, settings.credentials_table),
+        clock,
+        ttl=settings.credentials_cache_seconds,
+        max_skew_seconds=settings.max_clock_skew_seconds,
+    )
+    return Frontend(services, authenticator)

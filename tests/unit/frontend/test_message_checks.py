@@ -1,0 +1,81 @@
+import pytest
+
+from ferrymq.errors import (
+    BatchEntryIdsNotDistinct,
+    EmptyBatchRequest,
+    InvalidBatchEntryId,
+    InvalidMessageContents,
+    InvalidParameterValue,
+    MissingParameter,
+    TooManyEntriesInBatchRequest,
+)
+from functions.frontend import message_checks as checks
+
+
+def test_body_accepts_the_sqs_character_set() -> None:
+    body = "tab\t nl\n cr\r plain é \ue000 \U0001f600"
+    assert checks.check_body(body) == body
+
+
+@pytest.mark.parametrize("bad", ["\x00", "a\x08b", "\ufffe", "\x1f"])
+def test_body_rejects_characters_outside_the_set(bad: str) -> None:
+    with pytest.raises(InvalidMessageContents, match="Invalid characters found"):
+        checks.check_body(bad)
+
+
+@pytest.mark.parametrize("missing", [None, ""])
+def test_body_is_required(missing: str | None) -> None:
+    with pytest.raises(MissingParameter, match="MessageBody"):
+        checks.check_body(missing)
+
+
+def test_message_attributes_are_canonicalised() -> None:
+    attrs = {
+        "s": {"DataType": "String", "StringValue": "v"},
+        "n": {"DataType": "Number.float", "StringValue": "1.5"},
+        "b": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
+    }
+    assert checks.check_message_attributes(attrs) == attrs
+
+
+@pytest.mark.parametrize(
+    ("attrs", "message"),
+    [
+        ({"AWS.x": {"DataType": "String", "StringValue": "v"}}, "name 'AWS.x' is invalid"),
+        ({"a..b": {"DataType": "String", "StringValue": "v"}}, "is invalid"),
+        ({".a": {"DataType": "String", "StringValue": "v"}}, "is invalid"),
+        ({"a": {"DataType": "Float", "StringValue": "v"}}, "type of message attribute 'a' is invalid"),
+        ({"a": {"StringValue": "v"}}, "non-empty message attribute type"),
+        ({"a": {"DataType": "Number", "StringValue": "abc"}}, "cast the value"),
+        ({"a": {"DataType": "String", "StringValue": ""}}, "non-empty message attribute value"),
+        ({"a": {"DataType": "Binary", "StringValue": "x"}}, "must use field 'Binary'"),
+        ({f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(11)}, r"\[11\] exceeds"),
+    ],
+)
+def test_bad_message_attributes_are_rejected(attrs: dict, message: str) -> None:
+    with pytest.raises(InvalidParameterValue, match=message):
+        checks.check_message_attributes(attrs)
+
+
+def test_attribute_size_counts_name_type_and_value() -> None:
+    attrs = {"ab": {"DataType": "String", "StringValue": "xyz"}, "c": {"DataType": "Binary", "BinaryValue": b"12"}}
+    assert checks.attributes_size(attrs) == (2 + 6 + 3) + (1 + 6 + 2)
+
+
+def test_batch_entry_rules() -> None:
+    with pytest.raises(EmptyBatchRequest):
+        checks.check_batch_entries([], "SendMessageBatchRequestEntry")
+    with pytest.raises(TooManyEntriesInBatchRequest, match="You have sent 11"):
+        checks.check_batch_entries([{"Id": str(i)} for i in range(11)], "SendMessageBatchRequestEntry")
+    with pytest.raises(BatchEntryIdsNotDistinct, match="Id a repeated"):
+        checks.check_batch_entries([{"Id": "a"}, {"Id": "a"}], "SendMessageBatchRequestEntry")
+    with pytest.raises(InvalidBatchEntryId):
+        checks.check_batch_entries([{"Id": "bad id!"}], "SendMessageBatchRequestEntry")
+    assert len(checks.check_batch_entries([{"Id": "a"}, {"Id": "b-1_"}], "X")) == 2
+
+
+def test_optional_int_range() -> None:
+    assert checks.optional_int({}, "MaxNumberOfMessages", 1, 10) is None
+    assert checks.optional_int({"MaxNumberOfMessages": 10}, "MaxNumberOfMessages", 1, 10) == 10
+    with pytest.raises(InvalidParameterValue, match="Value 11 for parameter MaxNumberOfMessages is invalid"):
+        checks.optional_int({"MaxNumberOfMessages": 11}, "MaxNumberOfMessages", 1, 10)
