@@ -19,6 +19,8 @@ class SqsError(Exception):
     status: ClassVar[int] = 500
     sender: ClassVar[bool] = False
     default_message: ClassVar[str] = ""
+    # Where the query protocol words the default message differently from the JSON protocol.
+    query_default_message: ClassVar[str | None] = None
     # Service-specific errors are namespaced ``com.amazonaws.sqs#``; common ones ``com.amazon.coral.service#``.
     namespace: ClassVar[str] = "com.amazonaws.sqs"
 
@@ -75,15 +77,19 @@ class InvalidAction(_CommonError, SenderError):
 class MissingParameter(_CommonError, SenderError):
     """A required parameter was not supplied."""
 
-    code = "MissingParameter"
+    # SQS's own JSON type for it; clients see the query code through ``x-amzn-query-error``.
+    code = "MissingRequiredParameterException"
     query_code = "MissingParameter"
+    namespace = "com.amazonaws.sqs"
 
 
 class InvalidParameterValue(_CommonError, SenderError):
     """A parameter value is out of range or malformed."""
 
-    code = "InvalidParameterValue"
+    # SQS's own JSON type for it; clients see the query code through ``x-amzn-query-error``.
+    code = "InvalidParameterValueException"
     query_code = "InvalidParameterValue"
+    namespace = "com.amazonaws.sqs"
 
 
 class ValidationError(_CommonError, SenderError):
@@ -178,6 +184,7 @@ class QueueDoesNotExist(SenderError):
     code = "QueueDoesNotExist"
     query_code = "AWS.SimpleQueueService.NonExistentQueue"
     default_message = "The specified queue does not exist."
+    query_default_message = "The specified queue does not exist for this wsdl version."
 
 
 class QueueDeletedRecently(SenderError):
