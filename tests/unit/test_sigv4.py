@@ -1,0 +1,382 @@
+"""SigV4 verification against requests botocore signs (Authorization header and presigned URLs)."""
+
+from __future__ import annotations
+
+import calendar
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from botocore.auth import SigV4Auth, SigV4QueryAuth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from ferrymq import sigv4
+from ferrymq.errors import IncompleteSignature, MissingAuthenticationToken, RequestExpired, SignatureDoesNotMatch
+
+KEY_ID, SECRET = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+SIGNED_AT = datetime(2024, 3, 5, 12, 30, 0)  # naive UTC, as botocore keeps it
+SIGNED_EPOCH = float(calendar.timegm(SIGNED_AT.timetuple()))
+FORM = "application/x-www-form-urlencoded; charset=utf-8"
+MISMATCH = (
+    "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access "
+    "Key and signing method. Consult the service documentation for details."
+)
+
+
+@dataclass
+class Wire:
+    """A signed request as the front end receives it: raw path and query, lower-case header names."""
+
+    method: str
+    path: str
+    query_string: str
+    headers: dict[str, str]
+    body: bytes
+
+    def parse(self) -> sigv4.SignedRequest:
+        return sigv4.parse_signature(self.method, self.path, self.query_string, self.headers)
+
+    def verify(self, secret: str = SECRET, now: float = SIGNED_EPOCH, **kwargs: Any) -> sigv4.SignedRequest:
+        signed = self.parse()
+        sigv4.verify_signature(signed, secret, method=self.method, path=self.path, query_string=self.query_string,
+                               headers=self.headers, body=self.body, now=now, **kwargs)
+        return signed
+
+
+@pytest.fixture(autouse=True)
+def _botocore_signs_at_a_fixed_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("botocore.auth.get_current_datetime", lambda *args, **kwargs: SIGNED_AT)
+
+
+def _sign(method: str, url: str, body: bytes = b"", headers: dict[str, str] | None = None, *,
+          token: str | None = None, presign_expires: int | None = None) -> Wire:
+    credentials = Credentials(KEY_ID, SECRET, token)
+    request = AWSRequest(method=method, url=url, data=body, headers=headers or {})
+    if presign_expires is None:
+        SigV4Auth(credentials, "sqs", "us-east-1").add_auth(request)
+    else:
+        SigV4QueryAuth(credentials, "sqs", "us-east-1", expires=presign_expires).add_auth(request)
+    prepared = request.prepare()
+    parts = urlsplit(prepared.url)
+    wire_headers = {k.lower(): v for k, v in prepared.headers.items()}
+    wire_headers.setdefault("host", parts.netloc)
+    return Wire(prepared.method, parts.path or "/", parts.query, wire_headers, prepared.body or b"")
+
+
+def _form_post(body: bytes = b"Action=SendMessage&MessageBody=hello%20world", **kwargs: Any) -> Wire:
+    return _sign("POST", "http://localhost:9324/000000000000/q1", body, {"Content-Type": FORM}, **kwargs)
+
+
+def _json_post(body: bytes = b'{"QueueUrl": "q", "MessageBody": "hi"}') -> Wire:
+    headers = {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.SendMessage"}
+    return _sign("POST", "https://sqs.us-east-1.amazonaws.com/", body, headers)
+
+
+# --- accepted ----------------------------------------------------------------------------------------
+
+
+def test_header_signed_query_request_verifies() -> None:
+    # given a form POST botocore signed
+    wire = _form_post()
+    # when its signature is parsed and verified with the right secret
+    signed = wire.verify()
+    # then it passes, and the credential scope is reported
+    assert (signed.access_key_id, signed.date, signed.region, signed.service) == (KEY_ID, "20240305", "us-east-1",
+                                                                                   "sqs")
+    assert (signed.amz_date, signed.presigned, signed.expires, signed.timestamp) == (
+        "20240305T123000Z", False, None, SIGNED_EPOCH)
+    assert signed.signed_headers == ("content-type", "host", "x-amz-date")
+
+
+def test_header_signed_json_request_verifies() -> None:
+    assert "x-amz-target" in _json_post().verify().signed_headers
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://localhost:9324/000000000000/my%20queue",
+        "http://localhost:9324/a/./b/../000000000000/q~1",
+        "http://localhost:9324/000000000000/q1?Action=ReceiveMessage&AttributeName.2=All&AttributeName.1=x%2By%20z",
+        "http://localhost:9324/?Action=ListQueues&QueueNamePrefix=%E2%82%AC&Flag",
+        "http://localhost:9324",
+    ],
+)
+def test_paths_and_query_strings_canonicalise_as_botocore_signs_them(url: str) -> None:
+    _sign("GET", url).verify()
+
+
+def test_session_token_is_signed_and_reported() -> None:
+    signed = _form_post(token="session-token").verify()
+    assert signed.security_token == "session-token"
+    assert "x-amz-security-token" in signed.signed_headers
+
+
+def test_headers_added_after_signing_are_ignored() -> None:
+    wire = _form_post()
+    wire.headers["user-agent"] = "changed-in-transit"
+    wire.verify()
+
+
+def test_header_whitespace_is_folded_before_comparing() -> None:
+    # given a signed header whose value a proxy re-spaced
+    wire = _sign("POST", "http://localhost:9324/", b"Action=ListQueues",
+                 {"Content-Type": FORM, "X-Custom": "a  b"})
+    wire.headers["x-custom"] = "  a b "
+    # then it still verifies: values are trimmed and inner runs folded on both sides
+    wire.verify()
+
+
+def test_date_header_may_carry_the_timestamp() -> None:
+    # given a request botocore signed with an HTTP Date header instead of X-Amz-Date
+    wire = _sign("POST", "http://localhost:9324/", b"Action=ListQueues", {"Content-Type": FORM, "Date": "x"})
+    assert "x-amz-date" not in wire.headers
+    # then the date is read from it
+    assert wire.verify().amz_date == "20240305T123000Z"
+
+
+def test_unsigned_payload_is_accepted_as_declared() -> None:
+    # given a request signed with an unsigned payload
+    headers = {"Content-Type": FORM, "X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"}
+    wire = _sign("POST", "http://localhost:9324/", b"Action=ListQueues", headers)
+    # when the body differs from the one sent
+    wire.body = b"Action=ListQueues&QueueNamePrefix=x"
+    # then the signature still holds, as the signer declared the body unsigned
+    wire.verify()
+
+
+def test_declared_payload_hash_must_be_the_bodys() -> None:
+    # given a request signed with an explicit payload hash
+    body = b"Action=ListQueues"
+    wire = _sign("POST", "http://localhost:9324/", body,
+                 {"Content-Type": FORM, "X-Amz-Content-SHA256": hashlib.sha256(body).hexdigest()})
+    wire.verify()
+    # when the body is changed but the declared hash kept
+    wire.body = b"Action=DeleteQueue"
+    # then it no longer verifies
+    with pytest.raises(SignatureDoesNotMatch):
+        wire.verify()
+
+
+def test_presigned_url_verifies() -> None:
+    # given a presigned GET
+    wire = _sign("GET", "https://sqs.us-east-1.amazonaws.com/000000000000/q1?Action=ReceiveMessage",
+                 presign_expires=300, token="tok")
+    # then it verifies until it expires, and says how long it is valid
+    signed = wire.verify(now=SIGNED_EPOCH + 299)
+    assert (signed.presigned, signed.expires, signed.security_token) == (True, 300, "tok")
+
+
+def test_signing_key_is_derived_once_per_scope() -> None:
+    # given a warm cache
+    sigv4._signing_key.cache_clear()
+    _form_post().verify()
+    _json_post().verify()
+    # then the second verification reused the first key
+    info = sigv4._signing_key.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
+
+
+# --- refused: tampering ------------------------------------------------------------------------------
+
+
+def _assert_mismatch(wire: Wire, **kwargs: Any) -> None:
+    with pytest.raises(SignatureDoesNotMatch) as caught:
+        wire.verify(**kwargs)
+    assert caught.value.message == MISMATCH
+
+
+def test_tampered_body_is_refused() -> None:
+    wire = _form_post()
+    wire.body = b"Action=SendMessage&MessageBody=hello%20World"
+    _assert_mismatch(wire)
+
+
+def test_tampered_signed_header_is_refused() -> None:
+    wire = _json_post()
+    wire.headers["x-amz-target"] = "AmazonSQS.DeleteQueue"
+    _assert_mismatch(wire)
+
+
+def test_tampered_path_is_refused() -> None:
+    wire = _form_post()
+    wire.path = "/000000000000/q2"
+    _assert_mismatch(wire)
+
+
+def test_tampered_method_is_refused() -> None:
+    wire = _sign("GET", "http://localhost:9324/?Action=ListQueues")
+    wire.method = "DELETE"
+    _assert_mismatch(wire)
+
+
+def test_tampered_date_is_refused() -> None:
+    # given a request whose timestamp was moved within the same day (so the scope still matches)
+    wire = _form_post()
+    wire.headers["x-amz-date"] = "20240305T123100Z"
+    _assert_mismatch(wire)
+
+
+def test_wrong_secret_is_refused() -> None:
+    _assert_mismatch(_form_post(), secret="not-the-secret")
+
+
+def test_tampered_presigned_query_is_refused() -> None:
+    wire = _sign("GET", "https://sqs.us-east-1.amazonaws.com/000000000000/q1?Action=ReceiveMessage",
+                 presign_expires=300)
+    wire.query_string = wire.query_string.replace("ReceiveMessage", "PurgeQueue")
+    _assert_mismatch(wire)
+
+
+def test_presigned_expiry_cannot_be_extended() -> None:
+    wire = _sign("GET", "https://sqs.us-east-1.amazonaws.com/?Action=ListQueues", presign_expires=60)
+    wire.query_string = wire.query_string.replace("X-Amz-Expires=60", "X-Amz-Expires=3600")
+    _assert_mismatch(wire, now=SIGNED_EPOCH + 120)
+
+
+# --- refused: time -----------------------------------------------------------------------------------
+
+
+def test_request_older_than_the_allowed_skew_has_expired() -> None:
+    # given a request signed 16 minutes ago
+    wire = _form_post()
+    now = SIGNED_EPOCH + 16 * 60
+    # then AWS's "Signature expired" message names the request time, the limit and now
+    with pytest.raises(SignatureDoesNotMatch) as caught:
+        wire.verify(now=now)
+    assert caught.value.message == (
+        "Signature expired: 20240305T123000Z is now earlier than 20240305T123100Z (20240305T124600Z - 15 min.)"
+    )
+
+
+def test_request_from_the_future_is_not_yet_current() -> None:
+    with pytest.raises(SignatureDoesNotMatch) as caught:
+        _form_post().verify(now=SIGNED_EPOCH - 20 * 60)
+    assert caught.value.message == (
+        "Signature not yet current: 20240305T123000Z is still later than 20240305T122500Z "
+        "(20240305T121000Z + 15 min.)"
+    )
+
+
+def test_request_within_the_skew_is_accepted_either_way() -> None:
+    _form_post().verify(now=SIGNED_EPOCH + 14 * 60)
+    _form_post().verify(now=SIGNED_EPOCH - 14 * 60)
+
+
+def test_skew_is_configurable() -> None:
+    with pytest.raises(SignatureDoesNotMatch, match=re.escape("(20240305T123200Z - 1 min.)")):
+        _form_post().verify(now=SIGNED_EPOCH + 120, max_skew_seconds=60)
+
+
+def test_expired_presigned_url_is_refused() -> None:
+    wire = _sign("GET", "https://sqs.us-east-1.amazonaws.com/?Action=ListQueues", presign_expires=60)
+    with pytest.raises(RequestExpired, match=re.escape("Request has expired.")):
+        wire.verify(now=SIGNED_EPOCH + 61)
+
+
+# --- refused: malformed ------------------------------------------------------------------------------
+
+
+def _headers(authorization: str | None, **extra: str) -> dict[str, str]:
+    headers = {"host": "localhost", "x-amz-date": "20240305T123000Z", **extra}
+    if authorization is not None:
+        headers["authorization"] = authorization
+    return headers
+
+
+def _incomplete(headers: dict[str, str], query_string: str = "") -> str:
+    with pytest.raises(IncompleteSignature) as caught:
+        sigv4.parse_signature("POST", "/", query_string, headers)
+    return caught.value.message
+
+
+def test_no_credentials_at_all_is_a_missing_token() -> None:
+    with pytest.raises(MissingAuthenticationToken) as caught:
+        sigv4.parse_signature("POST", "/", "Action=ListQueues", _headers(None))
+    assert caught.value.message == "Request is missing Authentication Token"
+
+
+def test_authorization_header_missing_parts_names_them() -> None:
+    header = f"AWS4-HMAC-SHA256 Credential={KEY_ID}/20240305/us-east-1/sqs/aws4_request"
+    assert _incomplete(_headers(header)) == (
+        "Authorization header requires 'Signature' parameter. "
+        "Authorization header requires 'SignedHeaders' parameter. "
+        f"Authorization={header}"
+    )
+
+
+def test_authorization_of_another_scheme_lacks_every_part() -> None:
+    message = _incomplete({"authorization": "Bearer abc"})
+    assert message == (
+        "Authorization header requires 'Credential' parameter. "
+        "Authorization header requires 'Signature' parameter. "
+        "Authorization header requires 'SignedHeaders' parameter. "
+        "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header. "
+        "Authorization=Bearer abc"
+    )
+
+
+_GOOD = (
+    f"AWS4-HMAC-SHA256 Credential={KEY_ID}/20240305/us-east-1/sqs/aws4_request, SignedHeaders=host;x-amz-date, "
+    "Signature=abcd"
+)
+
+
+def test_date_that_is_not_iso8601_is_incomplete() -> None:
+    message = _incomplete(_headers(_GOOD, **{"x-amz-date": "yesterday"}))
+    assert message == (
+        "Date must be in ISO-8601 'basic format'. Got 'yesterday'. See http://en.wikipedia.org/wiki/ISO_8601"
+    )
+
+
+def test_credential_of_the_wrong_shape_is_incomplete() -> None:
+    message = _incomplete(_headers(_GOOD.replace("/us-east-1/sqs", "")))
+    assert message == (
+        "Credential must have exactly 5 slash-delimited elements, e.g. keyid/date/region/service/term, "
+        f"got '{KEY_ID}/20240305/aws4_request'"
+    )
+
+
+def test_host_must_be_signed() -> None:
+    message = _incomplete(_headers(_GOOD.replace("host;", "")))
+    assert message == "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization."
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("/sqs/", "/sns/"), "Credential should be scoped to correct service: 'sqs'. "),
+        (("aws4_request", "aws5_request"),
+         "Credential should be scoped with a valid terminator: 'aws4_request', not 'aws5_request'."),
+        (("/20240305/", "/20240304/"),
+         "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
+         "'20240304' != '20240305', from '20240305T123000Z'."),
+    ],
+)
+def test_credential_scope_must_fit_the_request(change: tuple[str, str], message: str) -> None:
+    with pytest.raises(SignatureDoesNotMatch) as caught:
+        sigv4.parse_signature("POST", "/", "", _headers(_GOOD.replace(*change)))
+    assert caught.value.message == message
+
+
+def test_presigned_query_missing_parameters_names_them() -> None:
+    query = f"Action=ListQueues&X-Amz-Credential={KEY_ID}%2F20240305%2Fus-east-1%2Fsqs%2Faws4_request"
+    assert _incomplete({"host": "h"}, query) == (
+        "AWS query-string parameters must include 'X-Amz-Algorithm'. "
+        "AWS query-string parameters must include 'X-Amz-Signature'. "
+        "AWS query-string parameters must include 'X-Amz-Date'. "
+        "AWS query-string parameters must include 'X-Amz-SignedHeaders'. "
+        "AWS query-string parameters must include 'X-Amz-Expires'. "
+        "Re-examine the query-string parameters."
+    )
+
+
+def test_presigned_validity_is_at_most_a_week() -> None:
+    wire = _sign("GET", "https://sqs.us-east-1.amazonaws.com/?Action=ListQueues", presign_expires=60)
+    query = wire.query_string.replace("X-Amz-Expires=60", "X-Amz-Expires=604801")
+    assert "less than a week" in _incomplete(wire.headers, query)
