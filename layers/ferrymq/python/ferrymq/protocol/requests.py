@@ -21,7 +21,7 @@ import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import unquote, unquote_plus
 
 import orjson
 
@@ -183,17 +183,14 @@ def _json_structure(document: dict[str, Any], shape: Shape) -> dict[str, Any]:
 
 
 def _parse_query(method: str, path: str, query_string: str, content_type: str, body: bytes) -> SqsRequest:
-    pairs: list[tuple[str, str]] = []
     try:
-        if query_string:
-            pairs.extend(parse_qsl(query_string, keep_blank_values=True, errors="strict"))
+        flat = _form_fields(query_string) if query_string else {}
         if method == "POST" and body:
             if not content_type.startswith(FORM_CONTENT_TYPE):
                 raise UnsupportedProtocol(f"Unsupported content type for the query protocol: {content_type or 'none'}.")
-            pairs.extend(parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict"))
+            flat.update(_form_fields(body.decode("utf-8")))
     except UnicodeDecodeError as exc:
         raise InvalidParameterValue("The request parameters are not valid UTF-8.") from exc
-    flat = dict(pairs)
     action = flat.pop("Action", None)
     if not action:
         raise MissingParameter("The request must contain the parameter Action.")
@@ -202,6 +199,21 @@ def _parse_query(method: str, path: str, query_string: str, content_type: str, b
         raise InvalidAction(f"The action {action} is not valid for this endpoint.")
     params = _query_structure(_group(flat), operation.input, "")
     return SqsRequest(action, params, "query", _queue_path(path))
+
+
+def _form_fields(text: str) -> dict[str, str]:
+    """Decode ``a=1&b=x+y%21`` (form encoding: ``+`` is a space).  Unescaped fields skip the decoder entirely."""
+    fields: dict[str, str] = {}
+    for pair in text.split("&"):
+        if not pair:
+            continue
+        name, _, value = pair.partition("=")
+        if "%" in name or "+" in name:
+            name = unquote_plus(name, errors="strict")
+        if "%" in value or "+" in value:
+            value = unquote_plus(value, errors="strict")
+        fields[name] = value
+    return fields
 
 
 def _queue_path(path: str) -> str | None:
@@ -217,6 +229,13 @@ def _group(flat: Mapping[str, str]) -> dict[str, _Tree]:
     """Split dotted parameter names into a tree: {"Attribute": (None, {"1": (None, {"Name": ("x", {})})})}."""
     root: dict[str, list[Any]] = {}
     for name, value in flat.items():
+        if "." not in name:
+            entry = root.get(name)
+            if entry is None:
+                root[name] = [value, {}]
+            else:
+                entry[0] = value
+            continue
         node = root
         parts = name.split(".")
         last = len(parts) - 1

@@ -9,16 +9,17 @@ flattened as SQS writes them: ``<QueueUrl>a</QueueUrl><QueueUrl>b</QueueUrl>``,
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any
 
 from ferrymq.protocol.model import BLOB, BOOLEAN, LIST, MAP, STRING, STRUCTURE, Shape
 
-_SPECIAL = frozenset("&<>\r\"'")
+_SPECIAL = re.compile("[&<>\r\"']")
 
 
 def escape_text(text: str) -> str:
     """Escape ``text`` for element content (quotes too, as SQS does, so it is safe in attributes as well)."""
-    if _SPECIAL.isdisjoint(text):
+    if _SPECIAL.search(text) is None:
         return text
     return (
         text.replace("&", "&amp;")
