@@ -222,6 +222,12 @@ def test_tampered_date_is_refused() -> None:
     _assert_mismatch(wire)
 
 
+def test_signature_with_foreign_characters_is_a_mismatch() -> None:
+    wire = _form_post()
+    wire.headers["authorization"] = re.sub("Signature=.*", "Signature=\u00e9\u00e9", wire.headers["authorization"])
+    _assert_mismatch(wire)
+
+
 def test_wrong_secret_is_refused() -> None:
     _assert_mismatch(_form_post(), secret="not-the-secret")
 

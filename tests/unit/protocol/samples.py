@@ -85,6 +85,7 @@ RESULTS: list[tuple[str, dict[str, Any]]] = [
     ("CreateQueue", {"QueueUrl": QUEUE_URL}),
     ("GetQueueUrl", {"QueueUrl": QUEUE_URL}),
     ("ListQueues", {"QueueUrls": [QUEUE_URL, QUEUE_URL + "2"], "NextToken": "n"}),
+    ("ListQueues", {}),
     ("GetQueueAttributes", {"Attributes": {"VisibilityTimeout": "30", "Policy": '{"x": "<&>"}'}}),
     ("SendMessage", {"MessageId": "m1", "MD5OfMessageBody": "0" * 32, "MD5OfMessageAttributes": "1" * 32,
                      "MD5OfMessageSystemAttributes": "2" * 32, "SequenceNumber": "100"}),

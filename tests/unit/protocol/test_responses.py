@@ -137,8 +137,8 @@ def test_tricky_body_round_trips_through_both_parsers(json_model: ServiceModel, 
 
 def test_empty_receive_is_an_empty_object_in_json_and_an_empty_result_in_xml() -> None:
     assert render_result("json", "ReceiveMessage", {"Messages": []}, REQUEST_ID).body == b"{}"
-    assert b"<ReceiveMessageResult></ReceiveMessageResult>" in render_result("query", "ReceiveMessage", {},
-                                                                            REQUEST_ID).body
+    assert b"<ReceiveMessageResult/><ResponseMetadata>" in render_result("query", "ReceiveMessage", {},
+                                                                         REQUEST_ID).body
 
 
 def test_json_batch_keeps_required_empty_lists_and_drops_none() -> None:

@@ -146,8 +146,12 @@ def _xml_result(operation: Operation, result: dict[str, Any], request_id: str) -
     out = [f'{_XML_DECLARATION}<{action}Response xmlns="{XML_NAMESPACE}">']
     if operation.output is not None:
         out.append(f"<{action}Result>")
+        start = len(out)
         write_structure(out, result, operation.output)
-        out.append(f"</{action}Result>")
+        if len(out) == start:
+            out[-1] = f"<{action}Result/>"
+        else:
+            out.append(f"</{action}Result>")
     out.append(f"<ResponseMetadata><RequestId>{escape_text(request_id)}</RequestId></ResponseMetadata>")
     out.append(f"</{action}Response>")
     headers = [("content-type", XML_CONTENT_TYPE), ("x-amzn-RequestId", request_id)]
