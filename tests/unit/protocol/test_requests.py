@@ -188,8 +188,14 @@ def test_json_nulls_and_unknown_members_are_dropped() -> None:
     assert request.params == {"QueueUrl": "u", "MessageBody": "b"}
 
 
-def test_json_empty_body_is_an_empty_input() -> None:
-    assert _json_request("ListQueues", b"").params == {}
+@pytest.mark.parametrize("body", [b"", b"  ", b"null"])
+def test_json_empty_body_is_an_empty_input(body: bytes) -> None:
+    assert _json_request("ListQueues", body).params == {}
+
+
+def test_json_content_type_is_matched_without_regard_to_case() -> None:
+    headers = {"content-type": "Application/X-Amz-Json-1.0", "x-amz-target": "AmazonSQS.ListQueues"}
+    assert parse_request("POST", "/", "", headers, b"{}").protocol == "json"
 
 
 def test_json_target_names_the_action() -> None:

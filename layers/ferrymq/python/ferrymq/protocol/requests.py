@@ -65,7 +65,7 @@ class SqsRequest:
 
 def parse_request(method: str, path: str, query_string: str, headers: Mapping[str, str], body: bytes) -> SqsRequest:
     """Parse one request.  ``headers`` has lower-case names; ``path`` is the path as sent (still percent-encoded)."""
-    content_type = headers.get("content-type", "")
+    content_type = headers.get("content-type", "").lower()
     target = headers.get("x-amz-target")
     if target is not None or content_type.startswith("application/x-amz-json"):
         return _parse_json(content_type, target, body)
@@ -91,6 +91,8 @@ def _parse_json(content_type: str, target: str | None, body: bytes) -> SqsReques
             raise SerializationError("The request body is not valid JSON.") from exc
     else:
         document = {}
+    if document is None:
+        document = {}  # a JSON null input is no input, as for null members
     if not isinstance(document, dict):
         raise SerializationError(_unexpected(document, STRUCTURE))
     return SqsRequest(action, _json_structure(document, operation.input), "json", None)
