@@ -160,7 +160,7 @@ def _entry_size(entry: Mapping[str, Any]) -> int:
 
 
 def _failure(entry_id: str, exc: SqsError) -> dict[str, Any]:
-    return {"Id": entry_id, "SenderFault": exc.sender, "Code": exc.code, "Message": exc.message}
+    return {"Id": entry_id, "SenderFault": exc.sender, "Code": exc.query_code, "Message": exc.message}
 
 
 # --- receive -----------------------------------------------------------------------------------------
