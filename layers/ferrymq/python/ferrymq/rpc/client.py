@@ -1,0 +1,215 @@
+"""``WorkerClient``: one persistent, pipelined connection from the front end to one storage worker.
+
+Any number of coroutines may call it at once: each request gets an id, goes out in the next write (requests
+made in the same event-loop turn share one ``send``), and waits on a future that the connection's reader
+resolves when the response with that id arrives, in whatever order the worker answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from typing import Any
+
+from ferrymq.errors import ServiceUnavailable
+from ferrymq.rpc.codec import RECEIVED_MESSAGE_FIELDS, STATS_FIELDS, pack, unpack, unpack_error
+from ferrymq.rpc.framing import STATUS_OK, FrameDecoder, FrameError, Op, encode_frame
+
+_READ_CHUNK = 256 * 1024
+_WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+
+class _Connection:
+    """One TCP connection and the requests outstanding on it; dead for good once lost."""
+
+    __slots__ = ("_flush_scheduled", "_loop", "_next_id", "_out", "_pending", "_reader_task", "lost", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.writer = writer
+        self.lost = False
+        self._pending: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
+        self._next_id = 0
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._reader_task = self._loop.create_task(self._read_loop(reader, where))
+
+    def request(self, op: int, payload: bytes) -> asyncio.Future[tuple[int, bytes]]:
+        if self.lost:
+            raise ServiceUnavailable("connection to storage worker lost")
+        request_id = self._next_id = (self._next_id + 1) & 0xFFFFFFFF
+        fut = self._loop.create_future()
+        self._pending[request_id] = fut
+        self._out.append(encode_frame(request_id, op, payload))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        return fut
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        if not self.lost and out:
+            self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+
+    async def drain_if_needed(self) -> None:
+        try:
+            await self.writer.drain()
+        except (OSError, RuntimeError) as exc:
+            self._lose(f"write failed: {exc}")
+
+    async def _read_loop(self, reader: asyncio.StreamReader, where: str) -> None:
+        decoder = FrameDecoder()
+        pending = self._pending
+        reason = f"connection to storage worker {where} closed"
+        try:
+            while True:
+                data = await reader.read(_READ_CHUNK)
+                if not data:
+                    break
+                for request_id, status, payload in decoder.feed(data):
+                    fut = pending.pop(request_id, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result((status, payload))
+        except (OSError, FrameError) as exc:
+            reason = f"connection to storage worker {where} lost: {exc}"
+        finally:
+            self._lose(reason)
+
+    def _lose(self, reason: str) -> None:
+        if not self.lost:
+            self.lost = True
+            self.writer.close()
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(ServiceUnavailable(reason))
+
+    async def close(self) -> None:
+        self._lose("client closed")
+        self._reader_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._reader_task
+        with contextlib.suppress(OSError, RuntimeError):
+            await self.writer.wait_closed()
+
+
+class WorkerClient:
+    """Talks to one storage worker at ``host:port``; reconnects on the next call after the connection drops."""
+
+    def __init__(self, host: str, port: int, *, connect_timeout: float = 5.0) -> None:
+        self.host = host
+        self.port = port
+        self._connect_timeout = connect_timeout
+        self._conn: _Connection | None = None
+        self._connecting: asyncio.Future[_Connection] | None = None
+
+    def __repr__(self) -> str:
+        return f"WorkerClient({self.host!r}, {self.port})"
+
+    # --- connection --------------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        await self._connection()
+
+    async def close(self) -> None:
+        connecting, self._connecting = self._connecting, None
+        if connecting is not None and not connecting.done():
+            connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await connecting
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    async def _connection(self) -> _Connection:
+        conn = self._conn
+        if conn is not None and not conn.lost:
+            return conn
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._open())
+        connecting = self._connecting
+        try:
+            return await asyncio.shield(connecting)
+        finally:
+            if connecting.done() and self._connecting is connecting:
+                self._connecting = None
+
+    async def _open(self) -> _Connection:
+        where = f"{self.host}:{self.port}"
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self._connect_timeout
+            )
+        except (OSError, TimeoutError) as exc:
+            raise ServiceUnavailable(f"Storage worker {where} cannot be reached: {exc or 'timed out'}") from None
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._conn = conn = _Connection(reader, writer, where)
+        return conn
+
+    async def _call(self, op: int, args: Any) -> Any:
+        conn = self._conn
+        if conn is None or conn.lost:
+            conn = await self._connection()
+        elif conn.writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+            await conn.drain_if_needed()
+        status, payload = await conn.request(op, pack(args))
+        if status == STATUS_OK:
+            return unpack(payload)
+        raise unpack_error(payload)
+
+    # --- operations ---------------------------------------------------------------------------------
+
+    async def ping(self) -> dict:
+        return await self._call(Op.PING, [])
+
+    async def send(self, queue_id: str, messages: list[dict], *, retention_seconds: int) -> list[dict]:
+        wire = [
+            [
+                m["id"],
+                m["body"],
+                m.get("attrs") or {},
+                m["md5_body"],
+                m.get("md5_attrs"),
+                m.get("delay", 0),
+                m.get("system") or {},
+            ]
+            for m in messages
+        ]
+        rows = await self._call(Op.SEND, [queue_id, wire, retention_seconds])
+        return [{"id": message_id, "sent_ts": sent_ts} for message_id, sent_ts in rows]
+
+    async def receive(
+        self,
+        queue_id: str,
+        *,
+        max_messages: int,
+        visibility_timeout: int,
+        wait_seconds: float,
+        retention_seconds: int,
+    ) -> list[dict]:
+        rows = await self._call(
+            Op.RECEIVE, [queue_id, max_messages, visibility_timeout, wait_seconds, retention_seconds]
+        )
+        return [dict(zip(RECEIVED_MESSAGE_FIELDS, row, strict=True)) for row in rows]
+
+    async def delete(self, queue_id: str, receipts: list[str]) -> list[tuple[str, str] | None]:
+        rows = await self._call(Op.DELETE, [queue_id, receipts])
+        return [None if row is None else (row[0], row[1]) for row in rows]
+
+    async def change_visibility(self, queue_id: str, entries: list[tuple[str, int]]) -> list[tuple[str, str] | None]:
+        rows = await self._call(Op.CHANGE_VISIBILITY, [queue_id, entries])
+        return [None if row is None else (row[0], row[1]) for row in rows]
+
+    async def purge(self, queue_id: str) -> None:
+        await self._call(Op.PURGE, [queue_id])
+
+    async def drop_queue(self, queue_id: str) -> None:
+        await self._call(Op.DROP_QUEUE, [queue_id])
+
+    async def stats(self, queue_id: str, *, retention_seconds: int) -> dict:
+        row = await self._call(Op.STATS, [queue_id, retention_seconds])
+        return dict(zip(STATS_FIELDS, row, strict=True))

@@ -1,0 +1,54 @@
+"""``python -m storage_workers``: build Settings, wire the worker, run it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from ferrymq.settings import Settings
+from storage_workers.server import WorkerConfig, run_worker
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m storage_workers", description="Run a FerryMQ storage worker.")
+    parser.add_argument("--partition", type=int, default=0, help="partition to serve (default 0)")
+    parser.add_argument("--host", help="address to listen on (default FERRYMQ_WORKER_HOST)")
+    parser.add_argument("--port", type=int, help="port to listen on, 0 for any free one (default FERRYMQ_WORKER_PORT)")
+    parser.add_argument("--data-dir", type=Path, help="log directory (default FERRYMQ_DATA_DIR/workers/<worker id>)")
+    parser.add_argument("--worker-id", help="this worker's name (default FERRYMQ_WORKER_ID)")
+    parser.add_argument("--segment-bytes", type=int, help="roll log segments at this size")
+    parser.add_argument("--compact-min-bytes", type=int, help="compact the log only once it is this large")
+    parser.add_argument(
+        "--no-register", action="store_true", help="do not register in the partition map (benchmarks, experiments)"
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=os.environ.get("FERRYMQ_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    settings = Settings.from_env()
+    config = WorkerConfig.from_settings(
+        settings,
+        partition=args.partition,
+        host=args.host,
+        port=args.port,
+        data_dir=args.data_dir,
+        worker_id=args.worker_id,
+        segment_bytes=args.segment_bytes,
+        compact_min_bytes=args.compact_min_bytes,
+        register=not args.no_register,
+    )
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(run_worker(config, settings))
+    return uvloop.run(run_worker(config, settings))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

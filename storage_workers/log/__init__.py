@@ -1,0 +1,1 @@
+"""The worker's append-only log: segment format, record codec, recovery, group commit and compaction."""

@@ -1,0 +1,18 @@
+"""Engine records (:mod:`storage_workers.engine.records`) as log payload bytes: a msgpack array each."""
+
+from __future__ import annotations
+
+import msgpack
+
+from storage_workers.engine.records import Record
+
+
+def encode(record: Record) -> bytes:
+    return msgpack.packb(record, use_bin_type=True)
+
+
+def decode(payload: bytes | memoryview) -> Record:
+    record = msgpack.unpackb(payload, raw=False)
+    if not isinstance(record, list) or not record or not isinstance(record[0], int):
+        raise ValueError("log payload is not a record")
+    return tuple(record)

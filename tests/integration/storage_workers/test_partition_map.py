@@ -1,0 +1,57 @@
+"""PartitionMap against a real DynamoDB API (moto's server, or FERRYMQ_TEST_AWS_ENDPOINT)."""
+
+from __future__ import annotations
+
+import socket
+from concurrent.futures import ThreadPoolExecutor
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from ferrymq.aws.partitions import PartitionMap, WorkerAddress
+from ferrymq.errors import ServiceUnavailable
+from ferrymq.settings import Settings
+
+
+def test_register_bumps_the_epoch_and_lookup_reads_it(aws_settings: Settings) -> None:
+    partitions = PartitionMap.from_settings(aws_settings)
+    assert partitions.lookup(101) is None
+    assert partitions.register(101, "w-a", "127.0.0.1", 7001) == 1
+    assert partitions.register(101, "w-b", "127.0.0.2", 7002) == 2
+    assert partitions.lookup(101) == WorkerAddress("w-b", "127.0.0.2", 7002, 2, partition=101)
+    partitions.register(100, "w-c", "127.0.0.1", 7003)
+    listed = [a for a in partitions.all() if a.partition in (100, 101)]
+    assert [(a.partition, a.worker_id) for a in listed] == [(100, "w-c"), (101, "w-b")]
+
+
+def test_workers_racing_for_a_partition_get_distinct_epochs(aws_settings: Settings) -> None:
+    partitions = PartitionMap.from_settings(aws_settings)
+    with ThreadPoolExecutor(4) as pool:
+        epochs = list(pool.map(lambda i: partitions.register(102, f"w-{i}", "127.0.0.1", 8000 + i), range(4)))
+    assert sorted(epochs) == [1, 2, 3, 4]
+    final = partitions.lookup(102)
+    assert final is not None and final.epoch == 4
+
+
+def test_unreachable_dynamodb_is_service_unavailable(aws_settings: Settings) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = boto3.client(
+        "dynamodb",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        region_name="us-east-1",
+        config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=1),
+    )
+    partitions = PartitionMap(client, aws_settings.partitions_table)
+    with pytest.raises(ServiceUnavailable):
+        partitions.lookup(0)
+    with pytest.raises(ServiceUnavailable):
+        partitions.register(0, "w", "127.0.0.1", 1)
+
+
+def test_a_missing_table_is_service_unavailable(aws_settings: Settings) -> None:
+    partitions = PartitionMap.from_settings(aws_settings.with_(table_prefix="no-such-prefix-"))
+    with pytest.raises(ServiceUnavailable):
+        partitions.lookup(0)

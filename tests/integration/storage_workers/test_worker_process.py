@@ -1,0 +1,81 @@
+"""The storage worker as a real process: readiness, partition map, the RPC over loopback, clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from ferrymq.aws.partitions import PartitionMap
+from ferrymq.rpc.client import WorkerClient
+from ferrymq.settings import Settings
+from tests.integration.storage_workers.conftest import WorkerProcess
+
+RETENTION = 345600
+
+
+def message(body: str, delay: int = 0) -> dict:
+    return {
+        "id": str(uuid.uuid4()),
+        "body": body,
+        "attrs": {"n": {"DataType": "Number", "StringValue": "1"}},
+        "md5_body": "md5",
+        "md5_attrs": "md5a",
+        "delay": delay,
+        "system": {},
+    }
+
+
+def test_worker_registers_its_address_and_a_new_epoch_each_start(
+    start_worker: Callable[..., WorkerProcess], aws_settings: Settings, tmp_path: Path
+) -> None:
+    partition_map = PartitionMap.from_settings(aws_settings)
+    # given a worker started for partition 7
+    first = start_worker(tmp_path / "w", worker_id="w-seven", partition=7)
+    # then the partition map names it, with its real port
+    entry = partition_map.lookup(7)
+    assert entry is not None
+    assert (entry.worker_id, entry.host, entry.port) == ("w-seven", first.host, first.port)
+    # when it stops on SIGTERM, then it exits cleanly
+    assert first.terminate() == 0
+    # and when it starts again it takes the partition with the next epoch
+    second = start_worker(tmp_path / "w", worker_id="w-seven", partition=7)
+    again = partition_map.lookup(7)
+    assert again is not None and again.epoch == entry.epoch + 1 and again.port == second.port
+    assert 7 in [a.partition for a in partition_map.all()]
+
+
+def test_send_receive_delete_and_long_poll_over_loopback(
+    start_worker: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    worker = start_worker(tmp_path / "w")
+
+    async def scenario() -> None:
+        client = WorkerClient(worker.host, worker.port)
+        try:
+            sent = await client.send("q", [message("one"), message("two")], retention_seconds=RETENTION)
+            assert len(sent) == 2 and all(isinstance(s["sent_ts"], int) for s in sent)
+            got = await client.receive(
+                "q", max_messages=10, visibility_timeout=30, wait_seconds=0, retention_seconds=RETENTION
+            )
+            assert [m["body"] for m in got] == ["one", "two"]
+            assert got[0]["attrs"] == {"n": {"DataType": "Number", "StringValue": "1"}}
+            assert await client.delete("q", [m["receipt"] for m in got]) == [None, None]
+            assert await client.stats("q", retention_seconds=RETENTION) == {"visible": 0, "in_flight": 0, "delayed": 0}
+
+            # a long poll is answered as soon as a message is sent
+            poll = asyncio.ensure_future(
+                client.receive("q", max_messages=1, visibility_timeout=30, wait_seconds=10, retention_seconds=RETENTION)
+            )
+            await asyncio.sleep(0.3)
+            started = time.monotonic()
+            await client.send("q", [message("three")], retention_seconds=RETENTION)
+            got = await asyncio.wait_for(poll, 5)
+            assert [m["body"] for m in got] == ["three"]
+            assert time.monotonic() - started < 1.0
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())

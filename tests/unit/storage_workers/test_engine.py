@@ -1,0 +1,379 @@
+"""The queue engine's SQS semantics, driven with a manual clock: no disk, no socket, no sleeping."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from ferrymq.clock import ManualClock
+from ferrymq.errors import InvalidParameterValue, MessageNotInflight, ReceiptHandleIsInvalid
+from storage_workers.engine import RECEIVED_FIELDS, Engine
+from storage_workers.engine.records import EXPIRED, PURGED, RECEIVED, SENT
+from storage_workers.log import records as codec
+
+RETENTION = 4 * 24 * 3600
+Q = "000000000000/orders/1"
+
+
+def message(body: str = "hello", *, delay: int = 0, attrs: dict | None = None, system: dict | None = None) -> list:
+    return [str(uuid.uuid4()), body, attrs or {}, f"md5-{body}", None, delay, system or {}]
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def records() -> list:
+    return []
+
+
+@pytest.fixture
+def engine(clock: ManualClock, records: list) -> Engine:
+    return Engine(clock, on_record=records.append)
+
+
+def receive(
+    engine: Engine, n: int = 10, visibility: int = 30, queue: str = Q, retention: int = RETENTION
+) -> list[dict]:
+    return [dict(zip(RECEIVED_FIELDS, row, strict=True)) for row in engine.receive(queue, n, visibility, retention)]
+
+
+def stats(engine: Engine, queue: str = Q, retention: int = RETENTION) -> tuple[int, int, int]:
+    return engine.stats(queue, retention)
+
+
+def test_received_messages_come_in_send_order_with_their_fields(engine: Engine, clock: ManualClock) -> None:
+    # given three messages sent, one with attributes and system attributes
+    attrs = {
+        "colour": {"DataType": "String", "StringValue": "red"},
+        "raw": {"DataType": "Binary", "BinaryValue": b"\0"},
+    }
+    sent = [message("a"), message("b", attrs=attrs, system={"SenderId": "AIDAEXAMPLE"}), message("c")]
+    sent_ts = engine.send(Q, sent, RETENTION)
+    clock.advance(2)
+    # when they are received
+    got = receive(engine)
+    # then they come in send order, as sent, received once, just now
+    assert [m["id"] for m in got] == [m[0] for m in sent]
+    assert got[1]["body"] == "b" and got[1]["attrs"] == attrs and got[1]["system"] == {"SenderId": "AIDAEXAMPLE"}
+    assert got[1]["md5_body"] == "md5-b" and got[1]["md5_attrs"] is None
+    assert sent_ts == 1_700_000_000_000
+    assert all(m["sent_ts"] == sent_ts for m in got)
+    assert all(m["receive_count"] == 1 and m["first_receive_ts"] == sent_ts + 2000 for m in got)
+    assert len({m["receipt"] for m in got}) == 3
+
+
+def test_max_messages_is_honoured(engine: Engine) -> None:
+    engine.send(Q, [message(str(i)) for i in range(5)], RETENTION)
+    assert [m["body"] for m in receive(engine, n=2)] == ["0", "1"]
+    assert [m["body"] for m in receive(engine, n=10)] == ["2", "3", "4"]
+    assert receive(engine) == []
+
+
+def test_receiving_an_unknown_queue_gives_nothing(engine: Engine) -> None:
+    assert receive(engine, queue="nobody") == []
+    assert stats(engine, queue="nobody") == (0, 0, 0)
+
+
+def test_received_message_is_invisible_until_its_timeout(engine: Engine, clock: ManualClock) -> None:
+    # given a message received with a 30 s visibility timeout
+    engine.send(Q, [message()], RETENTION)
+    first = receive(engine, visibility=30)[0]
+    # when 29.9 s pass, then it is still in flight
+    clock.advance(29.9)
+    assert receive(engine) == []
+    assert stats(engine) == (0, 1, 0)
+    # when the timeout runs out, then it is received again, with a new receipt and its first-receive time kept
+    clock.advance(0.1)
+    again = receive(engine)[0]
+    assert again["id"] == first["id"]
+    assert again["receive_count"] == 2
+    assert again["first_receive_ts"] == first["first_receive_ts"]
+    assert again["receipt"] != first["receipt"]
+
+
+def test_visibility_timeout_zero_leaves_the_message_visible(engine: Engine) -> None:
+    engine.send(Q, [message()], RETENTION)
+    assert receive(engine, visibility=0)[0]["receive_count"] == 1
+    assert receive(engine, visibility=0)[0]["receive_count"] == 2
+
+
+def test_messages_visible_again_come_before_later_ones(engine: Engine, clock: ManualClock) -> None:
+    # given a received message whose timeout ran out, and a message sent after it
+    engine.send(Q, [message("first")], RETENTION)
+    receive(engine, visibility=5)
+    engine.send(Q, [message("second")], RETENTION)
+    clock.advance(5)
+    # then the older one comes first (send order, best effort)
+    assert [m["body"] for m in receive(engine)] == ["first", "second"]
+
+
+def test_delayed_message_becomes_visible_after_its_delay(engine: Engine, clock: ManualClock) -> None:
+    # given a message delayed 10 s and one not delayed
+    engine.send(Q, [message("late", delay=10), message("now")], RETENTION)
+    # then only the undelayed one is visible; the other counts as delayed
+    assert stats(engine) == (1, 0, 1)
+    assert [m["body"] for m in receive(engine)] == ["now"]
+    clock.advance(9.999)
+    assert receive(engine) == []
+    # when the delay is over, then it is received
+    clock.advance(0.001)
+    assert [m["body"] for m in receive(engine)] == ["late"]
+    assert engine.next_change(Q) == pytest.approx(clock.now() + 30)
+
+
+def test_expired_messages_are_never_returned_and_are_dropped(engine: Engine, clock: ManualClock, records: list) -> None:
+    # given a message sent, and a second one sent 50 s later, under a 60 s retention
+    engine.send(Q, [message("old")], 60)
+    clock.advance(50)
+    engine.send(Q, [message("young")], 60)
+    # when the first one's retention runs out
+    clock.advance(10)
+    # then it is neither counted nor returned, and it was dropped with a record
+    assert stats(engine, retention=60) == (1, 0, 0)
+    assert [m["body"] for m in receive(engine, retention=60)] == ["young"]
+    assert any(r[0] == EXPIRED for r in records)
+    assert len(engine.queues[Q].msgs) == 1
+
+
+def test_expiry_follows_the_retention_given_with_each_request(engine: Engine, clock: ManualClock) -> None:
+    # given messages received and visible again, out of send order in the visible index
+    engine.send(Q, [message("a"), message("b")], RETENTION)
+    receive(engine, n=1, visibility=1)
+    clock.advance(100)
+    # when retention has become shorter than their age, then receive skips them
+    assert receive(engine, retention=60) == []
+    assert stats(engine, retention=60) == (0, 0, 0)
+
+
+def test_delete_removes_the_message(engine: Engine, clock: ManualClock) -> None:
+    engine.send(Q, [message("a"), message("b")], RETENTION)
+    a, _ = receive(engine, visibility=1)
+    assert engine.delete(Q, [a["receipt"]]) == [None]
+    clock.advance(1)
+    assert [m["body"] for m in receive(engine)] == ["b"]
+    assert stats(engine) == (0, 1, 0)
+
+
+def test_delete_with_an_older_receipt_still_deletes(engine: Engine, clock: ManualClock) -> None:
+    # given a message received twice
+    engine.send(Q, [message()], RETENTION)
+    old = receive(engine, visibility=1)[0]
+    clock.advance(1)
+    receive(engine, visibility=1)
+    # when deleted with the first receipt, then it is gone, and deleting again still succeeds
+    assert engine.delete(Q, [old["receipt"]]) == [None]
+    clock.advance(1)
+    assert receive(engine) == []
+    assert engine.delete(Q, [old["receipt"]]) == [None]
+
+
+def test_garbled_or_foreign_receipts_are_invalid(engine: Engine) -> None:
+    engine.send(Q, [message()], RETENTION)
+    engine.send("other-queue", [message()], RETENTION)
+    mine = receive(engine)[0]["receipt"]
+    foreign = receive(engine, queue="other-queue")[0]["receipt"]
+    flipped = mine[:10] + ("A" if mine[10] != "A" else "B") + mine[11:]
+    results = engine.delete(Q, [foreign, flipped, "not-a-handle", mine])
+    for handle, result in zip([foreign, flipped, "not-a-handle"], results, strict=False):
+        assert result == (
+            ReceiptHandleIsInvalid.code,
+            f'The input receipt handle "{handle}" is not a valid receipt handle.',
+        )
+    assert results[3] is None
+    # the foreign queue's message is untouched
+    assert stats(engine, queue="other-queue") == (0, 1, 0)
+
+
+def test_change_visibility_sets_a_new_deadline_from_now(engine: Engine, clock: ManualClock) -> None:
+    engine.send(Q, [message()], RETENTION)
+    got = receive(engine, visibility=30)[0]
+    clock.advance(20)
+    assert engine.change_visibility(Q, [(got["receipt"], 60)]) == [None]
+    clock.advance(59)
+    assert receive(engine) == []
+    clock.advance(1)
+    assert len(receive(engine)) == 1
+
+
+def test_change_visibility_to_zero_makes_the_message_visible_at_once(engine: Engine) -> None:
+    engine.send(Q, [message()], RETENTION)
+    got = receive(engine, visibility=300)[0]
+    assert engine.change_visibility(Q, [(got["receipt"], 0)]) == [None]
+    assert stats(engine) == (1, 0, 0)
+    assert receive(engine)[0]["id"] == got["id"]
+
+
+def test_change_visibility_reports_each_failure_by_its_cause(engine: Engine, clock: ManualClock) -> None:
+    # given: one message visible again after its timeout, one deleted, one in flight
+    engine.send(Q, [message("visible"), message("deleted"), message("flying")], RETENTION)
+    visible, deleted = receive(engine, n=2, visibility=5)
+    flying = receive(engine, n=1, visibility=100)[0]
+    clock.advance(5)
+    engine.delete(Q, [deleted["receipt"]])
+    # when their visibility is changed with a garbled handle too
+    results = engine.change_visibility(
+        Q, [(visible["receipt"], 10), (deleted["receipt"], 10), ("garbled", 10), (flying["receipt"], 10)]
+    )
+    # then each entry gets its own answer
+    assert results[0] == (MessageNotInflight.code, "The message referred to isn't in flight.")
+    assert results[1] == (
+        InvalidParameterValue.code,
+        f"Value {deleted['receipt']} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is "
+        "not available for visibility timeout change.",
+    )
+    assert results[2] == (
+        ReceiptHandleIsInvalid.code,
+        'The input receipt handle "garbled" is not a valid receipt handle.',
+    )
+    assert results[3] is None
+
+
+def test_purge_drops_every_message_of_the_queue_only(engine: Engine, records: list) -> None:
+    engine.send(Q, [message(), message(delay=30)], RETENTION)
+    receive(engine, n=1)
+    engine.send("other", [message()], RETENTION)
+    engine.purge(Q)
+    assert records[-1] == (PURGED, Q)
+    assert stats(engine) == (0, 0, 0)
+    assert stats(engine, queue="other") == (1, 0, 0)
+    # and the queue takes new messages afterwards
+    engine.send(Q, [message("after")], RETENTION)
+    assert [m["body"] for m in receive(engine)] == ["after"]
+
+
+def test_drop_queue_forgets_it(engine: Engine) -> None:
+    engine.send(Q, [message()], RETENTION)
+    got = receive(engine)[0]
+    engine.drop_queue(Q)
+    assert Q not in engine.queues
+    assert engine.live_bytes == 0
+    assert engine.delete(Q, [got["receipt"]]) == [None]
+    assert receive(engine) == []
+
+
+def test_next_change_is_the_next_time_a_message_can_become_visible(engine: Engine, clock: ManualClock) -> None:
+    # given a message received for 10 s and deleted, and one received for 60 s
+    engine.send(Q, [message("gone"), message("flying")], RETENTION)
+    gone = receive(engine, n=1, visibility=10)[0]
+    receive(engine, n=1, visibility=60)
+    engine.delete(Q, [gone["receipt"]])
+    start = clock.now()
+    # then the deleted message's old deadline does not count once it has passed
+    clock.advance(11)
+    assert engine.next_change(Q) == pytest.approx(start + 60)
+    # and once the other's deadline passes, it is visible now
+    clock.advance(50)
+    assert engine.next_change(Q) == pytest.approx(clock.now())
+    receive(engine)
+    assert engine.next_change(Q) == pytest.approx(clock.now() + 30)
+    # and a queue with no messages has no next change
+    engine.purge(Q)
+    assert engine.next_change(Q) is None
+    assert engine.next_change("nobody") is None
+
+
+def test_stats_count_visible_in_flight_and_delayed(engine: Engine, clock: ManualClock) -> None:
+    engine.send(Q, [message(), message(), message(), message(delay=60)], RETENTION)
+    receive(engine, n=2, visibility=10)
+    assert stats(engine) == (1, 2, 1)
+    clock.advance(10)
+    assert stats(engine) == (3, 0, 1)
+    clock.advance(50)
+    assert stats(engine) == (4, 0, 0)
+
+
+def test_requests_that_change_nothing_record_nothing(engine: Engine, records: list) -> None:
+    engine.purge("nobody")
+    engine.drop_queue("nobody")
+    engine.delete(Q, ["garbled"])
+    engine.change_visibility(Q, [("garbled", 5)])
+    receive(engine)
+    stats(engine)
+    assert records == []
+
+
+def test_each_change_is_recorded_with_its_timestamp(engine: Engine, clock: ManualClock, records: list) -> None:
+    engine.send(Q, [message()], RETENTION)
+    clock.advance(1)
+    receive(engine, visibility=7)
+    assert [r[0] for r in records] == [SENT, RECEIVED]
+    assert records[0][2] == 1_700_000_000_000
+    assert records[1][2:4] == (1_700_000_001_000, 1_700_000_008_000)
+
+
+def test_busy_queue_keeps_its_indexes_small(engine: Engine, clock: ManualClock) -> None:
+    # given a queue through which many messages pass: sent, received, deleted
+    for _ in range(3000):
+        engine.send(Q, [message() for _ in range(10)], RETENTION)
+        got = receive(engine, visibility=600)
+        engine.delete(Q, [m["receipt"] for m in got])
+        clock.advance(0.01)
+    # then the lazily cleaned indexes stay bounded by the live messages, not by the traffic
+    q = engine.queues[Q]
+    assert len(q.msgs) == 0
+    assert len(q.timers) + len(q.fresh) + len(q.returned) <= 1024 + 10
+    assert len(q.order) <= 1024 + 10
+
+
+def _random_workload(engine: Engine, clock: ManualClock, rng: random.Random, steps: int) -> None:
+    queues = ["q-a", "q-b", "q-c"]
+    handles: dict[str, list[str]] = {q: [] for q in queues}
+    for _ in range(steps):
+        q = rng.choice(queues)
+        op = rng.random()
+        if op < 0.35:
+            engine.send(
+                q,
+                [message(f"m{rng.random()}", delay=rng.choice([0, 0, 0, 2, 5])) for _ in range(rng.randint(1, 4))],
+                120,
+            )
+        elif op < 0.65:
+            got = engine.receive(q, rng.randint(1, 10), rng.choice([0, 1, 3, 30]), 120)
+            handles[q].extend(row[1] for row in got)
+        elif op < 0.8 and handles[q]:
+            engine.delete(q, rng.sample(handles[q], min(len(handles[q]), rng.randint(1, 3))))
+        elif op < 0.9 and handles[q]:
+            engine.change_visibility(q, [(h, rng.choice([0, 1, 10])) for h in rng.sample(handles[q], 1)])
+        elif op < 0.92:
+            engine.purge(q)
+        elif op < 0.93:
+            engine.drop_queue(q)
+        else:
+            engine.stats(q, rng.choice([120, 30]))
+        clock.advance(rng.choice([0, 0.001, 0.5, 1, 3]))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_replaying_the_records_rebuilds_the_same_state(
+    seed: int, clock: ManualClock, records: list, engine: Engine
+) -> None:
+    # given an engine driven through a random workload
+    _random_workload(engine, clock, random.Random(seed), 2000)
+    # when its records, through the log codec, are replayed into a fresh engine
+    replayed = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in records])
+    # then the state is the same, and so is what both hand out next
+    assert replayed.state() == engine.state()
+    assert replayed.next_seq == engine.next_seq
+    for q in ["q-a", "q-b", "q-c"]:
+        assert replayed.stats(q, 120) == engine.stats(q, 120)
+        assert replayed.receive(q, 10, 30, 120) == engine.receive(q, 10, 30, 120)
+
+
+def test_a_snapshot_rebuilds_the_same_state(clock: ManualClock, records: list, engine: Engine) -> None:
+    # given a driven engine and its snapshot
+    _random_workload(engine, clock, random.Random(7), 1500)
+    snapshot = [codec.decode(codec.encode(r)) for r in engine.snapshot()]
+    # when the snapshot is replayed, then it is the same state
+    restored = Engine.replay(clock, snapshot)
+    assert restored.state() == engine.state()
+    assert restored.live_bytes == engine.live_bytes
+    for q in list(engine.queues):
+        assert restored.stats(q, 120) == engine.stats(q, 120)
+        assert restored.receive(q, 10, 30, 120) == engine.receive(q, 10, 30, 120)
+    # and new messages get sequence numbers never used before
+    assert restored.next_seq == engine.next_seq
