@@ -80,7 +80,10 @@ def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
             {
                 "type": "http.response.start",
                 "status": response.status,
-                "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers],
+                "headers": [
+                    *((k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers),
+                    (b"content-length", str(len(response.body)).encode()),
+                ],
             }
         )
         await send({"type": "http.response.body", "body": response.body})
