@@ -1,0 +1,83 @@
+"""Latency of the durable AWS stand-in as FerryMQ's processes see it: boto3 over loopback, keep-alive.
+
+    python benchmarks/standin_bench.py [--requests 500]
+
+Starts ``python -m infra.standin`` on a temporary directory, then times DynamoDB GetItem (a read), PutItem
+(journaled and fsynced) and a conditional PutItem that fails (nothing journaled). It prints p50 and p99 in
+milliseconds and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+
+from infra.standin import layout
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered) * 1000, ordered[int(len(ordered) * 0.99) - 1] * 1000
+
+
+def _time(label: str, requests: int, call: Callable[[int], Any]) -> None:
+    for i in range(min(50, requests)):
+        call(i)
+    samples = []
+    for i in range(requests):
+        started = time.perf_counter()
+        call(i)
+        samples.append(time.perf_counter() - started)
+    p50, p99 = _percentiles(samples)
+    print(f"{label:<28} p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   ({requests} requests)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=500)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as data_dir:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "infra.standin", "--port", "0", "--data-dir", data_dir],
+            stdout=subprocess.PIPE, text=True,
+        )
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            if not line.startswith(layout.READY_PREFIX):
+                raise SystemExit(f"the stand-in did not start: {line!r}")
+            dynamodb = boto3.client("dynamodb", endpoint_url=line.split()[1], region_name="us-east-1",
+                                    aws_access_key_id="test", aws_secret_access_key="test")
+            dynamodb.create_table(
+                TableName="bench", BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            )
+            dynamodb.put_item(TableName="bench", Item={"pk": {"S": "hot"}, "v": {"S": "x" * 100}})
+            _time("GetItem", args.requests,
+                  lambda i: dynamodb.get_item(TableName="bench", Key={"pk": {"S": "hot"}}))
+            _time("PutItem (journaled)", args.requests,
+                  lambda i: dynamodb.put_item(TableName="bench", Item={"pk": {"S": f"k{i}"}, "v": {"N": str(i)}}))
+
+            def failing_put(i: int) -> None:
+                with contextlib.suppress(dynamodb.exceptions.ConditionalCheckFailedException):
+                    dynamodb.put_item(TableName="bench", Item={"pk": {"S": "hot"}},
+                                      ConditionExpression="attribute_not_exists(pk)")
+
+            _time("PutItem, condition fails", args.requests, failing_put)
+        finally:
+            process.terminate()
+            process.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Serving an ASGI app with uvicorn (httptools, uvloop) on a socket bound up front.
+
+Binding the socket ourselves means port 0 works and the real port is known before uvicorn starts; the
+ready line is printed once uvicorn reports it is serving. SIGTERM and SIGINT stop uvicorn gracefully and the
+call returns normally, so callers can persist state afterwards and exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any, Literal
+
+import uvicorn
+import uvloop
+
+LifespanMode = Literal["auto", "on", "off"]
+
+
+def bind_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def socket_url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+@contextmanager
+def _graceful_signals() -> Iterator[None]:
+    """Harmless SIGTERM/SIGINT handlers for uvicorn to restore and re-raise after its graceful stop."""
+
+    def ignore(signum: int, frame: FrameType | None) -> None:
+        pass
+
+    previous = {sig: signal.signal(sig, ignore) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+async def _serve_and_announce(server: uvicorn.Server, sock: socket.socket, ready_line: str) -> None:
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not serving.done():
+        await asyncio.sleep(0.005)
+    if server.started:
+        print(ready_line, flush=True)
+    await serving
+
+
+def serve_asgi(app: Any, sock: socket.socket, ready_line: str, lifespan: LifespanMode = "auto") -> None:
+    """Serve ``app`` on ``sock`` until SIGTERM/SIGINT; print ``ready_line`` once serving."""
+    config = uvicorn.Config(
+        app,
+        lifespan=lifespan,
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+    )
+    server = uvicorn.Server(config)
+    with _graceful_signals(), asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(_serve_and_announce(server, sock, ready_line))

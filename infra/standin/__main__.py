@@ -1,0 +1,30 @@
+"""``python -m infra.standin --host H --port P --data-dir D``: serve the durable AWS stand-in."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+from infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES
+from infra.standin.server import serve
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m infra.standin", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--data-dir", type=Path, required=True, help="where the snapshot and journal live")
+    parser.add_argument("--journal-limit-bytes", type=int, default=DEFAULT_JOURNAL_LIMIT_BYTES,
+                        help="take a snapshot once the journal grows past this size")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=os.environ.get("FERRYMQ_LOG_LEVEL", "WARNING").upper(),
+        format="%(asctime)s standin %(levelname)s %(name)s: %(message)s",
+    )
+    serve(args.host, args.port, args.data_dir, args.journal_limit_bytes)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Running the durable stand-in: recover state, listen, announce, and snapshot on a clean stop."""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import logging
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from infra import asgi_serving
+from infra.standin import replay_clock
+from infra.standin.asgi_bridge import StandinAsgiApp
+from infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES, DurableApp
+from infra.standin.layout import LOCK_FILE, READY_PREFIX
+from infra.standin.snapshot import DURABLE_SERVICES
+
+log = logging.getLogger(__name__)
+
+# moto's handlers block; reads run in parallel on these threads, writes queue for the write lock.
+WORKER_THREADS = 32
+
+
+@contextmanager
+def exclusive_data_dir(data_dir: Path) -> Iterator[None]:
+    """Hold an advisory lock on ``data_dir`` so two stand-ins never share one journal; the OS drops it on exit."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(f"another stand-in is using {data_dir}") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _dispatcher() -> Any:
+    """moto's host-based dispatcher, with the host -> service lookup memoised.
+
+    moto's own lookup lists moto's package directory and tries every URL pattern on each request, which
+    costs more than a DynamoDB GetItem itself. The hosts it is asked about are inferred service hosts, a
+    small set, and the answer for each never changes.
+    """
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    class Dispatcher(DomainDispatcherApplication):
+        def __init__(self) -> None:
+            super().__init__(create_backend_app)
+            self._backend_for_host = functools.lru_cache(maxsize=1024)(super().get_backend_for_host)
+
+        def get_backend_for_host(self, host: str | None) -> Any:
+            return self._backend_for_host(host)
+
+    return Dispatcher()
+
+
+def build_durable_app(data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES) -> DurableApp:
+    """moto's dispatcher wrapped in a :class:`DurableApp`, with the durable services loaded up front.
+
+    Loading them first means their modules exist before moto's clock is rerouted for replay.
+    """
+    from moto.backends import get_backend
+
+    dispatcher = _dispatcher()
+    for service in DURABLE_SERVICES:
+        get_backend(service)  # type: ignore[call-overload]
+    clock = replay_clock.install()
+    return DurableApp(dispatcher, data_dir, clock, journal_limit_bytes)
+
+
+def serve(host: str, port: int, data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES) -> None:
+    """Recover state from ``data_dir``, serve until SIGTERM/SIGINT, then snapshot and return."""
+    with exclusive_data_dir(data_dir):
+        durable = build_durable_app(data_dir, journal_limit_bytes)
+        replayed = durable.recover()
+        log.info("recovered %s: %d journal records replayed", data_dir, replayed)
+        sock = asgi_serving.bind_socket(host, port)
+        executor = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="standin")
+        try:
+            app = StandinAsgiApp(durable, executor)
+            asgi_serving.serve_asgi(app, sock, f"{READY_PREFIX} {asgi_serving.socket_url(sock)}", lifespan="off")
+        finally:
+            sock.close()
+            executor.shutdown(wait=True)
+            durable.close()
