@@ -10,6 +10,8 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import IO
 
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
@@ -36,6 +38,25 @@ class Started:
         return self.process.wait(STOP_TIMEOUT)
 
 
+def children_of(pid: int) -> list[int]:
+    """Direct children of ``pid`` (Linux)."""
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(field) for field in text.split()]
+
+
+def is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers signal 0; it is gone as far as anyone can reach it.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def child_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
     env.update({"PYTHONUNBUFFERED": "1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
@@ -50,16 +71,24 @@ def python_module(module: str, *args: str) -> list[str]:
 
 @contextmanager
 def running(argv: Sequence[str], ready_prefix: str, env: Mapping[str, str] | None = None,
-            new_session: bool = False) -> Iterator[Started]:
-    """Start ``argv``, wait for a stdout line starting with ``ready_prefix``, and stop it on exit."""
-    process = subprocess.Popen(list(argv), env=dict(env or child_env()), stdout=subprocess.PIPE,
+            new_session: bool = False, stderr: IO[str] | None = None) -> Iterator[Started]:
+    """Start ``argv``, wait for a stdout line starting with ``ready_prefix``, and stop it on exit.
+
+    With ``new_session`` the process leads its own process group, and the whole group is killed at the end.
+    """
+    process = subprocess.Popen(list(argv), env=dict(env or child_env()), stdout=subprocess.PIPE, stderr=stderr,
                                stdin=subprocess.DEVNULL, text=True, start_new_session=new_session)
     lines: queue.Queue[str | None] = queue.Queue()
+
+    started: Started | None = None
 
     def pump() -> None:
         assert process.stdout is not None
         for line in process.stdout:
-            lines.put(line)
+            if started is not None:
+                started.output.append(line)
+            else:
+                lines.put(line)
         lines.put(None)
 
     threading.Thread(target=pump, daemon=True).start()

@@ -1,0 +1,113 @@
+"""Where the local stack's AWS calls go: an endpoint the user named, or the durable stand-in.
+
+``AWS_ENDPOINT_URL`` (or ``FERRYMQ_AWS_ENDPOINT_URL``) naming an endpoint — LocalStack, real AWS — means no
+stand-in is started and the user's credentials are used as they are. Otherwise the stand-in serves
+``settings.data_dir / "aws"`` with dummy credentials. ``ferrymq up`` records the running stand-in's URL in
+that directory so admin commands reach the same state; with no stack running, an admin command starts a
+stand-in on that directory for the length of the command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ferrymq.settings import Settings
+from infra.children import Child, child_environment, python_module_argv, start_child
+from infra.standin import layout
+
+STANDIN_ACCESS_KEY = "test"
+STANDIN_SECRET_KEY = "test"
+STANDIN_HOST = "127.0.0.1"
+
+
+def named_endpoint(env: Mapping[str, str]) -> str | None:
+    """The AWS endpoint the user chose, if any."""
+    return env.get("FERRYMQ_AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL") or None
+
+
+def standin_dir(settings: Settings) -> Path:
+    return settings.data_dir / "aws"
+
+
+def named_environment(endpoint: str) -> dict[str, str]:
+    """What boto3 needs to reach a named endpoint (it reads ``AWS_ENDPOINT_URL`` only)."""
+    return {"AWS_ENDPOINT_URL": endpoint}
+
+
+def standin_environment(endpoint: str, region: str) -> dict[str, str]:
+    """What boto3 needs to reach the stand-in: its URL and dummy credentials."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": STANDIN_ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": STANDIN_SECRET_KEY,
+        "AWS_DEFAULT_REGION": region,
+    }
+
+
+def apply_environment(aws_env: Mapping[str, str]) -> None:
+    """Point this process's boto3 clients at ``aws_env`` (boto3 reads these variables itself)."""
+    os.environ.update(aws_env)
+    if "AWS_ACCESS_KEY_ID" in aws_env:
+        # A leftover session token would belong to other credentials.
+        os.environ.pop("AWS_SESSION_TOKEN", None)
+
+
+def start_standin(settings: Settings, env: Mapping[str, str], should_abort: Callable[[], bool] = lambda: False,
+                  timeout: float = 60.0) -> tuple[Child, str]:
+    """Start the stand-in on ``standin_dir(settings)``; returns it with its endpoint URL."""
+    argv = python_module_argv("infra.standin", "--host", STANDIN_HOST, "--port", "0",
+                              "--data-dir", str(standin_dir(settings)))
+    child = start_child("aws", argv, child_environment(env), layout.READY_PREFIX, should_abort=should_abort,
+                        timeout=timeout)
+    return child, child.ready_fields[0]
+
+
+def write_endpoint_file(settings: Settings, endpoint: str) -> None:
+    path = standin_dir(settings) / layout.ENDPOINT_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(endpoint + "\n")
+    tmp.replace(path)
+
+
+def remove_endpoint_file(settings: Settings) -> None:
+    (standin_dir(settings) / layout.ENDPOINT_FILE).unlink(missing_ok=True)
+
+
+def running_standin_endpoint(settings: Settings) -> str | None:
+    """The URL of the stand-in a running ``ferrymq up`` serves this data directory with, if there is one."""
+    directory = standin_dir(settings)
+    path = directory / layout.ENDPOINT_FILE
+    if not path.exists() or not layout.is_locked(directory):
+        return None
+    return path.read_text().strip() or None
+
+
+@dataclass(frozen=True)
+class AdminTarget:
+    """Where an admin command's AWS calls go; ``temporary`` when the stand-in was started just for it."""
+
+    endpoint: str
+    environment: dict[str, str]
+    temporary: bool
+
+
+@contextmanager
+def admin_target(settings: Settings, env: Mapping[str, str]) -> Iterator[AdminTarget]:
+    """The AWS target for an admin command, starting a stand-in for its duration when none runs."""
+    endpoint = named_endpoint(env)
+    if endpoint:
+        yield AdminTarget(endpoint, named_environment(endpoint), temporary=False)
+        return
+    endpoint = running_standin_endpoint(settings)
+    if endpoint:
+        yield AdminTarget(endpoint, standin_environment(endpoint, settings.region), temporary=False)
+        return
+    child, endpoint = start_standin(settings, env)
+    try:
+        yield AdminTarget(endpoint, standin_environment(endpoint, settings.region), temporary=True)
+    finally:
+        child.stop()

@@ -1,0 +1,144 @@
+"""Child processes of the local stack: start one, wait for its ready line, forward its output, stop it.
+
+Every FerryMQ process announces readiness with one line on stdout (``FERRYMQ_STANDIN_READY ...``,
+``FERRYMQ_WORKER_READY ...``, ``FERRYMQ_GATEWAY_READY ...``). A reader thread per child watches for that
+line and then keeps forwarding the child's stdout, prefixed with its name, so a chatty child never blocks on
+a full pipe. stderr is inherited: logs go where the parent's go.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TextIO
+
+DEFAULT_READY_TIMEOUT = 60.0
+DEFAULT_STOP_TIMEOUT = 10.0
+
+
+class ChildFailed(RuntimeError):
+    """A child exited, or never became ready."""
+
+
+class Child:
+    """A started child process whose ready line has been seen."""
+
+    def __init__(self, name: str, process: subprocess.Popen[str], ready_fields: list[str]) -> None:
+        self.name = name
+        self.process = process
+        self.ready_fields = ready_fields
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def exit_status(self) -> int | None:
+        """None while running, else the exit status (negative: killed by that signal)."""
+        return self.process.poll()
+
+    def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> int:
+        """SIGTERM, wait up to ``timeout`` seconds, then SIGKILL; returns the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
+
+
+def _pump(process: subprocess.Popen[str], name: str, ready_prefix: str, ready: queue.Queue[str | None],
+          out: TextIO) -> None:
+    assert process.stdout is not None
+    announced = False
+    for line in process.stdout:
+        if not announced and line.startswith(ready_prefix):
+            announced = True
+            ready.put(line.strip())
+            continue
+        out.write(f"[{name}] {line}")
+        out.flush()
+    if not announced:
+        ready.put(None)
+
+
+def start_child(
+    name: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    ready_prefix: str,
+    *,
+    timeout: float = DEFAULT_READY_TIMEOUT,
+    should_abort: Callable[[], bool] = lambda: False,
+    out: TextIO | None = None,
+) -> Child:
+    """Start ``argv`` and return once it prints a line starting with ``ready_prefix``.
+
+    Raises :class:`ChildFailed` (after stopping the child) if it exits first, ``timeout`` passes, or
+    ``should_abort()`` turns true meanwhile.
+    """
+    process = subprocess.Popen(
+        list(argv),
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
+    ready: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(
+        target=_pump, args=(process, name, ready_prefix, ready, out or sys.stdout), name=f"{name}-stdout",
+        daemon=True,
+    ).start()
+    child = Child(name, process, [])
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            line = ready.get(timeout=0.05)
+        except queue.Empty:
+            line = ""
+        if line is None:
+            status = process.wait()
+            raise ChildFailed(f"{name} exited with status {status} before it was ready")
+        if line:
+            child.ready_fields = line.split()[1:]
+            return child
+        if should_abort():
+            child.stop()
+            raise ChildFailed(f"{name}: start-up interrupted")
+        if time.monotonic() > deadline:
+            child.stop()
+            raise ChildFailed(f"{name} was not ready within {timeout:.0f} s")
+
+
+def python_module_argv(module: str, *args: str) -> list[str]:
+    """Run ``module`` with this interpreter, so children use the same virtualenv."""
+    return [sys.executable, "-m", module, *args]
+
+
+def child_environment(base: Mapping[str, str], **overrides: str) -> dict[str, str]:
+    env = dict(base)
+    env.update(overrides)
+    # Ready lines must arrive as soon as they are printed.
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def stop_all(children: Sequence[Child], timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
+    """Stop ``children`` one by one, last started first."""
+    for child in reversed(children):
+        child.stop(timeout)
+
+
+def signal_name(status: int) -> str:
+    if status < 0:
+        try:
+            return f"signal {signal.Signals(-status).name}"
+        except ValueError:
+            return f"signal {-status}"
+    return f"status {status}"

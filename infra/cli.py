@@ -1,0 +1,85 @@
+"""The ``ferrymq`` command: ``up`` runs the local stack; ``credentials`` and ``bootstrap`` administer it.
+
+Settings come from ``FERRYMQ_*`` variables, read once here. AWS calls go to ``AWS_ENDPOINT_URL`` (or
+``FERRYMQ_AWS_ENDPOINT_URL``) when set, otherwise to the durable stand-in in ``FERRYMQ_DATA_DIR/aws``; see
+:mod:`infra.aws_target`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ferrymq.errors import ServiceUnavailable, SqsError
+from ferrymq.settings import Settings
+from infra import admin, aws_target
+from infra.bootstrap import bootstrap
+from infra.children import ChildFailed
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ferrymq", description="FerryMQ, a message queue that speaks the SQS API.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("up", help="run the whole stack locally, in the foreground")
+    commands.add_parser("bootstrap", help="create FerryMQ's tables, bucket and key (idempotent)")
+    credentials = commands.add_parser("credentials", help="manage access keys")
+    actions = credentials.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="create an access key and print it with its secret")
+    create.add_argument("--account", required=True, help="12-digit account id the key belongs to")
+    create.add_argument("--user", required=True, help="user name recorded with the key")
+    create.add_argument("--json", action="store_true", help="print one JSON object")
+    listing = actions.add_parser("list", help="list access keys (without secrets)")
+    listing.add_argument("--json", action="store_true", help="print one JSON array")
+    delete = actions.add_parser("delete", help="delete an access key")
+    delete.add_argument("key_id", metavar="KEY_ID")
+    return parser
+
+
+def _admin(settings: Settings, command: Callable[[Settings, str], int]) -> int:
+    """Run an admin command against the stack's AWS state."""
+    try:
+        with aws_target.admin_target(settings, os.environ) as target:
+            aws_target.apply_environment(target.environment)
+            settings = settings.with_(aws_endpoint_url=target.endpoint)
+            if target.temporary:
+                # The stack's own state, possibly never bootstrapped yet; bootstrapping it is idempotent.
+                bootstrap(settings)
+            return command(settings, target.endpoint)
+    except ChildFailed as exc:
+        print(f"ferrymq: could not start the AWS stand-in: {exc}", file=sys.stderr)
+    except (BotoCoreError, ClientError, SqsError) as exc:
+        print(f"ferrymq: AWS call failed: {exc}", file=sys.stderr)
+        if isinstance(exc, ServiceUnavailable):
+            print("ferrymq: are FerryMQ's tables there? `ferrymq bootstrap` creates them", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=os.environ.get("FERRYMQ_LOG_LEVEL", "WARNING").upper(),
+        format="%(asctime)s ferrymq %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    settings = Settings.from_env()
+    out, err = sys.stdout, sys.stderr
+    if args.command == "up":
+        from infra.local_stack import run_up
+
+        return run_up(settings, os.environ, out)
+    if args.command == "bootstrap":
+        return _admin(settings, lambda s, endpoint: admin.run_bootstrap(s, endpoint, out))
+    if args.action == "create":
+        return _admin(settings, lambda s, _: admin.create_credentials(s, args.account, args.user, args.json, out))
+    if args.action == "list":
+        return _admin(settings, lambda s, _: admin.list_credentials(s, args.json, out))
+    return _admin(settings, lambda s, _: admin.delete_credentials(s, args.key_id, out, err))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""``python -m infra.gateway --host H --port P``: the SQS front end served locally by uvicorn.
+
+The front end's ASGI app (:func:`functions.frontend.asgi.create_app`) runs in uvicorn with uvloop and
+httptools, access logs off. The socket is bound before uvicorn starts so ``--port 0`` works; once serving,
+the gateway prints ``FERRYMQ_GATEWAY_READY http://HOST:PORT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from ferrymq.settings import Settings
+from infra import asgi_serving
+
+READY_PREFIX = "FERRYMQ_GATEWAY_READY"
+
+
+def run(settings: Settings, host: str, port: int) -> None:
+    """Serve the front end on ``host:port`` until SIGTERM/SIGINT."""
+    from functions.frontend.asgi import create_app
+
+    sock = asgi_serving.bind_socket(host, port)
+    try:
+        asgi_serving.serve_asgi(
+            create_app(settings), sock, f"{READY_PREFIX} {asgi_serving.socket_url(sock)}", lifespan="on"
+        )
+    finally:
+        sock.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infra.gateway", description="Serve FerryMQ's SQS front end.")
+    parser.add_argument("--host", help="address to listen on (default FERRYMQ_HOST)")
+    parser.add_argument("--port", type=int, help="port to listen on, 0 for any free one (default FERRYMQ_PORT)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=os.environ.get("FERRYMQ_LOG_LEVEL", "WARNING").upper(),
+        format="%(asctime)s gateway %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    settings = Settings.from_env()
+    run(settings, args.host or settings.host, settings.port if args.port is None else args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

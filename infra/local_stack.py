@@ -1,0 +1,172 @@
+"""``ferrymq up``: the whole stack on one machine, in the foreground.
+
+Start order: AWS stand-in (unless an endpoint is named), bootstrap of tables/bucket/key, the development
+credential, one storage worker per partition, the gateway. Then one banner and the machine-readable line
+``FERRYMQ_READY endpoint=URL``. SIGTERM or SIGINT stops the children in reverse order (SIGTERM, then SIGKILL
+after a timeout) and returns 0; a child that dies on its own is reported, the rest are stopped, and the
+return value is 1.
+
+All children share this process's process group, so ``kill -9 -PGID`` takes the whole stack down at once,
+and a terminal's Ctrl-C reaches every process together; each stops cleanly on its own and this process
+then collects them.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TextIO
+
+from ferrymq.aws.credentials import Credential, CredentialStore
+from ferrymq.settings import Settings
+from infra import aws_target
+from infra.bootstrap import bootstrap
+from infra.children import Child, ChildFailed, child_environment, python_module_argv, signal_name, start_child, stop_all
+from infra.gateway import READY_PREFIX as GATEWAY_READY_PREFIX
+
+WORKER_READY_PREFIX = "FERRYMQ_WORKER_READY"
+READY_PREFIX = "FERRYMQ_READY"
+DEV_USER_NAME = "dev"
+POLL_SECONDS = 0.2
+
+
+class StartupFailed(RuntimeError):
+    """A step of start-up other than a child process failed."""
+
+
+@dataclass
+class _StopRequest:
+    """Set from signal handlers; start-up and supervision poll it."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    signum: int | None = None
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+        self.event.set()
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+
+def seed_dev_credential(settings: Settings) -> None:
+    """Make sure the development access key exists, without rewriting it on every start."""
+    store = CredentialStore.from_settings(settings)
+    current = store.get(settings.dev_access_key)
+    if (
+        current is not None
+        and current.secret_access_key == settings.dev_secret_key
+        and current.account_id == settings.account_id
+    ):
+        return
+    store.put(
+        Credential(
+            access_key_id=settings.dev_access_key,
+            secret_access_key=settings.dev_secret_key,
+            account_id=settings.account_id,
+            user_name=DEV_USER_NAME,
+            created_at=time.time(),
+        )
+    )
+
+
+def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool) -> str:
+    aws_line = f"{aws_endpoint} (stand-in, state in {aws_target.standin_dir(settings)})" if standin else aws_endpoint
+    return "\n".join(
+        [
+            "FerryMQ is up.",
+            f"  endpoint         {endpoint}",
+            f"  region           {settings.region}",
+            f"  account          {settings.account_id}",
+            f"  access key id    {settings.dev_access_key}",
+            f"  secret key       {settings.dev_secret_key}",
+            f"  AWS services     {aws_line}",
+            f"  data             {settings.data_dir}",
+            "",
+            f"  try: aws sqs list-queues --endpoint-url {endpoint} --region {settings.region}",
+            "  stop with Ctrl-C",
+            "",
+            f"{READY_PREFIX} endpoint={endpoint}",
+        ]
+    )
+
+
+def run_up(settings: Settings, env: Mapping[str, str], out: TextIO | None = None) -> int:
+    """Run the stack until a signal (returns 0) or until a child fails (returns 1)."""
+    out = out or sys.stdout
+    stop = _StopRequest()
+    previous = {sig: signal.signal(sig, stop.handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+    children: list[Child] = []
+    standin = aws_target.named_endpoint(env) is None
+    try:
+        try:
+            endpoint = _start(settings, env, stop, children, standin, out)
+        except (ChildFailed, StartupFailed) as exc:
+            if stop.is_set():
+                return 0
+            print(f"ferrymq: {exc}", file=sys.stderr, flush=True)
+            return 1
+        if endpoint is None:
+            return 0
+        return _supervise(children, stop)
+    finally:
+        stop_all(children)
+        if standin:
+            aws_target.remove_endpoint_file(settings)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, children: list[Child], standin: bool,
+           out: TextIO) -> str | None:
+    """Start every part in order; returns the gateway's URL, or None if a stop was requested meanwhile."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    named = aws_target.named_endpoint(env)
+    if named is None:
+        child, aws_endpoint = aws_target.start_standin(settings, env, should_abort=stop.is_set)
+        children.append(child)
+        aws_target.write_endpoint_file(settings, aws_endpoint)
+        aws_env = aws_target.standin_environment(aws_endpoint, settings.region)
+    else:
+        aws_endpoint = named
+        aws_env = aws_target.named_environment(named)
+    aws_target.apply_environment(aws_env)
+    settings = settings.with_(aws_endpoint_url=aws_endpoint)
+    try:
+        bootstrap(settings)
+        seed_dev_credential(settings)
+    except Exception as exc:
+        raise StartupFailed(f"could not prepare FerryMQ's AWS resources at {aws_endpoint}: {exc}") from exc
+    if stop.is_set():
+        return None
+    base_env = child_environment(env, FERRYMQ_DATA_DIR=str(settings.data_dir), **aws_env)
+    if standin:
+        base_env.pop("AWS_SESSION_TOKEN", None)
+    for partition in range(settings.partitions):
+        worker_id = f"worker-{partition}"
+        argv = python_module_argv("storage_workers", "--partition", str(partition), "--worker-id", worker_id)
+        children.append(start_child(worker_id, argv, base_env, WORKER_READY_PREFIX, should_abort=stop.is_set))
+    argv = python_module_argv("infra.gateway", "--host", settings.host, "--port", str(settings.port))
+    gateway = start_child("gateway", argv, base_env, GATEWAY_READY_PREFIX, should_abort=stop.is_set)
+    children.append(gateway)
+    endpoint = gateway.ready_fields[0]
+    print(banner(settings, endpoint, aws_endpoint, standin), file=out, flush=True)
+    return endpoint
+
+
+def _supervise(children: list[Child], stop: _StopRequest) -> int:
+    while not stop.event.wait(POLL_SECONDS):
+        for child in children:
+            status = child.exit_status()
+            if status is not None:
+                if stop.is_set():
+                    return 0
+                print(f"ferrymq: {child.name} (pid {child.pid}) exited unexpectedly with {signal_name(status)}; "
+                      "stopping the stack", file=sys.stderr, flush=True)
+                return 1
+    return 0

@@ -1,0 +1,103 @@
+"""The ``ferrymq`` command as users run it: admin commands, ``up`` start-up, shutdown and failure handling."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from infra.local_stack import READY_PREFIX
+from infra.standin import layout
+from tests.integration.infra.processes import child_env, children_of, is_alive, running
+
+FERRYMQ = [sys.executable, "-m", "infra.cli"]
+
+
+def _ferrymq(data_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*FERRYMQ, *args], env=child_env(FERRYMQ_DATA_DIR=str(data_dir), **env),
+                          capture_output=True, text=True, timeout=120)
+
+
+def _up(data_dir: Path, stderr: Any = None, **env: str) -> Any:
+    environment = child_env(FERRYMQ_DATA_DIR=str(data_dir), FERRYMQ_PORT="0", **env)
+    return running([*FERRYMQ, "up"], READY_PREFIX, environment, new_session=True, stderr=stderr)
+
+
+def test_credentials_commands_work_without_a_running_stack(tmp_path: Path) -> None:
+    # given no running stack, when a key is created
+    created = _ferrymq(tmp_path, "credentials", "create", "--account", "111122223333", "--user", "alice", "--json")
+    assert created.returncode == 0, created.stderr
+    key = json.loads(created.stdout)
+    assert key["AccountId"] == "111122223333"
+    assert key["UserName"] == "alice"
+    assert key["SecretAccessKey"]
+    # then a later command, in a new process, lists it without its secret
+    listed = _ferrymq(tmp_path, "credentials", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(k["AccessKeyId"], "SecretAccessKey" in k) for k in json.loads(listed.stdout)] == [
+        (key["AccessKeyId"], False)
+    ]
+    # and deleting it succeeds once, then reports that the key is gone
+    assert _ferrymq(tmp_path, "credentials", "delete", key["AccessKeyId"]).returncode == 0
+    again = _ferrymq(tmp_path, "credentials", "delete", key["AccessKeyId"])
+    assert again.returncode == 1
+    assert "no access key" in again.stderr
+    # and no stand-in is left running on the data directory
+    assert not layout.is_locked(tmp_path / "aws")
+
+
+def test_up_serves_then_stops_every_child_on_sigterm(tmp_path: Path) -> None:
+    # given a running stack
+    with _up(tmp_path) as up:
+        children = children_of(up.process.pid)
+        assert len(children) == 3  # stand-in, one worker, gateway
+        endpoint_file = tmp_path / "aws" / layout.ENDPOINT_FILE
+        assert endpoint_file.exists()
+        # when an admin command runs meanwhile, then it uses the stack's own stand-in
+        created = _ferrymq(tmp_path, "credentials", "create", "--account", "222233334444", "--user", "bo", "--json")
+        assert created.returncode == 0, created.stderr
+        sqs = boto3.client("sqs", endpoint_url=up.url, region_name="us-east-1", aws_access_key_id="test",
+                           aws_secret_access_key="test")
+        assert sqs.list_queues()["ResponseMetadata"]["HTTPStatusCode"] == 200
+        # when `up` gets SIGTERM
+        status = up.terminate()
+    # then it exits 0, every child is gone and the endpoint file is removed
+    assert status == 0
+    assert [pid for pid in children if is_alive(pid)] == []
+    assert not endpoint_file.exists()
+
+
+def test_up_stops_the_stack_when_a_child_dies(tmp_path: Path) -> None:
+    # given a running stack
+    stderr_path = tmp_path / "up.stderr"
+    with stderr_path.open("w") as stderr, _up(tmp_path, stderr=stderr) as up:
+        children = children_of(up.process.pid)
+        gateway = children[-1]
+        # when its gateway is killed
+        subprocess.run(["kill", "-KILL", str(gateway)], check=True)
+        status = up.process.wait(60)
+    # then `up` reports it, stops the others and exits non-zero
+    assert status == 1
+    assert "gateway" in stderr_path.read_text()
+    assert "exited unexpectedly" in stderr_path.read_text()
+    assert [pid for pid in children if is_alive(pid)] == []
+
+
+def test_up_with_a_named_endpoint_starts_no_standin(tmp_path: Path, aws_endpoint: str) -> None:
+    # given AWS_ENDPOINT_URL naming an endpoint
+    with _up(tmp_path, AWS_ENDPOINT_URL=aws_endpoint, FERRYMQ_TABLE_PREFIX="ferrymq-cli-",
+             FERRYMQ_USAGE_BUCKET="ferrymq-cli-usage") as up:
+        # then the stack runs without a stand-in of its own: only a worker and the gateway
+        assert len(children_of(up.process.pid)) == 2
+        assert not (tmp_path / "aws" / layout.LOCK_FILE).exists()
+        assert aws_endpoint in "".join(up.output)
+        # and its resources were bootstrapped at that endpoint
+        tables = boto3.client("dynamodb", endpoint_url=aws_endpoint, region_name="us-east-1").list_tables()
+        assert "ferrymq-cli-queues" in tables["TableNames"]
+        up.process.send_signal(signal.SIGINT)
+        assert up.process.wait(30) == 0
