@@ -11,6 +11,7 @@ AWS resources come from the durable stand-in that ``ferrymq up`` starts, or from
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -132,10 +133,8 @@ class Stack:
             return
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                pass
         self.kill9_all()
 
     def kill9_all(self) -> None:
@@ -143,10 +142,8 @@ class Stack:
         process = self._process
         if process is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         process.wait()
         self._process = None
         # The stand-in's lock is released only when the process is really gone.
