@@ -1,0 +1,50 @@
+# FerryMQ developer commands.
+#
+#   make up     create .venv if needed, install FerryMQ into it, run the local stack (`ferrymq up`)
+#   make test   the same install, then ruff and the whole test suite
+#   make dist   a wheel in dist/ (what the storage-worker instances install)
+#
+# build-FrontendFunction and build-FerryMQLayer are called by `sam build` (BuildMethod: makefile in
+# template.yaml) with ARTIFACTS_DIR set.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Reinstall only when the project's metadata changes; pip's own cache keeps reinstalls quick.
+INSTALLED := $(VENV)/.ferrymq-installed
+
+.PHONY: install up test lint dist build-FrontendFunction build-FerryMQLayer
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(INSTALLED): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -e '.[test]'
+	touch $(INSTALLED)
+
+install: $(INSTALLED)
+
+up: $(INSTALLED)
+	$(BIN)/ferrymq up
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/pytest
+
+dist: $(INSTALLED)
+	$(BIN)/python -m pip wheel --no-deps --wheel-dir dist .
+
+build-FrontendFunction:
+	mkdir -p "$(ARTIFACTS_DIR)"
+	cp -R functions "$(ARTIFACTS_DIR)/"
+	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# Wheels for the Lambda runtime (Linux x86_64, CPython 3.11), whatever machine builds the layer.
+build-FerryMQLayer:
+	mkdir -p "$(ARTIFACTS_DIR)/python"
+	cp -R layers/ferrymq/python/ferrymq "$(ARTIFACTS_DIR)/python/"
+	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
+	$(PYTHON) -m pip install --requirement layers/ferrymq/requirements.txt --target "$(ARTIFACTS_DIR)/python" \
+		--platform manylinux2014_x86_64 --implementation cp --python-version 3.11 --only-binary=:all: --upgrade

@@ -1,0 +1,59 @@
+"""template.yaml's deployment parts agree with the code: handler, API routes, build targets, tables."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from chalice import Chalice
+
+from infra import template as cfn
+
+REPO = cfn.TEMPLATE_PATH.parent
+
+
+def test_front_end_handler_is_the_chalice_app() -> None:
+    # given the function's Handler, when imported, then it names the Chalice app object
+    function = cfn.load()["Resources"]["FrontendFunction"]["Properties"]
+    module_name, _, attribute = function["Handler"].rpartition(".")
+    module = __import__(module_name, fromlist=[attribute])
+    assert isinstance(getattr(module, attribute), Chalice)
+
+
+def test_api_routes_match_the_chalice_routes() -> None:
+    # given the API events of the function and the routes the Chalice app declares
+    function = cfn.load()["Resources"]["FrontendFunction"]["Properties"]
+    api_paths = {event["Properties"]["Path"] for event in function["Events"].values()}
+    from functions.frontend.app import app
+
+    # then API Gateway forwards exactly the paths the app serves
+    assert api_paths == set(app.routes)
+
+
+def test_every_makefile_build_method_has_its_target() -> None:
+    # given resources built with the makefile build method
+    resources = cfn.load()["Resources"]
+    built = [name for name, res in resources.items() if res.get("Metadata", {}).get("BuildMethod") == "makefile"]
+    assert built
+    # then the Makefile at their CodeUri/ContentUri (the repository root) has build-<LogicalId>
+    targets = set(re.findall(r"^(build-[A-Za-z0-9]+):", (REPO / "Makefile").read_text(), flags=re.MULTILINE))
+    assert {f"build-{name}" for name in built} <= targets
+
+
+def test_layer_requirements_exist_and_the_layer_code_is_in_python_folder() -> None:
+    assert (REPO / "layers" / "ferrymq" / "requirements.txt").is_file()
+    assert (REPO / "layers" / "ferrymq" / "python" / "ferrymq" / "__init__.py").is_file()
+
+
+def test_bootstrapped_resources_keep_their_names() -> None:
+    # the local stack reads these from the template; deployment additions must leave them be
+    resources = cfn.load()["Resources"]
+    tables = cfn.resources_of_type(cfn.load(), "AWS::DynamoDB::Table")
+    assert set(tables) == {"QueuesTable", "CredentialsTable", "PartitionsTable", "DedupTable"}
+    assert resources["ManagedSseKeyAlias"]["Properties"]["AliasName"] == "alias/ferrymq/managed-sse"
+    assert list(cfn.resources_of_type(cfn.load(), "AWS::S3::Bucket")) == ["UsageBucket"]
+
+
+def test_repository_root_is_the_template_folder() -> None:
+    assert (REPO / "pyproject.toml").is_file()
+    assert Path(cfn.TEMPLATE_PATH).name == "template.yaml"
