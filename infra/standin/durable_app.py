@@ -8,6 +8,9 @@ a write lock, so journal order is apply order:
    otherwise take a snapshot before answering;
 3. release the lock, wait for the journal's group-committed fsync to cover the record, then answer.
 
+As in any group-committed store without read barriers, a concurrent read can see a write a moment before
+it is durable; the writer itself is answered only afterwards.
+
 A snapshot needs moto to hold still while it is pickled, so it runs under the write lock and excludes
 readers for the pickling only; writing the file and truncating the journal happen with readers back in.
 """

@@ -1,0 +1,30 @@
+"""Which AWS endpoint the local stack uses, and the environment it gives boto3."""
+
+from __future__ import annotations
+
+from infra.aws_target import named_endpoint, named_environment, standin_environment
+
+
+def test_no_named_endpoint_means_the_standin() -> None:
+    assert named_endpoint({}) is None
+    assert named_endpoint({"AWS_ENDPOINT_URL": ""}) is None
+
+
+def test_ferrymq_variable_wins_over_aws_variable() -> None:
+    env = {"AWS_ENDPOINT_URL": "http://aws.example", "FERRYMQ_AWS_ENDPOINT_URL": "http://localhost:4566"}
+    assert named_endpoint(env) == "http://localhost:4566"
+    assert named_endpoint({"AWS_ENDPOINT_URL": "http://localhost:4566"}) == "http://localhost:4566"
+
+
+def test_named_endpoint_keeps_the_users_credentials() -> None:
+    # boto3 reads only AWS_ENDPOINT_URL; credentials stay whatever the user has
+    assert named_environment("http://localhost:4566") == {"AWS_ENDPOINT_URL": "http://localhost:4566"}
+
+
+def test_standin_gets_dummy_credentials_and_the_region() -> None:
+    assert standin_environment("http://127.0.0.1:5000", "eu-west-1") == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:5000",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "eu-west-1",
+    }

@@ -1,0 +1,24 @@
+"""What `ferrymq up` prints once the stack is ready."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ferrymq.settings import Settings
+from infra.local_stack import banner
+
+
+def test_banner_ends_with_the_machine_readable_line_and_names_the_credentials() -> None:
+    settings = Settings(data_dir=Path("/data"), region="us-east-1", dev_access_key="test", dev_secret_key="s3cr3t")
+    text = banner(settings, "http://127.0.0.1:9324", "http://127.0.0.1:5000", standin=True)
+    lines = text.splitlines()
+    assert lines[-1] == "FERRYMQ_READY endpoint=http://127.0.0.1:9324"
+    assert any("s3cr3t" in line for line in lines)
+    assert any("us-east-1" in line for line in lines)
+    assert any("stand-in, state in /data/aws" in line for line in lines)
+
+
+def test_banner_with_a_named_endpoint_does_not_mention_a_standin() -> None:
+    text = banner(Settings(), "http://127.0.0.1:9324", "http://localhost:4566", standin=False)
+    assert "stand-in" not in text
+    assert "http://localhost:4566" in text
