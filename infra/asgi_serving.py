@@ -8,6 +8,7 @@ call returns normally, so callers can persist state afterwards and exit 0.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import uvicorn
 import uvloop
 
 LifespanMode = Literal["auto", "on", "off"]
+PARENT_POLL_SECONDS = 0.5
 
 
 def bind_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -55,17 +57,36 @@ def _graceful_signals() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-async def _serve_and_announce(server: uvicorn.Server, sock: socket.socket, ready_line: str) -> None:
+async def _stop_when_orphaned(server: uvicorn.Server, parent_pid: int) -> None:
+    # A parent that dies without stopping its children (kill -9) leaves them to init: stop like on SIGTERM.
+    while not server.should_exit:
+        if os.getppid() != parent_pid:
+            server.should_exit = True
+            return
+        await asyncio.sleep(PARENT_POLL_SECONDS)
+
+
+async def _serve_and_announce(server: uvicorn.Server, sock: socket.socket, ready_line: str,
+                              parent_pid: int | None) -> None:
     serving = asyncio.create_task(server.serve(sockets=[sock]))
+    watch = asyncio.create_task(_stop_when_orphaned(server, parent_pid)) if parent_pid is not None else None
     while not server.started and not serving.done():
         await asyncio.sleep(0.005)
     if server.started:
         print(ready_line, flush=True)
-    await serving
+    try:
+        await serving
+    finally:
+        if watch is not None:
+            watch.cancel()
 
 
-def serve_asgi(app: Any, sock: socket.socket, ready_line: str, lifespan: LifespanMode = "auto") -> None:
-    """Serve ``app`` on ``sock`` until SIGTERM/SIGINT; print ``ready_line`` once serving."""
+def serve_asgi(app: Any, sock: socket.socket, ready_line: str, lifespan: LifespanMode = "auto",
+               parent_pid: int | None = None) -> None:
+    """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, or until ``parent_pid`` is no longer the parent.
+
+    ``ready_line`` is printed once serving.
+    """
     config = uvicorn.Config(
         app,
         lifespan=lifespan,
@@ -77,4 +98,4 @@ def serve_asgi(app: Any, sock: socket.socket, ready_line: str, lifespan: Lifespa
     )
     server = uvicorn.Server(config)
     with _graceful_signals(), asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(_serve_and_announce(server, sock, ready_line))
+        runner.run(_serve_and_announce(server, sock, ready_line, parent_pid))

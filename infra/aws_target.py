@@ -60,7 +60,7 @@ def start_standin(settings: Settings, env: Mapping[str, str], should_abort: Call
                   timeout: float = 60.0) -> tuple[Child, str]:
     """Start the stand-in on ``standin_dir(settings)``; returns it with its endpoint URL."""
     argv = python_module_argv("infra.standin", "--host", STANDIN_HOST, "--port", "0",
-                              "--data-dir", str(standin_dir(settings)))
+                              "--data-dir", str(standin_dir(settings)), "--parent-pid", str(os.getpid()))
     child = start_child("aws", argv, child_environment(env), layout.READY_PREFIX, should_abort=should_abort,
                         timeout=timeout)
     return child, child.ready_fields[0]

@@ -18,14 +18,15 @@ from infra import asgi_serving
 READY_PREFIX = "FERRYMQ_GATEWAY_READY"
 
 
-def run(settings: Settings, host: str, port: int) -> None:
-    """Serve the front end on ``host:port`` until SIGTERM/SIGINT."""
+def run(settings: Settings, host: str, port: int, parent_pid: int | None = None) -> None:
+    """Serve the front end on ``host:port`` until SIGTERM/SIGINT, or until ``parent_pid`` is gone."""
     from functions.frontend.asgi import create_app
 
     sock = asgi_serving.bind_socket(host, port)
     try:
         asgi_serving.serve_asgi(
-            create_app(settings), sock, f"{READY_PREFIX} {asgi_serving.socket_url(sock)}", lifespan="on"
+            create_app(settings), sock, f"{READY_PREFIX} {asgi_serving.socket_url(sock)}", lifespan="on",
+            parent_pid=parent_pid,
         )
     finally:
         sock.close()
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.gateway", description="Serve FerryMQ's SQS front end.")
     parser.add_argument("--host", help="address to listen on (default FERRYMQ_HOST)")
     parser.add_argument("--port", type=int, help="port to listen on, 0 for any free one (default FERRYMQ_PORT)")
+    parser.add_argument("--parent-pid", type=int, help="stop (cleanly) once this process is no longer the parent")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=os.environ.get("FERRYMQ_LOG_LEVEL", "WARNING").upper(),
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     settings = Settings.from_env()
-    run(settings, args.host or settings.host, settings.port if args.port is None else args.port)
+    run(settings, args.host or settings.host, settings.port if args.port is None else args.port, args.parent_pid)
     return 0
 
 

@@ -8,11 +8,13 @@ return value is 1.
 
 All children share this process's process group, so ``kill -9 -PGID`` takes the whole stack down at once,
 and a terminal's Ctrl-C reaches every process together; each stops cleanly on its own and this process
-then collects them.
+then collects them. Should this process die alone, the stand-in and the gateway notice (``--parent-pid``)
+and stop cleanly too.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -151,7 +153,8 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
         worker_id = f"worker-{partition}"
         argv = python_module_argv("storage_workers", "--partition", str(partition), "--worker-id", worker_id)
         children.append(start_child(worker_id, argv, base_env, WORKER_READY_PREFIX, should_abort=stop.is_set))
-    argv = python_module_argv("infra.gateway", "--host", settings.host, "--port", str(settings.port))
+    argv = python_module_argv("infra.gateway", "--host", settings.host, "--port", str(settings.port),
+                              "--parent-pid", str(os.getpid()))
     gateway = start_child("gateway", argv, base_env, GATEWAY_READY_PREFIX, should_abort=stop.is_set)
     children.append(gateway)
     endpoint = gateway.ready_fields[0]

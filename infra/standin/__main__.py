@@ -18,12 +18,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-dir", type=Path, required=True, help="where the snapshot and journal live")
     parser.add_argument("--journal-limit-bytes", type=int, default=DEFAULT_JOURNAL_LIMIT_BYTES,
                         help="take a snapshot once the journal grows past this size")
+    parser.add_argument("--parent-pid", type=int, help="stop (cleanly) once this process is no longer the parent")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=os.environ.get("FERRYMQ_LOG_LEVEL", "WARNING").upper(),
         format="%(asctime)s standin %(levelname)s %(name)s: %(message)s",
     )
-    serve(args.host, args.port, args.data_dir, args.journal_limit_bytes)
+    serve(args.host, args.port, args.data_dir, args.journal_limit_bytes, parent_pid=args.parent_pid)
 
 
 if __name__ == "__main__":

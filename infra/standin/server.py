@@ -74,8 +74,9 @@ def build_durable_app(data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL
     return DurableApp(dispatcher, data_dir, clock, journal_limit_bytes)
 
 
-def serve(host: str, port: int, data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES) -> None:
-    """Recover state from ``data_dir``, serve until SIGTERM/SIGINT, then snapshot and return."""
+def serve(host: str, port: int, data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES,
+          parent_pid: int | None = None) -> None:
+    """Recover state from ``data_dir``, serve until SIGTERM/SIGINT (or ``parent_pid`` is gone), then snapshot."""
     with exclusive_data_dir(data_dir):
         durable = build_durable_app(data_dir, journal_limit_bytes)
         replayed = durable.recover()
@@ -84,7 +85,8 @@ def serve(host: str, port: int, data_dir: Path, journal_limit_bytes: int = DEFAU
         executor = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="standin")
         try:
             app = StandinAsgiApp(durable, executor)
-            asgi_serving.serve_asgi(app, sock, f"{READY_PREFIX} {asgi_serving.socket_url(sock)}", lifespan="off")
+            asgi_serving.serve_asgi(app, sock, f"{READY_PREFIX} {asgi_serving.socket_url(sock)}", lifespan="off",
+                                    parent_pid=parent_pid)
         finally:
             sock.close()
             executor.shutdown(wait=True)

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,22 @@ def test_up_stops_the_stack_when_a_child_dies(tmp_path: Path) -> None:
     assert "gateway" in stderr_path.read_text()
     assert "exited unexpectedly" in stderr_path.read_text()
     assert [pid for pid in children if is_alive(pid)] == []
+
+
+def test_standin_and_gateway_stop_when_up_dies_alone(tmp_path: Path) -> None:
+    # given a running stack
+    with _up(tmp_path) as up:
+        children = children_of(up.process.pid)
+        standin, gateway = children[0], children[-1]
+        # when only `up` is killed with SIGKILL
+        up.kill9()
+        # then its stand-in and gateway notice and exit, releasing the stand-in's data directory
+        deadline = time.monotonic() + 30
+        while (is_alive(standin) or is_alive(gateway)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not is_alive(standin)
+        assert not is_alive(gateway)
+        assert not layout.is_locked(tmp_path / "aws")
 
 
 def test_up_with_a_named_endpoint_starts_no_standin(tmp_path: Path, aws_endpoint: str) -> None:
