@@ -1,10 +1,12 @@
-"""Throughput and latency of send / receive / delete straight against one storage worker.
+"""Throughput and latency of send / receive / delete straight against one storage worker, standard and FIFO.
 
     python benchmarks/worker_bench.py                      # starts its own worker (no partition map)
     python benchmarks/worker_bench.py --host H --port P    # uses a running worker
 
 Every request goes through ``WorkerClient`` over loopback, so the figures include the RPC, the engine, the
-log's group commit and its fdatasync.  Prints a table; asserts nothing.
+log's group commit and its fdatasync.  The FIFO phases spread messages over ``--groups`` message groups and
+consume them the way FIFO consumers must: receive, then delete, before the group hands out more.
+Prints a table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -68,6 +70,13 @@ def message(body: str) -> dict:
     }
 
 
+def fifo_message(body: str, group: int) -> dict:
+    m = message(body)
+    m["group"] = f"group-{group}"
+    m["dedup_id"] = m["id"]
+    return m
+
+
 async def phase(name: str, requests: int, concurrency: int, call: Callable[[int], Awaitable[int]]) -> Result:
     """Run ``call(i)`` for i in range(requests) with ``concurrency`` callers; ``call`` returns messages handled."""
     latencies: list[float] = []
@@ -88,7 +97,7 @@ async def phase(name: str, requests: int, concurrency: int, call: Callable[[int]
     return Result(name, requests, handled, seconds, latencies, time.process_time() - cpu0)
 
 
-async def bench(host: str, port: int, n: int, body_size: int) -> list[Result]:
+async def bench(host: str, port: int, n: int, body_size: int, groups: int) -> list[Result]:
     client = WorkerClient(host, port)
     await client.connect()
     body = "x" * body_size
@@ -134,9 +143,34 @@ async def bench(host: str, port: int, n: int, body_size: int) -> list[Result]:
     receipts[:] = receipts[by_ten * 10 :]
     results.append(await phase("delete 1 receipt, 64 in flight", len(receipts), 64, delete_one))
     stats = await client.stats(q, retention_seconds=RETENTION)
+
+    fq = f"bench-{uuid.uuid4()}.fifo"
+
+    async def fifo_send_one(i: int) -> int:
+        await client.send(fq, [fifo_message(body, i % groups)], retention_seconds=RETENTION, fifo=True)
+        return 1
+
+    async def fifo_send_ten(i: int) -> int:
+        batch = [fifo_message(body, (i * 10 + k) % groups) for k in range(10)]
+        await client.send(fq, batch, retention_seconds=RETENTION, fifo=True)
+        return 10
+
+    async def fifo_consume(_: int) -> int:
+        got = await client.receive(
+            fq, max_messages=10, visibility_timeout=600, wait_seconds=0, retention_seconds=RETENTION, fifo=True
+        )
+        if got:
+            await client.delete(fq, [m["receipt"] for m in got])
+        return len(got)
+
+    results.append(await phase("fifo send 1 msg, 64 in flight", n, 64, fifo_send_one))
+    results.append(await phase("fifo send 10 msgs, 16 in flight", n // 10, 16, fifo_send_ten))
+    fifo_total = results[-1].messages + results[-2].messages
+    results.append(await phase("fifo receive 10 + delete, 16 consumers", fifo_total // 10 + 200, 16, fifo_consume))
+    fifo_stats = await client.stats(fq, retention_seconds=RETENTION)
     info = await client.ping()
     await client.close()
-    print(f"left in queue: {stats}; worker: {info}")
+    print(f"left in queue: {stats}; left in FIFO queue: {fifo_stats}; worker: {info}")
     return results
 
 
@@ -162,6 +196,7 @@ def main() -> None:
     parser.add_argument("--port", type=int)
     parser.add_argument("--messages", type=int, default=20000, help="messages per send phase (default 20000)")
     parser.add_argument("--body-size", type=int, default=256, help="message body size in bytes (default 256)")
+    parser.add_argument("--groups", type=int, default=256, help="message groups of the FIFO phases (default 256)")
     args = parser.parse_args()
     try:
         import uvloop
@@ -176,12 +211,12 @@ def main() -> None:
         else:
             proc, host, port = start_worker(Path(tmp))
         try:
-            results = run(bench(host, port, args.messages, args.body_size))
+            results = run(bench(host, port, args.messages, args.body_size, args.groups))
         finally:
             if proc is not None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)
-    print(f"worker {host}:{port}, body {args.body_size} B, {os.cpu_count()} CPUs")
+    print(f"worker {host}:{port}, body {args.body_size} B, {args.groups} FIFO groups, {os.cpu_count()} CPUs")
     print(HEADER)
     for r in results:
         print(r.row())

@@ -23,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--segment-bytes", type=int, help="roll log segments at this size")
     parser.add_argument("--compact-min-bytes", type=int, help="compact the log only once it is this large")
     parser.add_argument(
+        "--transfer-hold-seconds",
+        type=int,
+        help="how long messages being handed to another worker stay invisible (default 10)",
+    )
+    parser.add_argument(
         "--no-register", action="store_true", help="do not register in the partition map (benchmarks, experiments)"
     )
     args = parser.parse_args(argv)
@@ -41,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         worker_id=args.worker_id,
         segment_bytes=args.segment_bytes,
         compact_min_bytes=args.compact_min_bytes,
+        transfer_hold_seconds=args.transfer_hold_seconds,
         register=not args.no_register,
     )
     try:

@@ -4,9 +4,12 @@ Requests are read from each connection in chunks and handled synchronously, in a
 decides, its records go to the log's pending batch, and the response is queued to go out once the log is
 durable up to the request's last record (every response waits for the durable log to reach the end as it
 stood when the request was handled, so nothing is acknowledged that a crash could take back).  Only a long
-poll that finds nothing waits in a task of its own; it is woken by sends and visibility changes on its queue
-and by the engine's next timer.  Responses that become ready in the same event-loop turn go out in one write
-per connection.
+poll that finds nothing waits in a task of its own; it is woken by sends, deletes and visibility changes on
+its queue and by the engine's next timer.  Responses that become ready in the same event-loop turn go out in
+one write per connection.
+
+Work that involves other workers runs in background tasks: dead-letter redrive into a queue another worker
+leads (:mod:`.handover`) and message move tasks (:mod:`.move_tasks`), which a restarted worker resumes.
 """
 
 from __future__ import annotations
@@ -27,13 +30,17 @@ from typing import Any, TextIO
 from ferrymq.aws.partitions import PartitionMap
 from ferrymq.clock import Clock, SystemClock
 from ferrymq.errors import InternalError, InvalidAction, InvalidParameterValue, ServiceUnavailable, SqsError
-from ferrymq.rpc.codec import pack, pack_error, unpack
+from ferrymq.rpc.codec import REDRIVE_FIELDS, pack, pack_error, unpack
 from ferrymq.rpc.framing import STATUS_ERROR, STATUS_OK, FrameDecoder, FrameError, Op, encode_frame
 from ferrymq.settings import Settings
-from storage_workers.engine import Engine
+from storage_workers.engine import Engine, Redrive
+from storage_workers.engine.engine import TRANSFER_HOLD_SECONDS
+from storage_workers.handover import DeadLetterForwarder
 from storage_workers.log.compaction import Compactor
 from storage_workers.log.segments import recover
 from storage_workers.log.writer import DEFAULT_SEGMENT_BYTES, LogFailed, LogWriter
+from storage_workers.move_tasks import MoveTaskRunner
+from storage_workers.peers import ClusterPeers, IsolatedPeers, Peers, QueueTarget
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +64,7 @@ class WorkerConfig:
     compact_min_bytes: int = 128 * 1024 * 1024
     compact_ratio: float = 4.0
     register: bool = True
+    transfer_hold_seconds: int = TRANSFER_HOLD_SECONDS
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> WorkerConfig:
@@ -107,11 +115,32 @@ class _Stats:
     connections: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _ReceiveOptions:
+    attempt_id: str | None = None
+    redrive: Redrive | None = None
+    dlq: QueueTarget | None = None
+    max_in_flight: int | None = None
+
+
+_PLAIN_RECEIVE = _ReceiveOptions()
+
+
 class StorageWorker:
-    def __init__(self, config: WorkerConfig, clock: Clock | None = None) -> None:
+    def __init__(self, config: WorkerConfig, clock: Clock | None = None, peers: Peers | None = None) -> None:
         self.config = config
         self.clock = clock or SystemClock()
         self.engine = Engine(self.clock)
+        self.engine.transfer_hold_seconds = config.transfer_hold_seconds
+        self.peers: Peers = peers if peers is not None else IsolatedPeers(config.partition)
+        self.forwarder = DeadLetterForwarder(self.engine, self.peers)
+        self.mover = MoveTaskRunner(
+            self.engine,
+            self.peers,
+            self.clock,
+            hold_seconds=config.transfer_hold_seconds,
+            on_delivered=self._wake,
+        )
         self.log: LogWriter | None = None
         self.compactor: Compactor | None = None
         self.epoch = 0
@@ -131,6 +160,9 @@ class StorageWorker:
             Op.PURGE: self._purge,
             Op.DROP_QUEUE: self._drop_queue,
             Op.STATS: self._stats,
+            Op.START_MOVE_TASK: self._start_move_task,
+            Op.LIST_MOVE_TASKS: self._list_move_tasks,
+            Op.CANCEL_MOVE_TASK: self._cancel_move_task,
         }
 
     # --- life cycle --------------------------------------------------------------------------------
@@ -179,6 +211,9 @@ class StorageWorker:
             self._serve, self.config.host, self.config.port, limit=_READ_CHUNK, reuse_address=True
         )
         sockname = self._server.sockets[0].getsockname()
+        for queue_id, handle in self.engine.active_move_tasks():
+            log.info("resuming move task %s of %s", handle, queue_id)
+            self.mover.launch(queue_id, handle)
         return self.config.host, int(sockname[1])
 
     async def close(self) -> None:
@@ -190,6 +225,8 @@ class StorageWorker:
                 peer.transport.pause_reading()
             for task in list(peer.tasks):
                 task.cancel()
+        await self.mover.close()
+        await self.forwarder.close()
         if self.compactor is not None:
             await self.compactor.close()
         if self.log is not None:
@@ -201,6 +238,7 @@ class StorageWorker:
         if self._server is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
+        await self.peers.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -286,31 +324,97 @@ class StorageWorker:
         }
 
     def _send(self, peer: _Peer, request_id: int, args: Any) -> list:
-        queue_id, messages, retention = args
-        _check_send(queue_id, messages, retention)
-        sent_ts = self.engine.send(queue_id, messages, retention)
+        queue_id, messages, retention = args[0], args[1], args[2]
+        fifo = bool(args[3]) if len(args) > 3 else False
+        if _check_send(queue_id, messages, retention, fifo):
+            sent_ts = self.engine.send(queue_id, messages, retention)
+            self._wake(queue_id)
+            return [[m[0], sent_ts] for m in messages]
+        incoming = [(*m[:7], *m[7:9], _origin(m[9])) if len(m) > 7 else (*m, None, None, None) for m in messages]
+        results = self.engine.store(queue_id, incoming, retention, fifo=fifo)
         self._wake(queue_id)
-        return [[m[0], sent_ts] for m in messages]
+        return [[message_id, sent_ts, f"{seq:020d}", duplicate] for message_id, sent_ts, seq, duplicate in results]
 
     def _receive(self, peer: _Peer, request_id: int, args: Any) -> Any:
-        queue_id, max_messages, visibility, wait, retention = args
+        queue_id, max_messages, visibility, wait, retention = args[:5]
         _check_str(queue_id)
+        options = self._receive_options(args[5]) if len(args) > 5 and args[5] else _PLAIN_RECEIVE
         n = min(max(int(max_messages), 1), 10)
         visibility = min(max(int(visibility), 0), _MAX_VISIBILITY)
         retention = int(retention)
-        found = self.engine.receive(queue_id, n, visibility, retention)
         wait = min(float(wait), _MAX_WAIT_SECONDS)
+        found = self._poll(queue_id, n, visibility, retention, options, short_poll=not wait > 0)
         if found or not wait > 0:
             return found
         task = asyncio.get_running_loop().create_task(
-            self._long_poll(peer, request_id, queue_id, n, visibility, retention, wait)
+            self._long_poll(peer, request_id, queue_id, n, visibility, retention, wait, options)
         )
         peer.tasks.add(task)
         task.add_done_callback(peer.tasks.discard)
         return _DEFERRED
 
+    def _receive_options(self, options: Any) -> _ReceiveOptions:
+        if not isinstance(options, dict):
+            raise TypeError("receive options must be a map")
+        attempt_id = options.get("attempt_id")
+        if attempt_id is not None and not isinstance(attempt_id, str):
+            raise TypeError("attempt_id must be a string")
+        max_in_flight = options.get("max_in_flight")
+        if max_in_flight is not None:
+            max_in_flight = int(max_in_flight)
+        redrive = options.get("redrive")
+        if redrive is None:
+            return _ReceiveOptions(attempt_id if options.get("fifo") else None, None, None, max_in_flight)
+        if not isinstance(redrive, dict) or set(REDRIVE_FIELDS) - set(redrive):
+            raise ValueError(f"redrive needs {', '.join(REDRIVE_FIELDS)}")
+        dlq = QueueTarget(
+            str(redrive["dlq_queue_id"]),
+            int(redrive["dlq_partition"]),
+            bool(redrive["dlq_fifo"]),
+            int(redrive["dlq_retention_seconds"]),
+            str(redrive["source_arn"]),
+        )
+        policy = Redrive(
+            max(int(redrive["max_receive_count"]), 1),
+            dlq.queue_id,
+            dlq.fifo,
+            str(redrive["source_arn"]),
+            dlq.partition == self.config.partition,
+        )
+        return _ReceiveOptions(attempt_id if options.get("fifo") else None, policy, dlq, max_in_flight)
+
+    def _poll(
+        self, queue_id: str, n: int, visibility: int, retention: int, options: _ReceiveOptions, *, short_poll: bool
+    ) -> list:
+        if options is _PLAIN_RECEIVE:
+            return self.engine.receive(queue_id, n, visibility, retention)
+        polled = self.engine.poll(
+            queue_id,
+            n,
+            visibility,
+            retention,
+            attempt_id=options.attempt_id,
+            redrive=options.redrive,
+            max_in_flight=options.max_in_flight,
+            short_poll=short_poll,
+        )
+        if options.redrive is not None and options.dlq is not None:
+            if polled.dead_letters:
+                self.forwarder.submit(queue_id, options.dlq, polled.dead_letters)
+            elif options.redrive.local:
+                self._wake(options.dlq.queue_id)
+        return polled.rows
+
     async def _long_poll(
-        self, peer: _Peer, request_id: int, queue_id: str, n: int, visibility: int, retention: int, wait: float
+        self,
+        peer: _Peer,
+        request_id: int,
+        queue_id: str,
+        n: int,
+        visibility: int,
+        retention: int,
+        wait: float,
+        options: _ReceiveOptions,
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
@@ -321,7 +425,7 @@ class StorageWorker:
                 if remaining <= 0:
                     break
                 timeout = remaining
-                due = self.engine.next_change(queue_id)
+                due = self.engine.next_change(queue_id, options.max_in_flight)
                 if due is not None:
                     timeout = min(timeout, max(due - self.clock.now(), 0.0) + 0.001)
                 fut: asyncio.Future[None] = loop.create_future()
@@ -337,7 +441,7 @@ class StorageWorker:
                     waiters.discard(fut)
                     if not waiters and self._waiters.get(queue_id) is waiters:
                         del self._waiters[queue_id]
-                found = self.engine.receive(queue_id, n, visibility, retention)
+                found = self._poll(queue_id, n, visibility, retention, options, short_poll=False)
                 if found:
                     break
         except asyncio.CancelledError:
@@ -363,7 +467,10 @@ class StorageWorker:
         _check_str(queue_id)
         if not isinstance(handles, list):
             raise TypeError("receipts must be a list")
-        return self.engine.delete(queue_id, handles)
+        results = self.engine.delete(queue_id, handles)
+        # A delete may unlock a FIFO group or bring a queue back under its in-flight limit.
+        self._wake(queue_id)
+        return results
 
     def _change_visibility(self, peer: _Peer, request_id: int, args: Any) -> list:
         queue_id, entries = args
@@ -391,6 +498,28 @@ class StorageWorker:
         _check_str(queue_id)
         return self.engine.stats(queue_id, int(retention))
 
+    def _start_move_task(self, peer: _Peer, request_id: int, args: Any) -> dict:
+        queue_id, task = args
+        _check_str(queue_id)
+        _check_move_task(task)
+        started = self.engine.start_move_task(queue_id, task)
+        if started["status"] == "RUNNING":
+            self.mover.launch(queue_id, started["task_handle"])
+        return started
+
+    def _list_move_tasks(self, peer: _Peer, request_id: int, args: Any) -> list[dict]:
+        (queue_id,) = args
+        _check_str(queue_id)
+        return self.engine.list_move_tasks(queue_id)
+
+    def _cancel_move_task(self, peer: _Peer, request_id: int, args: Any) -> dict:
+        queue_id, handle = args
+        _check_str(queue_id)
+        _check_str(handle)
+        moved = self.engine.cancel_move_task(queue_id, handle)
+        self.mover.poke(queue_id, handle)
+        return {"moved": moved}
+
 
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
@@ -402,15 +531,19 @@ def _check_str(value: Any) -> None:
         raise TypeError("queue id must be a string")
 
 
-def _check_send(queue_id: Any, messages: Any, retention: Any) -> None:
-    """The front end has validated the messages; this only keeps a broken request out of the log."""
+def _check_send(queue_id: Any, messages: Any, retention: Any, fifo: bool) -> bool:
+    """Whether these are plain messages of a standard queue.
+
+    The front end has validated the messages; this only keeps a broken request out of the log.
+    """
     _check_str(queue_id)
     if not isinstance(messages, list) or not isinstance(retention, int):
         raise TypeError("messages must be a list and retention an integer")
+    plain = not fifo
     for m in messages:
         if not (
             isinstance(m, list)
-            and len(m) == 7
+            and len(m) in (7, 10)
             and isinstance(m[0], str)
             and isinstance(m[1], str)
             and isinstance(m[2], dict)
@@ -424,6 +557,43 @@ def _check_send(queue_id: Any, messages: Any, retention: Any) -> None:
         for value in m[2].values():
             if not isinstance(value, dict):
                 raise ValueError("malformed message attribute")
+        if len(m) == 10:
+            plain = False
+            if not (m[7] is None or isinstance(m[7], str)) or not (m[8] is None or isinstance(m[8], str)):
+                raise ValueError("malformed message group or deduplication id")
+            if m[9] is not None and not isinstance(m[9], dict):
+                raise ValueError("malformed message origin")
+        if fifo and (len(m) != 10 or not isinstance(m[7], str)):
+            raise ValueError("a FIFO message needs a group")
+    return plain
+
+
+def _origin(origin: dict | None) -> tuple[int | None, int, int] | None:
+    if origin is None:
+        return None
+    sent_ts = origin.get("sent_ts")
+    return (
+        int(sent_ts) if sent_ts is not None else None,
+        int(origin.get("receive_count") or 0),
+        int(origin.get("first_receive_ts") or 0),
+    )
+
+
+def _check_move_task(task: Any) -> None:
+    if not isinstance(task, dict) or not isinstance(task.get("task_handle"), str):
+        raise ValueError("a move task needs a task_handle")
+    if not isinstance(task.get("source_arn"), str):
+        raise ValueError("a move task needs a source_arn")
+    destination = task.get("destination")
+    if destination is not None:
+        if not isinstance(destination, dict):
+            raise ValueError("a move task destination must be a map")
+        missing = {"queue_id", "partition", "fifo", "arn", "retention_seconds"} - set(destination)
+        if missing:
+            raise ValueError(f"a move task destination needs {', '.join(sorted(missing))}")
+    rate = task.get("max_per_second")
+    if rate is not None and (not isinstance(rate, int) or rate < 1):
+        raise ValueError("max_per_second must be a positive integer")
 
 
 def _fold(records: Any) -> Any:
@@ -434,7 +604,7 @@ def _fold(records: Any) -> Any:
 async def run_worker(config: WorkerConfig, settings: Settings, *, out: TextIO | None = None) -> int:
     """Run a worker until SIGTERM or SIGINT; returns the process exit status."""
     out = out if out is not None else sys.stdout
-    worker = StorageWorker(config)
+    worker = StorageWorker(config, peers=ClusterPeers.from_settings(settings, config.partition))
     try:
         worker.open()
         host, port = await worker.start()

@@ -5,19 +5,41 @@ turns them into bytes) and recovery, followers and compaction feed them back to 
 Timestamps are milliseconds since the epoch, taken from the leader's clock when the record was made, so
 applying the same records always gives the same state.
 
-    kind        layout
-    SENT        (SENT, queue_id, ts, first_seq, [(id, body, attrs, md5_body, md5_attrs, delay, system), ...])
-                message i gets sequence number first_seq + i, becomes visible at ts + delay * 1000
-    RECEIVED    (RECEIVED, queue_id, ts, deadline, [seq, ...])
-                each is in flight until deadline; receive_count += 1; first_receive_ts = ts on the first
-    DELETED     (DELETED, queue_id, [seq, ...])
-    VISIBILITY  (VISIBILITY, queue_id, [(seq, deadline), ...])      in flight until deadline (<= now: visible)
-    EXPIRED     (EXPIRED, queue_id, [seq, ...])                     dropped because retention ran out
-    PURGED      (PURGED, queue_id)                                  every message of the queue dropped
-    DROPPED     (DROPPED, queue_id)                                 the queue forgotten
-    RESTORED    (RESTORED, queue_id, [(seq, id, body, attrs, md5_body, md5_attrs, system, sent_ts,
-                 visible_at, receive_count, first_receive_ts), ...])  live messages, written by compaction
-    SEQUENCE    (SEQUENCE, next_seq)                                sequence numbers below next_seq are used
+    kind          layout
+    SENT          (SENT, queue_id, ts, first_seq, [(id, body, attrs, md5_body, md5_attrs, delay, system), ...])
+                  message i gets sequence number first_seq + i, becomes visible at ts + delay * 1000
+    RECEIVED      (RECEIVED, queue_id, ts, deadline, [seq, ...] [, attempt_id])
+                  each is in flight until deadline; receive_count += 1; first_receive_ts = ts on the first;
+                  attempt_id (FIFO queues, optional) is the ReceiveRequestAttemptId that may replay it
+    DELETED       (DELETED, queue_id, [seq, ...])
+    VISIBILITY    (VISIBILITY, queue_id, [(seq, deadline), ...])      in flight until deadline (<= now: visible)
+    EXPIRED       (EXPIRED, queue_id, [seq, ...])                     dropped because retention ran out
+    PURGED        (PURGED, queue_id)                                  every message of the queue dropped
+    DROPPED       (DROPPED, queue_id)                                 the queue forgotten
+    RESTORED      (RESTORED, queue_id, [(seq, id, body, attrs, md5_body, md5_attrs, system, sent_ts,
+                   visible_at, receive_count, first_receive_ts [, group, dedup_id, attempt_id]), ...])
+                  live messages, written by compaction (FIFO messages carry the three last fields)
+    SEQUENCE      (SEQUENCE, next_seq)                                sequence numbers below next_seq are used
+    STORED        (STORED, queue_id, ts, first_seq, fifo, [(id, body, attrs, md5_body, md5_attrs, system,
+                   sent_ts, visible_at, receive_count, first_receive_ts, group, dedup_id), ...])
+                  messages stored with every field given: FIFO sends and messages handed over from another
+                  queue; each id is remembered for the resend window; fifo makes a new queue a FIFO queue
+    BATCH         (BATCH, [record, ...])                              several records applied as one
+    RENEWED       (RENEWED, queue_id, attempt_id, deadline)           a replayed receive attempt: its messages
+                                                                      are in flight until deadline again
+    QUEUE_META    (QUEUE_META, queue_id, fifo, [task, ...])           written by compaction: the queue's type and
+                                                                      move tasks (task: see MoveTask.as_record)
+    RESENDS       (RESENDS, queue_id, [(id, seq, sent_ts, stored_ts), ...])
+                  written by compaction, in chunks: ids in the resend window, added to it
+    ATTEMPTS      (ATTEMPTS, queue_id, [(attempt_id, ts, [seq, ...]), ...])
+                  written by compaction, in chunks: replayable receive attempts, added
+    TASK_STARTED  (TASK_STARTED, queue_id, handle, source_arn, destination, max_per_second, started_ts,
+                   limit_seq, to_move)                                a message move task, RUNNING
+    TASK_MOVED    (TASK_MOVED, queue_id, handle, [seq, ...])          handed to the destination: removed here
+    TASK_STATUS   (TASK_STATUS, queue_id, handle, status, failure_reason)
+
+Kinds 1-9 are those of the first log format; 10-18 were added for FIFO queues, dead-letter queues and move
+tasks.  A log written before them replays unchanged, so there is nothing to migrate.
 
 Decoded records may hold lists where these hold tuples; the engine indexes them and does not care.
 """
@@ -35,6 +57,15 @@ PURGED = 6
 DROPPED = 7
 RESTORED = 8
 SEQUENCE = 9
+STORED = 10
+BATCH = 11
+RENEWED = 12
+QUEUE_META = 13
+TASK_STARTED = 14
+TASK_MOVED = 15
+TASK_STATUS = 16
+RESENDS = 17
+ATTEMPTS = 18
 
 KINDS = {
     SENT: "SENT",
@@ -46,6 +77,15 @@ KINDS = {
     DROPPED: "DROPPED",
     RESTORED: "RESTORED",
     SEQUENCE: "SEQUENCE",
+    STORED: "STORED",
+    BATCH: "BATCH",
+    RENEWED: "RENEWED",
+    QUEUE_META: "QUEUE_META",
+    TASK_STARTED: "TASK_STARTED",
+    TASK_MOVED: "TASK_MOVED",
+    TASK_STATUS: "TASK_STATUS",
+    RESENDS: "RESENDS",
+    ATTEMPTS: "ATTEMPTS",
 }
 
 Record = tuple[Any, ...]

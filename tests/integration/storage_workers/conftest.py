@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +71,14 @@ def _read_ready_line(proc: subprocess.Popen, timeout: float) -> str:
 def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
 
-    def start(data_dir: Path, *, worker_id: str = "worker-it", partition: int = 0, port: int = 0) -> WorkerProcess:
+    def start(
+        data_dir: Path,
+        *,
+        worker_id: str = "worker-it",
+        partition: int = 0,
+        port: int = 0,
+        extra_args: Sequence[str] = (),
+    ) -> WorkerProcess:
         log_path = tmp_path / f"{worker_id}-{len(started)}.stderr"
         with open(log_path, "wb") as err:
             proc = subprocess.Popen(
@@ -87,6 +94,7 @@ def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..
                     str(partition),
                     "--port",
                     str(port),
+                    *extra_args,
                 ],
                 cwd=REPO,
                 env=worker_env(aws_settings),

@@ -5,14 +5,24 @@ from __future__ import annotations
 import pytest
 
 from storage_workers.engine.records import (
+    ATTEMPTS,
+    BATCH,
     DELETED,
     DROPPED,
     EXPIRED,
+    KINDS,
     PURGED,
+    QUEUE_META,
     RECEIVED,
+    RENEWED,
+    RESENDS,
     RESTORED,
     SENT,
     SEQUENCE,
+    STORED,
+    TASK_MOVED,
+    TASK_STARTED,
+    TASK_STATUS,
     VISIBILITY,
 )
 from storage_workers.log import records as codec
@@ -37,7 +47,22 @@ EXAMPLES = [
     (DROPPED, "q"),
     (RESTORED, "q", [[7, "id-1", "b", ATTRS, "md5", "md5a", {}, 1, 2, 3, 4]]),
     (SEQUENCE, 11),
+    (RECEIVED, "q.fifo", 1_700_000_000_000, 1_700_000_030_000, [7], "attempt-1"),
+    (STORED, "q.fifo", 1, 12, True, [["id-2", "b", ATTRS, "md5", None, {}, 1, 1, 0, 0, "g", "dedup"]]),
+    (BATCH, [(STORED, "dlq", 1, 13, False, []), (DELETED, "q", [7])]),
+    (RENEWED, "q.fifo", "attempt-1", 1_700_000_060_000),
+    (RESTORED, "q.fifo", [[12, "id-2", "b", {}, "md5", None, {}, 1, 2, 3, 4, "g", "dedup", "attempt-1"]]),
+    (QUEUE_META, "q.fifo", True, [["task-1", "arn", None, None, 1, 14, 3, 0, "RUNNING", None]]),
+    (RESENDS, "q.fifo", [["id-2", 12, 1, 1]]),
+    (ATTEMPTS, "q.fifo", [["attempt-1", 1, [12]]]),
+    (TASK_STARTED, "dlq", "task-1", "arn:aws:sqs:us-east-1:0:dlq", {"queue_id": "q", "partition": 1}, 5, 1, 14, 3),
+    (TASK_MOVED, "dlq", "task-1", [13]),
+    (TASK_STATUS, "dlq", "task-1", "FAILED", "CouldNotDetermineMessageSource"),
 ]
+
+
+def test_every_record_kind_has_an_example() -> None:
+    assert {r[0] for r in EXAMPLES} == set(KINDS)
 
 
 @pytest.mark.parametrize("record", EXAMPLES, ids=lambda r: str(r[0]))

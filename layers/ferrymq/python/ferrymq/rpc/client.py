@@ -13,7 +13,14 @@ import socket
 from typing import Any
 
 from ferrymq.errors import ServiceUnavailable
-from ferrymq.rpc.codec import RECEIVED_MESSAGE_FIELDS, STATS_FIELDS, pack, unpack, unpack_error
+from ferrymq.rpc.codec import (
+    FIFO_RECEIVED_MESSAGE_FIELDS,
+    RECEIVED_MESSAGE_FIELDS,
+    STATS_FIELDS,
+    pack,
+    unpack,
+    unpack_error,
+)
 from ferrymq.rpc.framing import STATUS_OK, FrameDecoder, FrameError, Op, encode_frame
 
 _READ_CHUNK = 256 * 1024
@@ -166,9 +173,20 @@ class WorkerClient:
     async def ping(self) -> dict:
         return await self._call(Op.PING, [])
 
-    async def send(self, queue_id: str, messages: list[dict], *, retention_seconds: int) -> list[dict]:
-        wire = [
-            [
+    async def send(
+        self, queue_id: str, messages: list[dict], *, retention_seconds: int, fifo: bool = False
+    ) -> list[dict]:
+        """Store messages; each result is ``{"id", "sent_ts"}``, plus ``"seq"`` (FIFO) and ``"duplicate"`` (FIFO or
+        handed-over messages).
+
+        FIFO messages carry ``"group"`` and ``"dedup_id"``.  A message may carry ``"origin"`` (see the codec) when
+        it is handed over from another queue.  FIFO and handed-over messages are stored idempotently by id: a
+        resend within five minutes stores nothing and gets the original's result, with ``"duplicate": True``.
+        """
+        wire = []
+        extended = fifo
+        for m in messages:
+            row = [
                 m["id"],
                 m["body"],
                 m.get("attrs") or {},
@@ -177,10 +195,23 @@ class WorkerClient:
                 m.get("delay", 0),
                 m.get("system") or {},
             ]
-            for m in messages
-        ]
-        rows = await self._call(Op.SEND, [queue_id, wire, retention_seconds])
-        return [{"id": message_id, "sent_ts": sent_ts} for message_id, sent_ts in rows]
+            if fifo or m.get("origin") is not None:
+                row += [m.get("group"), m.get("dedup_id"), m.get("origin")]
+                extended = True
+            wire.append(row)
+        args: list[Any] = [queue_id, wire, retention_seconds]
+        if extended:
+            args.append(fifo)
+        rows = await self._call(Op.SEND, args)
+        out: list[dict] = []
+        for row in rows:
+            result = {"id": row[0], "sent_ts": row[1]}
+            if len(row) > 2:
+                if fifo:
+                    result["seq"] = row[2]
+                result["duplicate"] = row[3]
+            out.append(result)
+        return out
 
     async def receive(
         self,
@@ -190,11 +221,35 @@ class WorkerClient:
         visibility_timeout: int,
         wait_seconds: float,
         retention_seconds: int,
+        fifo: bool = False,
+        attempt_id: str | None = None,
+        redrive: dict | None = None,
+        max_in_flight: int | None = None,
     ) -> list[dict]:
-        rows = await self._call(
-            Op.RECEIVE, [queue_id, max_messages, visibility_timeout, wait_seconds, retention_seconds]
-        )
-        return [dict(zip(RECEIVED_MESSAGE_FIELDS, row, strict=True)) for row in rows]
+        """Receive messages; FIFO queues' messages also carry ``"seq"``, ``"group"`` and ``"dedup_id"``.
+
+        ``attempt_id`` is the ReceiveRequestAttemptId (FIFO); ``redrive`` the source queue's redrive policy as
+        ``{"max_receive_count", "dlq_queue_id", "dlq_partition", "dlq_fifo", "source_arn",
+        "dlq_retention_seconds"}``; with ``max_in_flight`` or more messages in flight a short poll raises
+        :class:`~ferrymq.errors.OverLimit` and a long poll returns nothing.
+        """
+        args: list[Any] = [queue_id, max_messages, visibility_timeout, wait_seconds, retention_seconds]
+        options: dict[str, Any] = {}
+        if fifo:
+            options["fifo"] = True
+        if attempt_id is not None:
+            options["attempt_id"] = attempt_id
+        if redrive is not None:
+            options["redrive"] = redrive
+        if max_in_flight is not None:
+            options["max_in_flight"] = max_in_flight
+        if options:
+            args.append(options)
+        rows = await self._call(Op.RECEIVE, args)
+        return [
+            dict(zip(FIFO_RECEIVED_MESSAGE_FIELDS if len(row) > 10 else RECEIVED_MESSAGE_FIELDS, row, strict=True))
+            for row in rows
+        ]
 
     async def delete(self, queue_id: str, receipts: list[str]) -> list[tuple[str, str] | None]:
         rows = await self._call(Op.DELETE, [queue_id, receipts])
@@ -213,3 +268,21 @@ class WorkerClient:
     async def stats(self, queue_id: str, *, retention_seconds: int) -> dict:
         row = await self._call(Op.STATS, [queue_id, retention_seconds])
         return dict(zip(STATS_FIELDS, row, strict=True))
+
+    async def start_move_task(self, queue_id: str, task: dict) -> dict:
+        """Start moving the messages of the dead-letter queue ``queue_id`` (this worker leads it).
+
+        ``task`` is ``{"task_handle", "source_arn", "destination": {"queue_id", "partition", "fifo", "arn",
+        "retention_seconds"} | None, "max_per_second": int | None, "started_ts": int}``; destination None
+        sends each message back to the queue its ``DeadLetterQueueSourceArn`` names.  Returns the task as
+        :meth:`list_move_tasks` shows it.  Raises InvalidParameterValue while another task of the queue runs.
+        """
+        return await self._call(Op.START_MOVE_TASK, [queue_id, task])
+
+    async def list_move_tasks(self, queue_id: str) -> list[dict]:
+        """The queue's last ten tasks, most recent first, each with the keys of ``codec.MOVE_TASK_FIELDS``."""
+        return await self._call(Op.LIST_MOVE_TASKS, [queue_id])
+
+    async def cancel_move_task(self, queue_id: str, task_handle: str) -> dict:
+        """Ask a RUNNING task to stop; returns ``{"moved": int}``.  Raises ResourceNotFound for any other task."""
+        return await self._call(Op.CANCEL_MOVE_TASK, [queue_id, task_handle])

@@ -39,21 +39,36 @@ def unpack_error(data: bytes) -> SqsError:
 
 
 # --- payload shapes --------------------------------------------------------------------------------
-# Requests and results are msgpack arrays, positional to keep them small and quick to build:
+# Requests and results are msgpack arrays, positional to keep them small and quick to build.  Trailing
+# elements marked [optional] may be left out; a request without them means what it meant before they existed.
 #
 #   op                 request payload                                       ok result
 #   PING               []                                                    {"worker_id", "partition", ...}
-#   SEND               [queue_id, [SENT_MESSAGE...], retention_seconds]     [[id, sent_ts], ...]
-#   RECEIVE            [queue_id, max_messages, visibility_timeout,          [RECEIVED_MESSAGE...]
-#                       wait_seconds, retention_seconds]
+#   SEND               [queue_id, [SENT_MESSAGE...], retention_seconds        standard: [[id, sent_ts], ...]
+#                       [, fifo]]                                            FIFO or handed over:
+#                                                                            [[id, sent_ts, seq, duplicate], ...]
+#   RECEIVE            [queue_id, max_messages, visibility_timeout,          [RECEIVED_MESSAGE...] (standard) or
+#                       wait_seconds, retention_seconds [, RECEIVE_OPTIONS]] [FIFO_RECEIVED_MESSAGE...] (FIFO)
 #   DELETE             [queue_id, [receipt, ...]]                            [None | [code, message], ...]
 #   CHANGE_VISIBILITY  [queue_id, [[receipt, timeout], ...]]                 [None | [code, message], ...]
 #   PURGE              [queue_id]                                            None
 #   DROP_QUEUE         [queue_id]                                            None
 #   STATS              [queue_id, retention_seconds]                         [visible, in_flight, delayed]
+#   START_MOVE_TASK    [queue_id, task]                                      MOVE_TASK
+#   LIST_MOVE_TASKS    [queue_id]                                            [MOVE_TASK, ...], most recent first
+#   CANCEL_MOVE_TASK   [queue_id, task_handle]                               {"moved": int}
+#
+# A SENT_MESSAGE is SENT_MESSAGE_FIELDS, optionally followed by HANDOVER_FIELDS: ``group`` and ``dedup_id``
+# (FIFO queues), and ``origin`` for a message handed over from another queue (dead-letter redrive, move
+# tasks): None, or {"sent_ts": int | None, "receive_count": int, "first_receive_ts": int}.  Messages sent with
+# fifo or with an origin are stored idempotently by id.  RECEIVE_OPTIONS is a map with the optional keys
+# "fifo", "attempt_id", "redrive" and "max_in_flight".  A MOVE_TASK is a map with MOVE_TASK_FIELDS as keys.
 
 SENT_MESSAGE_FIELDS = ("id", "body", "attrs", "md5_body", "md5_attrs", "delay", "system")
 """Positions of a message in a SEND request."""
+
+HANDOVER_FIELDS = ("group", "dedup_id", "origin")
+"""Positions, after SENT_MESSAGE_FIELDS, of the fields of FIFO and handed-over messages."""
 
 RECEIVED_MESSAGE_FIELDS = (
     "id",
@@ -68,5 +83,30 @@ RECEIVED_MESSAGE_FIELDS = (
     "receive_count",
 )
 """Positions of a message in a RECEIVE result."""
+
+FIFO_RECEIVED_MESSAGE_FIELDS = (*RECEIVED_MESSAGE_FIELDS, "seq", "group", "dedup_id")
+"""Positions of a FIFO queue's message in a RECEIVE result; ``seq`` is the 20-digit SequenceNumber."""
+
+REDRIVE_FIELDS = (
+    "max_receive_count",
+    "dlq_queue_id",
+    "dlq_partition",
+    "dlq_fifo",
+    "source_arn",
+    "dlq_retention_seconds",
+)
+"""Keys of the ``redrive`` receive option."""
+
+MOVE_TASK_FIELDS = (
+    "task_handle",
+    "status",
+    "source_arn",
+    "destination_arn",
+    "max_per_second",
+    "moved",
+    "to_move",
+    "failure_reason",
+    "started_ts",
+)
 
 STATS_FIELDS = ("visible", "in_flight", "delayed")

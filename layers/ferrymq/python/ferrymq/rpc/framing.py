@@ -40,6 +40,9 @@ class Op(IntEnum):
     PURGE = 6
     DROP_QUEUE = 7
     STATS = 8
+    START_MOVE_TASK = 9
+    LIST_MOVE_TASKS = 10
+    CANCEL_MOVE_TASK = 11
 
 
 class FrameError(Exception):

@@ -1,0 +1,254 @@
+"""Messages and the per-queue indexes that find the visible ones (standard queues; FIFO queues extend them).
+
+What a message is at time ``t`` follows from its fields: visible when ``visible_at <= t``, otherwise in flight
+when it has been received and delayed when not; expired (never returned, dropped) once
+``sent_ts + retention <= t``.  The per-queue indexes only make finding visible messages cheap:
+
+- ``fresh``: deque of ``(seq, token)``, messages visible since they were sent, in send order;
+- ``returned``: heap of ``(seq, token)``, messages that became visible later (delay or visibility ran out);
+- ``timers``: heap of ``(visible_at, seq, token)``, delayed and in-flight messages;
+- ``order``: deque of every ``seq`` in send order, swept from the front when retention runs out.
+
+Entries are dropped lazily: one is live while the message exists and its ``token`` (bumped whenever the
+message is (re)indexed) matches.  Receiving, deleting and moving a message are O(log n); when dead entries
+outnumber live messages, the indexes are rebuilt from the messages in O(n), so that cost is amortised.
+
+Besides messages a queue keeps ``recent`` (ids of messages stored through the idempotent path, for the
+resend window) and ``tasks`` (its message move tasks, :mod:`.tasks`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from heapq import heapify, heappop, heappush
+from typing import TYPE_CHECKING, ClassVar
+
+from storage_workers.engine import receipts
+
+if TYPE_CHECKING:
+    from storage_workers.engine.tasks import MoveTask
+
+READY = 0
+DELAYED = 1
+IN_FLIGHT = 2
+
+REINDEX_SLACK = 1024
+
+
+class Message:
+    __slots__ = (
+        "attempt",
+        "attrs",
+        "body",
+        "dedup_id",
+        "first_receive_ts",
+        "group",
+        "id",
+        "md5_attrs",
+        "md5_body",
+        "receive_count",
+        "sent_ts",
+        "seq",
+        "size",
+        "state",
+        "system",
+        "token",
+        "visible_at",
+    )
+
+    def __init__(
+        self,
+        seq: int,
+        message_id: str,
+        body: str,
+        attrs: dict,
+        md5_body: str,
+        md5_attrs: str | None,
+        system: dict,
+        sent_ts: int,
+        visible_at: int,
+        receive_count: int,
+        first_receive_ts: int,
+        group: str | None = None,
+        dedup_id: str | None = None,
+        attempt: str | None = None,
+    ) -> None:
+        self.seq = seq
+        self.id = message_id
+        self.body = body
+        self.attrs = attrs
+        self.md5_body = md5_body
+        self.md5_attrs = md5_attrs
+        self.system = system
+        self.sent_ts = sent_ts
+        self.visible_at = visible_at
+        self.receive_count = receive_count
+        self.first_receive_ts = first_receive_ts
+        self.group = group
+        self.dedup_id = dedup_id
+        # The ReceiveRequestAttemptId of the receive that holds this message, while that receive may be replayed.
+        self.attempt = attempt
+        self.size = _approx_size(body, attrs)
+        self.state = READY
+        self.token = 0
+
+    def as_restored(self) -> tuple:
+        """The fields a RESTORED record carries (FIFO messages add group, dedup id and attempt)."""
+        fields = (
+            self.seq,
+            self.id,
+            self.body,
+            self.attrs,
+            self.md5_body,
+            self.md5_attrs,
+            self.system,
+            self.sent_ts,
+            self.visible_at,
+            self.receive_count,
+            self.first_receive_ts,
+        )
+        if self.group is None:
+            return fields
+        return (*fields, self.group, self.dedup_id, self.attempt)
+
+
+def _approx_size(body: str, attrs: dict) -> int:
+    size = 96 + len(body)
+    if attrs:
+        for name, value in attrs.items():
+            size += len(name) + 16 + len(value.get("StringValue") or value.get("BinaryValue") or "")
+    return size
+
+
+class QueueState:
+    """The messages of one standard queue and their indexes."""
+
+    fifo: ClassVar[bool] = False
+
+    __slots__ = (
+        "counts",
+        "fresh",
+        "live_bytes",
+        "msgs",
+        "order",
+        "queue_id",
+        "recent",
+        "returned",
+        "tag",
+        "tasks",
+        "timers",
+    )
+
+    def __init__(self, queue_id: str) -> None:
+        self.queue_id = queue_id
+        self.tag = receipts.tag(queue_id)
+        self.msgs: dict[int, Message] = {}
+        self.fresh: deque[tuple[int, int]] = deque()
+        self.returned: list[tuple[int, int]] = []
+        self.timers: list[tuple[int, int, int]] = []
+        self.order: deque[int] = deque()
+        self.counts = [0, 0, 0]  # by state: READY, DELAYED, IN_FLIGHT
+        self.live_bytes = 0
+        self.recent: dict[str, tuple[int, int, int]] = {}
+        """Message id -> (seq, sent_ts, stored_ts) of messages stored idempotently, oldest first."""
+        self.tasks: list[MoveTask] = []
+        """Message move tasks of this queue, oldest first (the last few only)."""
+
+    def clear(self) -> None:
+        self.msgs = {}
+        self.fresh = deque()
+        self.returned = []
+        self.timers = []
+        self.order = deque()
+        self.counts = [0, 0, 0]
+        self.live_bytes = 0
+
+    def add(self, m: Message, state: int) -> None:
+        seq = m.seq
+        self.msgs[seq] = m
+        self.order.append(seq)
+        self.live_bytes += m.size
+        m.state = state
+        m.token = 1
+        self.counts[state] += 1
+        if state == READY:
+            self.fresh.append((seq, 1))
+        else:
+            heappush(self.timers, (m.visible_at, seq, 1))
+
+    def remove(self, seqs: Iterable[int]) -> int:
+        """Forget these messages (missing ones are skipped); returns the bytes freed."""
+        msgs, counts = self.msgs, self.counts
+        freed = 0
+        for seq in seqs:
+            m = msgs.pop(seq, None)
+            if m is not None:
+                counts[m.state] -= 1
+                freed += m.size
+        self.live_bytes -= freed
+        return freed
+
+    def hold(self, m: Message, until: int, state: int) -> None:
+        """Make ``m`` invisible until ``until`` (in flight or delayed)."""
+        self.counts[m.state] -= 1
+        self.counts[state] += 1
+        m.state = state
+        m.visible_at = until
+        m.token = token = m.token + 1
+        heappush(self.timers, (until, m.seq, token))
+
+    def release_due(self, now: int) -> None:
+        """Move messages whose invisibility ended by ``now`` to the visible index."""
+        timers = self.timers
+        if not timers or timers[0][0] > now:
+            return
+        msgs, returned, counts = self.msgs, self.returned, self.counts
+        while timers and timers[0][0] <= now:
+            _, seq, token = heappop(timers)
+            m = msgs.get(seq)
+            if m is None or m.token != token:
+                continue
+            counts[m.state] -= 1
+            counts[READY] += 1
+            m.state = READY
+            m.token = token = token + 1
+            heappush(returned, (seq, token))
+
+    def pop_visible(self) -> Message | None:
+        """The visible message sent first, taken off the visible index (the caller must re-index it)."""
+        fresh, returned, msgs = self.fresh, self.returned, self.msgs
+        while True:
+            if fresh and (not returned or fresh[0][0] < returned[0][0]):
+                seq, token = fresh.popleft()
+            elif returned:
+                seq, token = heappop(returned)
+            else:
+                return None
+            m = msgs.get(seq)
+            if m is not None and m.token == token:
+                return m
+
+    def tidy(self) -> None:
+        """Rebuild indexes that hold more dead entries than live ones."""
+        live = len(self.msgs)
+        if len(self.fresh) + len(self.returned) + len(self.timers) > 2 * live + REINDEX_SLACK:
+            fresh: deque[tuple[int, int]] = deque()
+            timers: list[tuple[int, int, int]] = []
+            for seq, m in self.msgs.items():
+                m.token = token = m.token + 1
+                if m.state == READY:
+                    fresh.append((seq, token))
+                else:
+                    timers.append((m.visible_at, seq, token))
+            heapify(timers)
+            self.fresh, self.returned, self.timers = fresh, [], timers
+        self.tidy_order()
+
+    def tidy_order(self) -> None:
+        if len(self.order) > 2 * len(self.msgs) + REINDEX_SLACK:
+            self.order = deque(self.msgs)
+
+    def has_visible(self) -> bool:
+        """Whether a receive now could return something (call :meth:`release_due` first)."""
+        return self.counts[READY] > 0

@@ -1,0 +1,227 @@
+"""Message move tasks over the worker RPC with in-process workers: to queues of the same worker and of
+another one, cancelled, failing, and resumed by a worker opened again on the same log."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ferrymq.errors import InvalidParameterValue, ResourceNotFound
+from ferrymq.rpc.client import WorkerClient
+from storage_workers.peers import QueueTarget
+from tests.functional.storage_workers.in_process import StandInPeers, worker
+
+RETENTION = 345600
+DLQ = "000000000000/work-dlq/1"
+DLQ_ARN = "arn:aws:sqs:us-east-1:000000000000:work-dlq"
+SRC = "000000000000/work/2"
+SRC_ARN = "arn:aws:sqs:us-east-1:000000000000:work"
+OTHER = "000000000000/other/3"
+OTHER_ARN = "arn:aws:sqs:us-east-1:000000000000:other"
+
+
+def dead_letter(body: str, source_arn: str | None = SRC_ARN) -> dict:
+    system = {"DeadLetterQueueSourceArn": source_arn} if source_arn else {}
+    return {"id": str(uuid.uuid4()), "body": body, "md5_body": "md5", "system": system}
+
+
+def task(handle: str, *, destination: QueueTarget | None = None, rate: int | None = None) -> dict:
+    return {
+        "task_handle": handle,
+        "source_arn": DLQ_ARN,
+        "destination": None
+        if destination is None
+        else {
+            "queue_id": destination.queue_id,
+            "partition": destination.partition,
+            "fifo": destination.fifo,
+            "arn": destination.arn,
+            "retention_seconds": destination.retention_seconds,
+        },
+        "max_per_second": rate,
+        "started_ts": int(time.time() * 1000),
+    }
+
+
+async def finished(client: WorkerClient, handle: str, timeout: float = 15.0) -> dict:
+    """The task's listing once it is no longer RUNNING or CANCELLING."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = {t["task_handle"]: t for t in await client.list_move_tasks(DLQ)}[handle]
+        if listed["status"] not in ("RUNNING", "CANCELLING"):
+            return listed
+        assert time.monotonic() < deadline, f"task still {listed['status']}"
+        await asyncio.sleep(0.05)
+
+
+async def progressed(client: WorkerClient, handle: str, timeout: float = 10.0) -> None:
+    """Wait until the task has moved at least one message."""
+    deadline = time.monotonic() + timeout
+    while {t["task_handle"]: t for t in await client.list_move_tasks(DLQ)}[handle]["moved"] == 0:
+        assert time.monotonic() < deadline, "the task moved nothing"
+        await asyncio.sleep(0.02)
+
+
+async def drain(client: WorkerClient, queue: str) -> list[dict]:
+    out: list[dict] = []
+    while got := await client.receive(
+        queue, max_messages=10, visibility_timeout=600, wait_seconds=0, retention_seconds=RETENTION
+    ):
+        out.extend(got)
+    return out
+
+
+def test_messages_go_back_to_their_source_queues_on_the_same_worker(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        peers = StandInPeers(0)
+        peers.add_queue(QueueTarget(SRC, 0, False, RETENTION, SRC_ARN))
+        peers.add_queue(QueueTarget(OTHER, 0, False, RETENTION, OTHER_ARN))
+        async with worker(tmp_path, peers=peers) as (_, client):
+            # given dead letters from two source queues
+            letters = [dead_letter(f"w{i}") for i in range(3)] + [dead_letter("o", OTHER_ARN)]
+            await client.send(DLQ, letters, retention_seconds=RETENTION)
+            # when a task without destination runs
+            started = await client.start_move_task(DLQ, task("t-1"))
+            assert (started["status"], started["to_move"], started["destination_arn"]) == ("RUNNING", 4, None)
+            done = await finished(client, "t-1")
+            # then it completed, each message is back in its own source as a new message, and the DLQ is empty
+            assert (done["status"], done["moved"], done["to_move"], done["failure_reason"]) == ("COMPLETED", 4, 4, None)
+            back = await drain(client, SRC)
+            assert sorted(m["body"] for m in back) == ["w0", "w1", "w2"]
+            assert [m["body"] for m in await drain(client, OTHER)] == ["o"]
+            assert not {m["id"] for m in back} & {m["id"] for m in letters}
+            assert all(m["receive_count"] == 1 and "DeadLetterQueueSourceArn" not in m["system"] for m in back)
+            assert await drain(client, DLQ) == []
+
+    asyncio.run(scenario())
+
+
+def test_messages_go_to_a_destination_on_another_worker(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        peers_a, peers_b = StandInPeers(0), StandInPeers(1)
+        destination = QueueTarget(OTHER, 1, False, RETENTION, OTHER_ARN)
+        peers_a.add_queue(destination)
+        async with (
+            worker(tmp_path / "a", partition=0, peers=peers_a) as (_, client_a),
+            worker(tmp_path / "b", partition=1, peers=peers_b) as (_, client_b),
+        ):
+            peers_a.add_worker(1, client_b.host, client_b.port)
+            await client_a.send(DLQ, [dead_letter(f"m{i}") for i in range(25)], retention_seconds=RETENTION)
+            await client_a.start_move_task(DLQ, task("t-1", destination=destination))
+            done = await finished(client_a, "t-1")
+            assert (done["status"], done["moved"], done["destination_arn"]) == ("COMPLETED", 25, OTHER_ARN)
+            assert sorted(m["body"] for m in await drain(client_b, OTHER)) == sorted(f"m{i}" for i in range(25))
+            assert await client_a.stats(DLQ, retention_seconds=RETENTION) == {"visible": 0, "in_flight": 0,
+                                                                              "delayed": 0}
+
+    asyncio.run(scenario())
+
+
+def test_only_one_task_runs_at_a_time_and_a_cancelled_one_stops(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        peers = StandInPeers(0)
+        peers.add_queue(QueueTarget(SRC, 0, False, RETENTION, SRC_ARN))
+        async with worker(tmp_path, peers=peers) as (_, client):
+            await client.send(DLQ, [dead_letter(f"m{i}") for i in range(40)], retention_seconds=RETENTION)
+            # given a task moving two messages a second
+            await client.start_move_task(DLQ, task("slow", rate=2))
+            # then a second task cannot start while it runs
+            with pytest.raises(InvalidParameterValue, match="There is already a task running"):
+                await client.start_move_task(DLQ, task("second"))
+            await progressed(client, "slow")
+            # when it is cancelled, then it stops having moved a few, and the rest stays
+            cancelled = await client.cancel_move_task(DLQ, "slow")
+            done = await finished(client, "slow")
+            assert done["status"] == "CANCELLED"
+            assert 1 <= cancelled["moved"] <= done["moved"] < 40
+            left = await client.stats(DLQ, retention_seconds=RETENTION)
+            assert left["visible"] == 40 - done["moved"]
+            # and cancelling it again is not possible
+            with pytest.raises(ResourceNotFound):
+                await client.cancel_move_task(DLQ, "slow")
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("source_arn", "reason"),
+    [
+        ("arn:aws:sqs:us-east-1:000000000000:deleted-queue", "AWS.SimpleQueueService.NonExistentQueue"),
+        (None, "CouldNotDetermineMessageSource"),
+    ],
+)
+def test_a_message_without_a_known_source_fails_the_task_and_stays(
+    tmp_path: Path, source_arn: str | None, reason: str
+) -> None:
+    async def scenario() -> None:
+        peers = StandInPeers(0)
+        async with worker(tmp_path, peers=peers) as (_, client):
+            await client.send(DLQ, [dead_letter("lost", source_arn)], retention_seconds=RETENTION)
+            await client.start_move_task(DLQ, task("t-1"))
+            done = await finished(client, "t-1")
+            assert (done["status"], done["failure_reason"], done["moved"]) == ("FAILED", reason, 0)
+            assert [m["body"] for m in await drain(client, DLQ)] == ["lost"]
+
+    asyncio.run(scenario())
+
+
+def test_a_destination_that_refuses_the_messages_fails_the_task(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        # given a FIFO destination on another worker for standard dead letters, which carry no group
+        peers_a, peers_b = StandInPeers(0), StandInPeers(1)
+        destination = QueueTarget("000000000000/other.fifo/4", 1, True, RETENTION, OTHER_ARN)
+        peers_a.add_queue(destination)
+        async with (
+            worker(tmp_path / "a", partition=0, peers=peers_a) as (_, client_a),
+            worker(tmp_path / "b", partition=1, peers=peers_b) as (_, client_b),
+        ):
+            peers_a.add_worker(1, client_b.host, client_b.port)
+            await client_a.send(DLQ, [dead_letter("no group")], retention_seconds=RETENTION)
+            await client_a.start_move_task(DLQ, task("t-1", destination=destination))
+            # then the task fails with the destination's reason and the message stays, visible
+            done = await finished(client_a, "t-1")
+            assert (done["status"], done["failure_reason"], done["moved"]) == ("FAILED", "InvalidParameterValue", 0)
+            assert [m["body"] for m in await drain(client_a, DLQ)] == ["no group"]
+
+    asyncio.run(scenario())
+
+
+def test_a_task_whose_destination_is_deleted_fails(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        peers = StandInPeers(0)
+        destination = QueueTarget(OTHER, 0, False, RETENTION, OTHER_ARN)
+        peers.add_queue(destination)
+        async with worker(tmp_path, peers=peers) as (_, client):
+            await client.send(DLQ, [dead_letter(f"m{i}") for i in range(30)], retention_seconds=RETENTION)
+            await client.start_move_task(DLQ, task("t-1", destination=destination, rate=10))
+            await progressed(client, "t-1")
+            peers.drop_queue(OTHER_ARN)
+            done = await finished(client, "t-1")
+            assert (done["status"], done["failure_reason"]) == ("FAILED", "AWS.SimpleQueueService.NonExistentQueue")
+            assert 0 < done["moved"] < 30
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_opened_again_resumes_the_task(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        peers = StandInPeers(0)
+        peers.add_queue(QueueTarget(SRC, 0, False, RETENTION, SRC_ARN))
+        # given a task moving five messages a second, stopped with the worker part of the way through
+        async with worker(tmp_path, peers=peers) as (_, client):
+            await client.send(DLQ, [dead_letter(f"m{i}") for i in range(12)], retention_seconds=RETENTION)
+            await client.start_move_task(DLQ, task("t-1", rate=5))
+            await progressed(client, "t-1")
+        # when a worker opens the same log, then the task is still running where it stood, and completes
+        async with worker(tmp_path, peers=peers) as (_, client):
+            (listed,) = await client.list_move_tasks(DLQ)
+            assert listed["status"] == "RUNNING" and 0 < listed["moved"] < 12
+            done = await finished(client, "t-1")
+            assert (done["status"], done["moved"]) == ("COMPLETED", 12)
+            assert sorted(m["body"] for m in await drain(client, SRC)) == sorted(f"m{i}" for i in range(12))
+
+    asyncio.run(scenario())

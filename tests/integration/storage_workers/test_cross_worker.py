@@ -1,0 +1,190 @@
+"""Two worker processes leading two partitions: dead-letter redrive from one to the other, a move task back
+through the queue catalog, and a move task that survives kill -9 of its worker without moving anything twice.
+
+The workers find each other in the partition map and the queues in the queue catalog (moto's DynamoDB, or
+FERRYMQ_TEST_AWS_ENDPOINT); every test uses partitions and queue names of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from ferrymq.aws import session
+from ferrymq.aws.queue_store import QueueRecord, QueueStore
+from ferrymq.rpc.client import WorkerClient
+from ferrymq.settings import Settings
+from tests.integration.storage_workers.conftest import WorkerProcess
+
+RETENTION = 345600
+ACCOUNT = "000000000000"
+
+
+def make_queue(settings: Settings, name: str, partition: int) -> tuple[str, str]:
+    """A queue in the catalog; returns its queue id and ARN."""
+    queue_id = f"{ACCOUNT}/{name}/{uuid.uuid4().hex[:8]}"
+    store = QueueStore(session.client("dynamodb", settings), settings.queues_table)
+    store.put_new(QueueRecord(account=ACCOUNT, name=name, queue_id=queue_id, partition=partition), None)
+    return queue_id, f"arn:aws:sqs:{settings.region}:{ACCOUNT}:{name}"
+
+
+def message(body: str, system: dict | None = None) -> dict:
+    return {"id": str(uuid.uuid4()), "body": body, "md5_body": "md5", "system": system or {}}
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.1)
+
+
+async def drain(client: WorkerClient, queue_id: str) -> list[dict]:
+    out: list[dict] = []
+    while got := await client.receive(
+        queue_id, max_messages=10, visibility_timeout=600, wait_seconds=0, retention_seconds=RETENTION
+    ):
+        out.extend(got)
+    return out
+
+
+async def task_listing(client: WorkerClient, queue_id: str, handle: str) -> dict:
+    return {t["task_handle"]: t for t in await client.list_move_tasks(queue_id)}[handle]
+
+
+def test_redrive_to_another_worker_and_a_move_task_back(
+    start_worker: Callable[..., WorkerProcess], aws_settings: Settings, tmp_path: Path
+) -> None:
+    # given a source queue on partition 20 and its dead-letter queue on partition 21, each led by a worker
+    name = f"work-{uuid.uuid4().hex[:8]}"
+    source_id, source_arn = make_queue(aws_settings, name, 20)
+    dlq_id, dlq_arn = make_queue(aws_settings, f"{name}-dlq", 21)
+    worker_a = start_worker(tmp_path / "a", worker_id="w-20", partition=20)
+    worker_b = start_worker(tmp_path / "b", worker_id="w-21", partition=21)
+    redrive = {
+        "max_receive_count": 1,
+        "dlq_queue_id": dlq_id,
+        "dlq_partition": 21,
+        "dlq_fifo": False,
+        "source_arn": source_arn,
+        "dlq_retention_seconds": RETENTION,
+    }
+
+    async def scenario() -> None:
+        a, b = WorkerClient(worker_a.host, worker_a.port), WorkerClient(worker_b.host, worker_b.port)
+        try:
+            sent = await a.send(source_id, [message(f"m{i}") for i in range(3)], retention_seconds=RETENTION)
+            first = await a.receive(source_id, max_messages=10, visibility_timeout=0, wait_seconds=0,
+                                    retention_seconds=RETENTION, redrive=redrive)
+            assert len(first) == 3
+            # when they are received again past their max receive count, then none is returned ...
+            assert await a.receive(source_id, max_messages=10, visibility_timeout=30, wait_seconds=0,
+                                   retention_seconds=RETENTION, redrive=redrive) == []
+
+            # ... and all of them reach the DLQ on the other worker, and leave the source
+            async def in_dlq() -> bool:
+                return (await b.stats(dlq_id, retention_seconds=RETENTION))["visible"] == 3
+
+            await eventually(in_dlq)
+            assert await a.stats(source_id, retention_seconds=RETENTION) == {"visible": 0, "in_flight": 0,
+                                                                             "delayed": 0}
+            dead = await b.receive(dlq_id, max_messages=10, visibility_timeout=0, wait_seconds=0,
+                                   retention_seconds=RETENTION)
+            assert {m["id"] for m in dead} == {s["id"] for s in sent}
+            assert all(m["system"]["DeadLetterQueueSourceArn"] == source_arn for m in dead)
+            assert {m["sent_ts"] for m in dead} == {s["sent_ts"] for s in sent}
+
+            # when a move task without destination runs on the DLQ's worker
+            await b.start_move_task(dlq_id, {"task_handle": "back", "source_arn": dlq_arn, "destination": None,
+                                             "max_per_second": None, "started_ts": int(time.time() * 1000)})
+
+            async def completed() -> bool:
+                return (await task_listing(b, dlq_id, "back"))["status"] == "COMPLETED"
+
+            await eventually(completed)
+            # then the messages are back in their source queue on the first worker, as new messages
+            back = await drain(a, source_id)
+            assert sorted(m["body"] for m in back) == ["m0", "m1", "m2"]
+            assert not {m["id"] for m in back} & {s["id"] for s in sent}
+            assert all(m["receive_count"] == 1 for m in back)
+            assert await drain(b, dlq_id) == []
+            assert (await task_listing(b, dlq_id, "back"))["moved"] == 3
+        finally:
+            await a.close()
+            await b.close()
+
+    asyncio.run(scenario())
+    assert worker_a.terminate() == 0
+    assert worker_b.terminate() == 0
+
+
+def test_a_move_task_survives_kill_9_and_moves_nothing_twice(
+    start_worker: Callable[..., WorkerProcess], aws_settings: Settings, tmp_path: Path
+) -> None:
+    # given 150 dead letters in a DLQ on partition 22, to be moved to a queue on partition 23
+    name = f"crash-{uuid.uuid4().hex[:8]}"
+    dlq_id, dlq_arn = make_queue(aws_settings, f"{name}-dlq", 22)
+    dest_id, dest_arn = make_queue(aws_settings, name, 23)
+    hold = ["--transfer-hold-seconds", "1"]
+    worker_a = start_worker(tmp_path / "a", worker_id="w-22", partition=22, extra_args=hold)
+    worker_b = start_worker(tmp_path / "b", worker_id="w-23", partition=23, extra_args=hold)
+    bodies = [f"dead {i}" for i in range(150)]
+    task = {
+        "task_handle": "crashy",
+        "source_arn": dlq_arn,
+        "destination": {"queue_id": dest_id, "partition": 23, "fifo": False, "arn": dest_arn,
+                        "retention_seconds": RETENTION},
+        "max_per_second": 40,
+        "started_ts": int(time.time() * 1000),
+    }
+
+    async def start_and_crash() -> int:
+        a = WorkerClient(worker_a.host, worker_a.port)
+        try:
+            system = {"DeadLetterQueueSourceArn": dest_arn}
+            for i in range(0, 150, 10):
+                await a.send(dlq_id, [message(b, system) for b in bodies[i : i + 10]], retention_seconds=RETENTION)
+            started = await a.start_move_task(dlq_id, task)
+            assert started["to_move"] == 150
+
+            # when the worker is killed with SIGKILL while the task is part of the way through
+            async def under_way() -> bool:
+                return (await task_listing(a, dlq_id, "crashy"))["moved"] >= 20
+
+            await eventually(under_way)
+            moved = (await task_listing(a, dlq_id, "crashy"))["moved"]
+            worker_a.kill9()
+            return moved
+        finally:
+            await a.close()
+
+    moved_before = asyncio.run(start_and_crash())
+    assert moved_before < 150
+    restarted = start_worker(tmp_path / "a", worker_id="w-22", partition=22, extra_args=hold)
+
+    async def after_restart() -> None:
+        a, b = WorkerClient(restarted.host, restarted.port), WorkerClient(worker_b.host, worker_b.port)
+        try:
+            # then the restarted worker knows the task and its progress, and carries it to the end
+            assert (await task_listing(a, dlq_id, "crashy"))["moved"] >= moved_before
+
+            async def completed() -> bool:
+                return (await task_listing(a, dlq_id, "crashy"))["status"] == "COMPLETED"
+
+            await eventually(completed, timeout=30)
+            done = await task_listing(a, dlq_id, "crashy")
+            assert (done["moved"], done["to_move"]) == (150, 150)
+            # and every message arrived exactly once, and none is left behind
+            arrived = await drain(b, dest_id)
+            assert sorted(m["body"] for m in arrived) == sorted(bodies)
+            assert await drain(a, dlq_id) == []
+        finally:
+            await a.close()
+            await b.close()
+
+    asyncio.run(after_restart())
+    assert restarted.terminate() == 0
+    assert worker_b.terminate() == 0
