@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ferrymq.aws.credentials import Credential
+from ferrymq.aws.dedup_store import DedupStore
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.clock import Clock
-from ferrymq.errors import AccessDenied, MissingParameter
+from ferrymq.errors import AccessDenied, MissingParameter, QueueDoesNotExist
 from ferrymq.settings import Settings
 from functions.frontend.dispatch import Dispatcher
 from functions.frontend.queue_urls import queue_url, split_queue_url
+from functions.metadata import policy
 from functions.metadata.catalog import QueueCatalog
 
 
@@ -20,6 +22,7 @@ class Services:
     clock: Clock
     catalog: QueueCatalog
     dispatcher: Dispatcher
+    dedup: DedupStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,8 @@ class RequestContext:
     base_url: str
     # Query protocol only: the queue named by the request path, when the request carries no QueueUrl.
     path_queue_url: str | None = None
+    # The SQS action being served: what another account's queue policy has to allow.
+    action: str = ""
 
     @property
     def account(self) -> str:
@@ -39,11 +44,30 @@ class RequestContext:
         return queue_url(base, queue.account, queue.name)
 
     async def queue(self, params: dict) -> QueueRecord:
-        """The live queue a request's QueueUrl names, checked against the caller's account."""
+        """The live queue a request's QueueUrl names, if the caller may perform this action on it.
+
+        The owner account may do anything; another account only what the queue policy allows it.  Whether
+        another account's queue is missing or merely closed to the caller, the answer is the same AccessDenied.
+        """
         url = params.get("QueueUrl") or self.path_queue_url
         if not url:
             raise MissingParameter("The request must contain the parameter QueueUrl.")
         account, name = split_queue_url(url)
-        if account != self.account:
-            raise AccessDenied(f"Access to the resource {url} is denied.")
-        return await self.services.catalog.get(account, name)
+        if account == self.account:
+            return await self.services.catalog.get(account, name)
+        denied = AccessDenied(f"Access to the resource {url} is denied.")
+        try:
+            queue = await self.services.catalog.get(account, name)
+        except QueueDoesNotExist:
+            raise denied from None
+        if not self.permitted(queue):
+            raise denied
+        return queue
+
+    def permitted(self, queue: QueueRecord) -> bool:
+        """Whether the caller may perform this request's action on ``queue`` (decided from the cached record)."""
+        if queue.account == self.account:
+            return True
+        caller = policy.Caller(self.account, self.credential.user_name)
+        resource = self.services.catalog.arn(queue.account, queue.name)
+        return policy.permits(queue.attributes.get("Policy"), caller, self.action, resource)

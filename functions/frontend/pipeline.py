@@ -48,6 +48,7 @@ class Frontend:
                 credential=credential,
                 base_url=request.base_url,
                 path_queue_url=sqs_request.path_queue_url_path,
+                action=sqs_request.action,
             )
             result = await handler(ctx, sqs_request.params)
             return render_result(protocol, sqs_request.action, result, request_id)

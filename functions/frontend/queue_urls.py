@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from ferrymq.errors import InvalidAddress
+from ferrymq.errors import InvalidAddress, InvalidParameterValue
 
 
 def queue_url(base: str, account: str, name: str) -> str:
@@ -22,3 +22,11 @@ def split_queue_url(url: str) -> tuple[str, str]:
 
 def queue_arn(region: str, account: str, name: str) -> str:
     return f"arn:aws:sqs:{region}:{account}:{name}"
+
+
+def split_queue_arn(arn: str) -> tuple[str, str]:
+    """(account, name) named by a queue ARN ``arn:aws:sqs:<region>:<account>:<name>``."""
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sqs" or not parts[4] or not parts[5]:
+        raise InvalidParameterValue(f"Value {arn} for parameter ARN is invalid.")
+    return parts[4], parts[5]

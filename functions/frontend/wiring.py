@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ferrymq.aws.credentials import CredentialStore
+from ferrymq.aws.dedup_store import DedupStore
 from ferrymq.aws.partitions import PartitionMap
 from ferrymq.aws.queue_store import QueueStore
 from ferrymq.aws.session import client
@@ -24,6 +25,7 @@ def build_frontend(settings: Settings, clock: Clock | None = None) -> Frontend:
         clock,
         partitions=settings.partitions,
         ttl=settings.metadata_cache_seconds,
+        region=settings.region,
     )
     directory = PartitionDirectory(
         PartitionMap(dynamodb, settings.partitions_table), clock, ttl=settings.metadata_cache_seconds
@@ -33,6 +35,7 @@ def build_frontend(settings: Settings, clock: Clock | None = None) -> Frontend:
         clock=clock,
         catalog=catalog,
         dispatcher=Dispatcher(directory, connect_timeout=settings.worker_connect_timeout_seconds),
+        dedup=DedupStore(dynamodb, settings.dedup_table),
     )
     authenticator = Authenticator(
         CredentialStore(dynamodb, settings.credentials_table),

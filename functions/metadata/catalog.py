@@ -1,5 +1,11 @@
 """Queue catalog: the rules of creating, changing and deleting queues, and a cache for lookups.
 
+The rules are SQS's: queue names and types (standard or FIFO), attribute values and the rules between them
+(:mod:`functions.metadata.queue_attributes`), dead-letter targets (same owner, region and type, and admitted by
+the target's RedriveAllowPolicy), tags (:mod:`functions.metadata.tags`) and the statements AddPermission keeps in
+the queue policy (:mod:`functions.metadata.policy`).  Every change is a conditional write on the record's version,
+retried on the fresh record when another writer got there first.
+
 The cache only ever holds live records and is dropped for a name whenever this process writes it, so a
 warm request makes no DynamoDB call.  Other front ends see a change within ``ttl`` seconds, which is how
 SQS itself describes attribute propagation (up to 60 s).
@@ -18,40 +24,59 @@ from typing import TypeVar
 from ferrymq.aws.queue_store import QueueRecord, QueueStore, StaleQueueRecord
 from ferrymq.clock import Clock
 from ferrymq.errors import (
+    InvalidAttributeName,
     InvalidAttributeValue,
     InvalidParameterValue,
     PurgeQueueInProgress,
     QueueDeletedRecently,
     QueueDoesNotExist,
     QueueNameExists,
-    UnsupportedOperation,
 )
-from functions.metadata import queue_attributes
+from functions.metadata import policy, queue_attributes, redrive
+from functions.metadata import tags as tag_rules
 
 T = TypeVar("T")
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+FIFO_SUFFIX = ".fifo"
+MAX_NAME_LENGTH = 80
 DELETE_COOLDOWN_SECONDS = 60.0
 PURGE_COOLDOWN_SECONDS = 60.0
 _WRITE_RETRIES = 5
 
 
-def check_queue_name(name: str) -> None:
-    if not QUEUE_NAME.match(name):
+def check_queue_name(name: str, *, fifo: bool) -> None:
+    """SQS's rules for a new queue's name: a FIFO queue's ends with ``.fifo``, a standard queue's has no dot."""
+    if fifo:
+        base = name.removesuffix(FIFO_SUFFIX)
+        if base == name or len(name) > MAX_NAME_LENGTH or not QUEUE_NAME.match(base):
+            raise InvalidParameterValue(
+                "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must "
+                "end with .fifo suffix and be 1 to 80 in length."
+            )
+    elif not QUEUE_NAME.match(name):
         raise InvalidParameterValue(
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
         )
 
 
+def is_fifo(name: str) -> bool:
+    return name.endswith(FIFO_SUFFIX)
+
+
 class QueueCatalog:
-    def __init__(self, store: QueueStore, clock: Clock, *, partitions: int, ttl: float, max_entries: int = 10_000,
-                 ) -> None:
+    def __init__(self, store: QueueStore, clock: Clock, *, partitions: int, ttl: float, region: str,
+                 max_entries: int = 10_000) -> None:
         self._store = store
         self._clock = clock
         self._partitions = partitions
         self._ttl = ttl
+        self._region = region
         self._max_entries = max_entries
         self._cache: OrderedDict[tuple[str, str], tuple[float, QueueRecord]] = OrderedDict()
+
+    def arn(self, account: str, name: str) -> str:
+        return str(redrive.QueueArn(self._region, account, name))
 
     async def _io(self, fn: Callable[..., T], *args: object) -> T:
         # boto3 is blocking; a cache miss must not stall every other request on the event loop.
@@ -86,24 +111,40 @@ class QueueCatalog:
                    ) -> list[QueueRecord]:
         return await self._io(self._store.list, account, prefix, limit, start_after)
 
+    async def dead_letter_sources(self, account: str, name: str, limit: int, start_after: str | None,
+                                  ) -> list[QueueRecord]:
+        """Up to ``limit`` queues of ``account``, after ``start_after`` in name order, whose dead-letter queue is
+        ``name``."""
+        target = self.arn(account, name)
+        sources: list[QueueRecord] = []
+        for queue in await self.list(account, "", None, start_after):
+            redrive_policy = redrive.stored_redrive_policy(queue.attributes)
+            if redrive_policy is not None and redrive_policy.dead_letter_target_arn == target:
+                sources.append(queue)
+                if len(sources) >= limit:
+                    break
+        return sources
+
     # --- writes ----------------------------------------------------------------------------------------
 
     async def create(self, account: str, name: str, attributes: Mapping[str, str], tags: Mapping[str, str],
                      ) -> QueueRecord:
         """Create ``name``, or return the existing queue when its attributes are the same ones asked for."""
-        check_queue_name(name.removesuffix(".fifo") if name.endswith(".fifo") else name)
-        fifo = name.endswith(".fifo")
+        fifo = str(attributes.get("FifoQueue", "")).lower() == "true"
+        check_queue_name(name, fifo=fifo)
         wanted = queue_attributes.check_settable(attributes, fifo=fifo)
-        if fifo or wanted.get("FifoQueue") == "true":
-            raise UnsupportedOperation("FIFO queues are not available on this endpoint yet.")
+        initial = queue_attributes.combined({}, wanted, fifo=fifo)
+        initial_tags = tag_rules.check_tags(tags, name, required=False)
+        await self._check_dead_letter_target(account, name, wanted, attributes)
         for _ in range(_WRITE_RETRIES):
             existing = await self._io(self._store.get, account, name)
             now = self._clock.now()
             if existing is not None and existing.live:
-                if not _same_attributes(existing.attributes, wanted):
+                differing = queue_attributes.differing(existing.attributes, wanted, fifo=fifo)
+                if differing:
                     raise QueueNameExists(
                         "A queue already exists with the same name and a different value for attribute(s) "
-                        + ", ".join(sorted(_differing(existing.attributes, wanted)))
+                        + ", ".join(sorted(differing))
                     )
                 self._remember(existing)
                 return existing
@@ -118,8 +159,8 @@ class QueueCatalog:
                 name=name,
                 queue_id=queue_id,
                 partition=zlib.crc32(queue_id.encode()) % self._partitions,
-                attributes=wanted,
-                tags=dict(tags),
+                attributes=initial,
+                tags=initial_tags,
                 created_at=int(now),
                 modified_at=int(now),
                 version=(existing.version + 1) if existing is not None else 0,
@@ -133,13 +174,78 @@ class QueueCatalog:
         raise QueueNameExists()
 
     async def set_attributes(self, account: str, name: str, attributes: Mapping[str, str]) -> QueueRecord:
+        fifo = is_fifo(name)
+        wanted = queue_attributes.check_settable(attributes, fifo=fifo)
+        if wanted.get("FifoQueue") == "false":
+            raise InvalidAttributeValue(
+                "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported."
+            )
+        await self._check_dead_letter_target(account, name, wanted, attributes)
+
         def change(record: QueueRecord) -> QueueRecord:
-            fifo = record.name.endswith(".fifo")
-            wanted = queue_attributes.check_settable(attributes, fifo=fifo)
-            if "FifoQueue" in wanted and (wanted["FifoQueue"] == "true") != fifo:
-                raise InvalidAttributeValue("Invalid value for the parameter FifoQueue.")
-            merged = {**record.attributes, **wanted}
+            merged = queue_attributes.combined(record.attributes, wanted, fifo=fifo)
             return record.evolve(attributes=merged, modified_at=int(self._clock.now()))
+
+        return await self._update(account, name, change)
+
+    async def _check_dead_letter_target(self, account: str, name: str, wanted: Mapping[str, str],
+                                        sent: Mapping[str, str]) -> None:
+        """SQS's checks of a RedrivePolicy against its target: the same account and region, an existing queue of
+        the same type, whose RedriveAllowPolicy lets this queue use it."""
+        if not wanted.get("RedrivePolicy"):
+            return
+        raw = sent["RedrivePolicy"]
+        target = redrive.RedrivePolicy.from_json(wanted["RedrivePolicy"]).target
+        if target.account != account:
+            raise redrive.redrive_policy_error(raw, "Dead-letter target owner should be same as the source.")
+        dlq = await self._io(self._store.get, target.account, target.name) if target.region == self._region else None
+        if dlq is None or not dlq.live:
+            raise redrive.redrive_policy_error(raw, "Dead letter target does not exist.")
+        if is_fifo(dlq.name) != is_fifo(name):
+            # SQS reports this one as an attribute-name error, with the doubled full stop.
+            raise InvalidAttributeName(
+                f"Value {raw} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type "
+                "of queue as the source.."
+            )
+        allow = redrive.stored_redrive_allow_policy(dlq.attributes)
+        source = self.arn(account, name)
+        if allow is not None and not allow.permits(source):
+            raise redrive.redrive_policy_error(
+                raw, f"The RedriveAllowPolicy of the dead-letter target does not allow queue {source} to use it."
+            )
+
+    async def tag(self, account: str, name: str, new_tags: Mapping[str, str]) -> QueueRecord:
+        checked = tag_rules.check_tags(new_tags, name, required=True)
+        return await self._update(account, name, lambda r: r.evolve(tags=tag_rules.merged(r.tags, checked, name)))
+
+    async def untag(self, account: str, name: str, keys: list[str]) -> QueueRecord:
+        dropped = set(tag_rules.check_tag_keys(keys))
+        return await self._update(
+            account, name, lambda r: r.evolve(tags={k: v for k, v in r.tags.items() if k not in dropped})
+        )
+
+    async def add_permission(self, account: str, name: str, *, label: str, accounts: list[str], actions: list[str],
+                             ) -> QueueRecord:
+        """Add AddPermission's statement (Sid ``label``) to the queue policy."""
+        resource = self.arn(account, name)
+
+        def change(record: QueueRecord) -> QueueRecord:
+            text = policy.with_permission(
+                record.attributes.get("Policy"), label=label, accounts=accounts, actions=actions, resource=resource
+            )
+            return record.evolve(attributes={**record.attributes, "Policy": text}, modified_at=int(self._clock.now()))
+
+        return await self._update(account, name, change)
+
+    async def remove_permission(self, account: str, name: str, label: str) -> QueueRecord:
+        """Remove the statement AddPermission made under ``label``; the policy goes when it was the last."""
+
+        def change(record: QueueRecord) -> QueueRecord:
+            text = policy.without_permission(record.attributes.get("Policy"), label)
+            attributes = {k: v for k, v in record.attributes.items() if k != "Policy"}
+            if text is not None:
+                attributes["Policy"] = text
+            return record.evolve(attributes=attributes, modified_at=int(self._clock.now()))
 
         return await self._update(account, name, change)
 
@@ -174,16 +280,3 @@ class QueueCatalog:
                 self._remember(stored)
             return stored
         raise QueueDoesNotExist()
-
-
-def _effective(attributes: Mapping[str, str]) -> dict[str, str]:
-    return {**queue_attributes.DEFAULTS, **attributes}
-
-
-def _same_attributes(stored: Mapping[str, str], wanted: Mapping[str, str]) -> bool:
-    return not _differing(stored, wanted)
-
-
-def _differing(stored: Mapping[str, str], wanted: Mapping[str, str]) -> set[str]:
-    have = _effective(stored)
-    return {name for name, value in wanted.items() if have.get(name) != value}

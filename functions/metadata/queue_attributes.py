@@ -1,6 +1,12 @@
-"""Queue attributes: which exist, their defaults and limits, and how values are checked.
+"""Queue attributes: which exist, their defaults and limits, and how values are checked and combined.
 
-Values are kept as SQS shows them: strings. Checking turns a client's value into that canonical string.
+Values are kept as SQS shows them: strings.  Checking turns a client's value into that canonical string (JSON
+documents included, see :mod:`functions.metadata.redrive`).  For ``Policy``, ``RedrivePolicy``,
+``RedriveAllowPolicy`` and ``KmsMasterKeyId`` an empty string means "remove it".
+
+Rules that span attributes live in :func:`combined`: server-side encryption is either SSE-SQS or SSE-KMS, and a
+FIFO queue's ``perMessageGroupId`` throughput limit needs ``messageGroup`` deduplication.  Rules that need other
+queues (dead-letter targets) live in the catalog.
 """
 
 from __future__ import annotations
@@ -8,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ferrymq.errors import InvalidAttributeName, InvalidAttributeValue
+from ferrymq.errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameterValue
+from functions.metadata import policy, redrive
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +33,14 @@ _INT_ATTRIBUTES: dict[str, tuple[IntRange, int]] = {
     "KmsDataKeyReusePeriodSeconds": (IntRange(60, 86_400), 300),
 }
 
-# Settable attributes that this release stores and reports but whose behaviour lives elsewhere.
-_STRING_ATTRIBUTES = frozenset({"Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId"})
-_BOOL_ATTRIBUTES = frozenset({"SqsManagedSseEnabled"})
+# Attributes an empty value removes.
+REMOVABLE = frozenset({"Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId"})
+_BOOL_ATTRIBUTES = frozenset({"SqsManagedSseEnabled", "FifoQueue", "ContentBasedDeduplication"})
 FIFO_ONLY = frozenset({"ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"})
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "DeduplicationScope": ("messageGroup", "queue"),
+    "FifoThroughputLimit": ("perQueue", "perMessageGroupId"),
+}
 
 READ_ONLY = frozenset(
     {
@@ -42,20 +53,48 @@ READ_ONLY = frozenset(
     }
 )
 
-SETTABLE = frozenset(_INT_ATTRIBUTES) | _STRING_ATTRIBUTES | _BOOL_ATTRIBUTES | {"FifoQueue"} | FIFO_ONLY
+SETTABLE = frozenset(_INT_ATTRIBUTES) | REMOVABLE | _BOOL_ATTRIBUTES | frozenset(_CHOICES)
 ALL = SETTABLE | READ_ONLY
 
-# What GetQueueAttributes reports for a standard queue that never set them.
+# What GetQueueAttributes reports for a standard queue that never set them.  The KMS data key reuse period is
+# reported only once a KMS key is in use.
 DEFAULTS: dict[str, str] = {
     **{name: str(default) for name, (_, default) in _INT_ATTRIBUTES.items() if name != "KmsDataKeyReusePeriodSeconds"},
     "SqsManagedSseEnabled": "true",
 }
+# ... and, in addition, for a FIFO queue.
+FIFO_DEFAULTS: dict[str, str] = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "queue",
+    "FifoThroughputLimit": "perQueue",
+}
+_SSE_CONFLICT = (
+    "You can use one type of server-side encryption (SSE) at one time. You can either enable KMS SSE or SQS SSE."
+)
 
 
 def int_value(attributes: Mapping[str, str], name: str) -> int:
     """An integer attribute of a stored queue, falling back to its default."""
     value = attributes.get(name)
     return int(value) if value is not None else _INT_ATTRIBUTES[name][1]
+
+
+def defaults(*, fifo: bool) -> dict[str, str]:
+    return {**DEFAULTS, **FIFO_DEFAULTS} if fifo else dict(DEFAULTS)
+
+
+def applicable(*, fifo: bool) -> frozenset[str]:
+    """The attribute names a queue of this type knows."""
+    return ALL if fifo else ALL - FIFO_ONLY - {"FifoQueue"}
+
+
+def reported(attributes: Mapping[str, str], *, fifo: bool) -> dict[str, str]:
+    """The settable attributes GetQueueAttributes shows for a queue storing ``attributes``."""
+    values = {**defaults(fifo=fifo), **attributes}
+    if "KmsMasterKeyId" in values:
+        values.setdefault("KmsDataKeyReusePeriodSeconds", str(_INT_ATTRIBUTES["KmsDataKeyReusePeriodSeconds"][1]))
+    return values
 
 
 def check(name: str, value: str) -> str:
@@ -69,20 +108,24 @@ def check(name: str, value: str) -> str:
         if not limits.low <= number <= limits.high:
             raise _invalid(name)
         return str(number)
-    if name in _BOOL_ATTRIBUTES or name in ("FifoQueue", "ContentBasedDeduplication"):
+    if name in _BOOL_ATTRIBUTES:
         lowered = value.lower()
         if lowered not in ("true", "false"):
             raise _invalid(name)
         return lowered
-    if name in _STRING_ATTRIBUTES:
-        return value
-    if name == "DeduplicationScope":
-        if value not in ("messageGroup", "queue"):
+    if name in _CHOICES:
+        if value not in _CHOICES[name]:
             raise _invalid(name)
         return value
-    if name == "FifoThroughputLimit":
-        if value not in ("perQueue", "perMessageGroupId"):
-            raise _invalid(name)
+    if name in REMOVABLE and value == "":
+        return ""
+    if name == "Policy":
+        return policy.check_policy(value)
+    if name == "RedrivePolicy":
+        return redrive.check_redrive_policy(value).to_json()
+    if name == "RedriveAllowPolicy":
+        return redrive.check_redrive_allow_policy(value).to_json()
+    if name == "KmsMasterKeyId":
         return value
     raise InvalidAttributeName(f"Unknown Attribute {name}.")
 
@@ -99,6 +142,35 @@ def check_settable(attributes: Mapping[str, str], *, fifo: bool) -> dict[str, st
             raise InvalidAttributeName(f"Unknown Attribute {name}.")
         out[name] = check(name, value)
     return out
+
+
+def combined(current: Mapping[str, str], wanted: Mapping[str, str], *, fifo: bool) -> dict[str, str]:
+    """The attributes to store when checked values ``wanted`` are applied to a queue storing ``current``."""
+    if wanted.get("SqsManagedSseEnabled") == "true" and wanted.get("KmsMasterKeyId"):
+        raise InvalidAttributeName(_SSE_CONFLICT)
+    out = {**current, **wanted}
+    for name in REMOVABLE:
+        if out.get(name) == "":
+            del out[name]
+    if wanted.get("KmsMasterKeyId"):
+        # Choosing a KMS key turns SSE-SQS off; turning SSE-SQS on drops the key.
+        out["SqsManagedSseEnabled"] = "false"
+    elif wanted.get("SqsManagedSseEnabled") == "true":
+        out.pop("KmsMasterKeyId", None)
+    if fifo:
+        effective = {**FIFO_DEFAULTS, **out}
+        per_group = effective["FifoThroughputLimit"] == "perMessageGroupId"
+        if per_group and effective["DeduplicationScope"] != "messageGroup":
+            raise InvalidParameterValue(
+                "The perMessageGroupId value is allowed only when the value for DeduplicationScope is messageGroup"
+            )
+    return out
+
+
+def differing(stored: Mapping[str, str], wanted: Mapping[str, str], *, fifo: bool) -> set[str]:
+    """The names in ``wanted`` (checked values of a repeated CreateQueue) that the stored queue does not match."""
+    have = reported(stored, fifo=fifo)
+    return {name for name, value in wanted.items() if have.get(name, "") != value}
 
 
 def _invalid(name: str) -> InvalidAttributeValue:

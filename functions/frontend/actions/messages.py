@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from ferrymq.aws.dedup_store import dedup_key
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.errors import (
     BatchRequestTooLong,
     InvalidParameterValue,
+    MissingParameter,
+    QueueDoesNotExist,
     SqsError,
     error_for_code,
 )
@@ -24,6 +31,7 @@ from functions.frontend.message_checks import (
     optional_int,
     require,
 )
+from functions.frontend.queue_urls import queue_arn, split_queue_arn
 from functions.metadata import queue_attributes
 
 MAX_BATCH_BYTES = 1_048_576
@@ -41,6 +49,23 @@ SYSTEM_ATTRIBUTE_NAMES = frozenset(
     }
 )
 _MAX_VISIBILITY = 43_200
+MAX_IN_FLIGHT_STANDARD = 120_000
+MAX_IN_FLIGHT_FIFO = 20_000
+# MessageGroupId, MessageDeduplicationId and ReceiveRequestAttemptId: alphanumerics and punctuation.
+_FIFO_TOKEN = re.compile(r"^[!-~]{1,128}$")
+
+
+def is_fifo(queue: QueueRecord) -> bool:
+    return queue.name.endswith(".fifo")
+
+
+def _check_token(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not _FIFO_TOKEN.match(value):
+        raise InvalidParameterValue(
+            f"Value {value} for parameter {name} is invalid. Reason: {name} can only include alphanumeric and "
+            "punctuation characters. 1 to 128 in length."
+        )
+    return value
 
 
 # --- send --------------------------------------------------------------------------------------------
@@ -57,19 +82,40 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
             f"One or more parameters are invalid. Reason: Message must be shorter than {max_size} bytes."
         )
     delay = optional_int(params, "DelaySeconds", 0, 900, "DelaySeconds must be >= 0 and <= 900.")
+    fifo = is_fifo(queue)
+    if fifo and delay is not None:
+        raise InvalidParameterValue(
+            f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request include parameter that is "
+            "not valid for this queue type."
+        )
     if delay is None:
         delay = queue_attributes.int_value(queue.attributes, "DelaySeconds")
-    if params.get("MessageDeduplicationId") is not None:
-        raise InvalidParameterValue(
-            "Value for parameter MessageDeduplicationId is invalid. Reason: The request includes a parameter "
-            "that is not valid for this queue type."
-        )
     system: dict[str, Any] = {"SenderId": ctx.credential.principal_id}
     if "AWSTraceHeader" in system_attributes:
         system["AWSTraceHeader"] = system_attributes["AWSTraceHeader"]["StringValue"]
     group = params.get("MessageGroupId")
-    if group is not None:
-        system["MessageGroupId"] = group
+    dedup_id = params.get("MessageDeduplicationId")
+    if fifo:
+        if group is None:
+            raise MissingParameter("The request must contain the parameter MessageGroupId.")
+        _check_token("MessageGroupId", group)
+        if dedup_id is None:
+            if queue.attributes.get("ContentBasedDeduplication") != "true":
+                raise InvalidParameterValue(
+                    "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId "
+                    "provided explicitly"
+                )
+            dedup_id = hashlib.sha256(body.encode()).hexdigest()
+        _check_token("MessageDeduplicationId", dedup_id)
+    else:
+        if dedup_id is not None:
+            raise InvalidParameterValue(
+                f"Value {dedup_id} for parameter MessageDeduplicationId is invalid. Reason: The request include "
+                "parameter that is not valid for this queue type."
+            )
+        if group is not None:
+            # Standard queues take a group id for fair queueing; it is kept and returned, nothing more.
+            system["MessageGroupId"] = _check_token("MessageGroupId", group)
     md5_body = md5_of_body(body)
     md5_attrs = md5_of_attributes(attributes)
     message = {
@@ -81,6 +127,9 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
         "delay": delay,
         "system": system,
     }
+    if fifo:
+        message["group"] = group
+        message["dedup_id"] = dedup_id
     result: dict[str, Any] = {"MessageId": message["id"], "MD5OfMessageBody": md5_body}
     if md5_attrs is not None:
         result["MD5OfMessageAttributes"] = md5_attrs
@@ -104,19 +153,49 @@ def _retention(queue: QueueRecord) -> int:
     return queue_attributes.int_value(queue.attributes, "MessageRetentionPeriod")
 
 
-async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str, Any]]) -> list[dict]:
+async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str, Any]],
+                results: list[dict[str, Any]]) -> None:
+    """Store ``messages``; on FIFO queues first settle deduplication and fill in MessageId/SequenceNumber."""
+    fifo = is_fifo(queue)
+    if fifo:
+        await _claim_dedup_ids(ctx, queue, messages)
     retention = _retention(queue)
 
     async def op(worker: WorkerClient) -> list[dict]:
-        return await worker.send(queue.queue_id, messages, retention_seconds=retention)
+        return await worker.send(queue.queue_id, messages, retention_seconds=retention, fifo=fifo)
 
-    return await ctx.services.dispatcher.call(queue, op, idempotent=False)
+    stored = await ctx.services.dispatcher.call(queue, op, idempotent=fifo)
+    if fifo:
+        for message, result, outcome in zip(messages, results, stored, strict=True):
+            result["MessageId"] = message["id"]
+            result["SequenceNumber"] = outcome["seq"]
+
+
+async def _claim_dedup_ids(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str, Any]]) -> None:
+    """Give each message the id of whichever message first used its deduplication id within the window.
+
+    A duplicate thus carries the original's id, and the worker, storing each id once, drops it; a retry of a
+    send whose claim was written but which never reached the worker is stored under the claimed id.
+    """
+    by_group = queue.attributes.get("DeduplicationScope") == "messageGroup"
+    now = ctx.services.clock.now()
+    claims = [
+        asyncio.to_thread(
+            ctx.services.dedup.claim,
+            dedup_key(queue.queue_id, m["group"] if by_group else None, m["dedup_id"]),
+            m["id"],
+            now,
+        )
+        for m in messages
+    ]
+    for message, owner in zip(messages, await asyncio.gather(*claims), strict=True):
+        message["id"] = owner
 
 
 async def send_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     message, result = _outgoing(ctx, queue, params)
-    await _send(ctx, queue, [message])
+    await _send(ctx, queue, [message], [result])
     return result
 
 
@@ -140,7 +219,7 @@ async def send_message_batch(ctx: RequestContext, params: dict[str, Any]) -> dic
         messages.append(message)
         successful.append({"Id": entry["Id"], **result})
     if messages:
-        await _send(ctx, queue, messages)
+        await _send(ctx, queue, messages, successful)
     return {"Successful": successful, "Failed": failed}
 
 
@@ -178,6 +257,10 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
     system_names = _requested_system_attributes(params)
     attribute_filter = _attribute_filter(params.get("MessageAttributeNames") or [])
     retention = _retention(queue)
+    fifo = is_fifo(queue)
+    attempt = params.get("ReceiveRequestAttemptId")
+    attempt_id = _check_token("ReceiveRequestAttemptId", attempt) if fifo and attempt is not None else None
+    redrive = await _redrive(ctx, queue)
 
     async def op(worker: WorkerClient) -> list[dict]:
         return await worker.receive(
@@ -186,12 +269,37 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
             visibility_timeout=visibility,
             wait_seconds=float(wait),
             retention_seconds=retention,
+            fifo=fifo,
+            attempt_id=attempt_id,
+            redrive=redrive,
+            max_in_flight=MAX_IN_FLIGHT_FIFO if fifo else MAX_IN_FLIGHT_STANDARD,
         )
 
     received = await ctx.services.dispatcher.call(queue, op, idempotent=False)
     if not received:
         return {}
     return {"Messages": [_rendered(m, system_names, attribute_filter) for m in received]}
+
+
+async def _redrive(ctx: RequestContext, queue: QueueRecord) -> dict[str, Any] | None:
+    """Where messages received too often go, from the queue's RedrivePolicy; None without a live DLQ."""
+    raw = queue.attributes.get("RedrivePolicy")
+    if not raw:
+        return None
+    policy = json.loads(raw)
+    account, name = split_queue_arn(policy["deadLetterTargetArn"])
+    try:
+        dlq = await ctx.services.catalog.get(account, name)
+    except QueueDoesNotExist:
+        return None
+    return {
+        "max_receive_count": int(policy["maxReceiveCount"]),
+        "dlq_queue_id": dlq.queue_id,
+        "dlq_partition": dlq.partition,
+        "dlq_fifo": is_fifo(dlq),
+        "source_arn": queue_arn(ctx.services.settings.region, queue.account, queue.name),
+        "dlq_retention_seconds": _retention(dlq),
+    }
 
 
 def _requested_system_attributes(params: Mapping[str, Any]) -> frozenset[str]:
@@ -233,7 +341,10 @@ def _rendered(message: Mapping[str, Any], system_names: frozenset[str], wanted: 
             "ApproximateReceiveCount": str(message["receive_count"]),
             "ApproximateFirstReceiveTimestamp": str(message["first_receive_ts"]),
             "AWSTraceHeader": system.get("AWSTraceHeader"),
-            "MessageGroupId": system.get("MessageGroupId"),
+            "MessageGroupId": message.get("group") or system.get("MessageGroupId"),
+            "MessageDeduplicationId": message.get("dedup_id"),
+            "SequenceNumber": message.get("seq"),
+            "DeadLetterQueueSourceArn": system.get("DeadLetterQueueSourceArn"),
         }
         attributes = {k: v for k, v in available.items() if k in system_names and v is not None}
         if attributes:
@@ -311,12 +422,14 @@ async def change_message_visibility_batch(ctx: RequestContext, params: dict[str,
             failed.append(_missing_receipt(entry["Id"]))
             continue
         try:
+            require(entry, "VisibilityTimeout")
             timeout = optional_int(entry, "VisibilityTimeout", 0, _MAX_VISIBILITY)
         except SqsError as exc:
             failed.append(_failure(entry["Id"], exc))
             continue
+        assert timeout is not None
         pending.append(entry)
-        changes.append((entry["ReceiptHandle"], timeout or 0))
+        changes.append((entry["ReceiptHandle"], timeout))
     outcomes = (
         await ctx.services.dispatcher.call(
             queue, lambda w: w.change_visibility(queue.queue_id, changes), idempotent=True

@@ -1,4 +1,4 @@
-"""Queue management actions: create, find, list, inspect, change, purge and delete queues."""
+"""Queue management actions: create, find, list, inspect, change, purge and delete queues; find dead-letter sources."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from ferrymq.errors import InvalidAttributeName, InvalidParameterValue, QueueDoe
 from ferrymq.rpc.client import WorkerClient
 from functions.frontend.context import RequestContext
 from functions.frontend.message_checks import optional_int, require
-from functions.frontend.queue_urls import queue_arn
 from functions.metadata import queue_attributes
-from functions.metadata.catalog import QUEUE_NAME
+from functions.metadata.catalog import QUEUE_NAME, is_fifo
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +42,12 @@ async def create_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str,
 async def get_queue_url(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     name = require(params, "QueueName")
     owner = params.get("QueueOwnerAWSAccountId") or ctx.account
-    if owner != ctx.account:
-        # Without a queue policy no other account's queue is visible to the caller.
-        raise QueueDoesNotExist()
     if not QUEUE_NAME.match(name.removesuffix(".fifo")):
         raise QueueDoesNotExist()
     queue = await ctx.services.catalog.get(owner, name)
+    if not ctx.permitted(queue):
+        # Another account's queue is visible only to those its policy lets call GetQueueUrl.
+        raise QueueDoesNotExist()
     return {"QueueUrl": ctx.url_of(queue)}
 
 
@@ -64,6 +63,18 @@ async def list_queues(ctx: RequestContext, params: dict[str, Any]) -> dict[str, 
         result["QueueUrls"] = [ctx.url_of(q) for q in queues[:limit]]
     if max_results is not None and len(queues) > limit:
         result["NextToken"] = _encode_token(queues[limit - 1].name)
+    return result
+
+
+async def list_dead_letter_source_queues(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    max_results = optional_int(params, "MaxResults", 1, 1000, "Value must be between 1 and 1000.")
+    start_after = _decode_token(params.get("NextToken")) if params.get("NextToken") else None
+    limit = max_results if max_results is not None else 1000
+    sources = await ctx.services.catalog.dead_letter_sources(queue.account, queue.name, limit + 1, start_after)
+    result: dict[str, Any] = {"queueUrls": [ctx.url_of(q) for q in sources[:limit]]}
+    if max_results is not None and len(sources) > limit:
+        result["NextToken"] = _encode_token(sources[limit - 1].name)
     return result
 
 
@@ -109,8 +120,7 @@ async def set_queue_attributes(ctx: RequestContext, params: dict[str, Any]) -> d
 async def get_queue_attributes(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     names = params.get("AttributeNames") or []
-    fifo = queue.name.endswith(".fifo")
-    applicable = queue_attributes.ALL if fifo else queue_attributes.ALL - queue_attributes.FIFO_ONLY - {"FifoQueue"}
+    applicable = queue_attributes.applicable(fifo=is_fifo(queue.name))
     wanted: set[str] = set()
     for name in names:
         if name == "All":
@@ -126,8 +136,8 @@ async def get_queue_attributes(ctx: RequestContext, params: dict[str, Any]) -> d
 
 
 async def _attribute_values(ctx: RequestContext, queue: QueueRecord, wanted: set[str]) -> dict[str, str]:
-    values = {**queue_attributes.DEFAULTS, **queue.attributes}
-    values["QueueArn"] = queue_arn(ctx.services.settings.region, queue.account, queue.name)
+    values = queue_attributes.reported(queue.attributes, fifo=is_fifo(queue.name))
+    values["QueueArn"] = ctx.services.catalog.arn(queue.account, queue.name)
     values["CreatedTimestamp"] = str(queue.created_at)
     values["LastModifiedTimestamp"] = str(queue.modified_at)
     if wanted & _COUNTERS.keys():

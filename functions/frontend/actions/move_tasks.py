@@ -1,0 +1,136 @@
+"""Message move tasks: moving messages out of a dead-letter queue, back to their sources or elsewhere.
+
+A task runs on the storage worker that holds the dead-letter queue, which keeps it in its log so it survives
+restarts. The task handle names the source queue, so a later cancel finds that worker again.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from typing import Any
+
+from ferrymq.aws.queue_store import QueueRecord
+from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ResourceNotFound
+from ferrymq.rpc.client import WorkerClient
+from functions.frontend.actions.messages import is_fifo
+from functions.frontend.context import RequestContext
+from functions.frontend.message_checks import optional_int, require
+from functions.frontend.queue_urls import queue_arn, split_queue_arn
+from functions.metadata import queue_attributes
+
+
+def _task_handle(task_id: str, source_arn: str) -> str:
+    document = json.dumps({"taskId": task_id, "sourceArn": source_arn}, separators=(",", ":"))
+    return base64.b64encode(document.encode()).decode()
+
+
+def _read_task_handle(handle: str) -> tuple[str, str]:
+    try:
+        document = json.loads(base64.b64decode(handle.encode(), validate=True))
+        return str(document["taskId"]), str(document["sourceArn"])
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        raise InvalidParameterValue(f"Value {handle} for parameter TaskHandle is invalid.") from None
+
+
+async def _queue_by_arn(ctx: RequestContext, arn: str, parameter: str) -> QueueRecord:
+    account, name = split_queue_arn(arn)
+    if account != ctx.account:
+        raise ResourceNotFound(f"The resource that you specified for the {parameter} parameter does not exist.")
+    try:
+        return await ctx.services.catalog.get(account, name)
+    except QueueDoesNotExist:
+        raise ResourceNotFound(
+            f"The resource that you specified for the {parameter} parameter does not exist."
+        ) from None
+
+
+async def _is_dead_letter_queue(ctx: RequestContext, arn: str) -> bool:
+    for queue in await ctx.services.catalog.list(ctx.account, "", None, None):
+        raw = queue.attributes.get("RedrivePolicy")
+        if raw and json.loads(raw).get("deadLetterTargetArn") == arn:
+            return True
+    return False
+
+
+def _destination(ctx: RequestContext, queue: QueueRecord) -> dict[str, Any]:
+    return {
+        "queue_id": queue.queue_id,
+        "partition": queue.partition,
+        "fifo": is_fifo(queue),
+        "arn": queue_arn(ctx.services.settings.region, queue.account, queue.name),
+        "retention_seconds": queue_attributes.int_value(queue.attributes, "MessageRetentionPeriod"),
+    }
+
+
+async def start_message_move_task(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    source_arn = require(params, "SourceArn")
+    source = await _queue_by_arn(ctx, source_arn, "SourceArn")
+    if not await _is_dead_letter_queue(ctx, source_arn):
+        raise InvalidParameterValue("Source queue must be configured as a Dead Letter Queue.")
+    destination = None
+    if params.get("DestinationArn"):
+        destination = _destination(ctx, await _queue_by_arn(ctx, params["DestinationArn"], "DestinationArn"))
+    rate = optional_int(params, "MaxNumberOfMessagesPerSecond", 1, 500)
+    task_id = str(uuid.uuid4())
+    handle = _task_handle(task_id, source_arn)
+    task = {
+        "task_handle": handle,
+        "source_arn": source_arn,
+        "destination": destination,
+        "max_per_second": rate,
+        "started_ts": int(ctx.services.clock.now() * 1000),
+    }
+
+    async def op(worker: WorkerClient) -> dict:
+        return await worker.start_move_task(source.queue_id, task)
+
+    await ctx.services.dispatcher.call(source, op, idempotent=False)
+    return {"TaskHandle": handle}
+
+
+async def list_message_move_tasks(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    source_arn = require(params, "SourceArn")
+    limit = optional_int(params, "MaxResults", 1, 10) or 1
+    source = await _queue_by_arn(ctx, source_arn, "SourceArn")
+    tasks = await ctx.services.dispatcher.call(
+        source, lambda w: w.list_move_tasks(source.queue_id), idempotent=True
+    )
+    return {"Results": [_rendered(task) for task in tasks[:limit]]}
+
+
+def _rendered(task: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "Status": task["status"],
+        "SourceArn": task["source_arn"],
+        "ApproximateNumberOfMessagesMoved": task["moved"],
+        "ApproximateNumberOfMessagesToMove": task["to_move"],
+        "StartedTimestamp": task["started_ts"],
+    }
+    if task["status"] == "RUNNING":
+        out["TaskHandle"] = task["task_handle"]
+    if task.get("destination_arn"):
+        out["DestinationArn"] = task["destination_arn"]
+    if task.get("max_per_second"):
+        out["MaxNumberOfMessagesPerSecond"] = task["max_per_second"]
+    if task.get("failure_reason"):
+        out["FailureReason"] = task["failure_reason"]
+    return out
+
+
+async def cancel_message_move_task(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    handle = require(params, "TaskHandle")
+    _, source_arn = _read_task_handle(handle)
+    account, name = split_queue_arn(source_arn)
+    try:
+        if account != ctx.account:
+            raise QueueDoesNotExist()
+        source = await ctx.services.catalog.get(account, name)
+    except QueueDoesNotExist:
+        raise ResourceNotFound("The task you specified does not exist.") from None
+    cancelled = await ctx.services.dispatcher.call(
+        source, lambda w: w.cancel_move_task(source.queue_id, handle), idempotent=True
+    )
+    return {"ApproximateNumberOfMessagesMoved": cancelled["moved"]}
