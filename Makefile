@@ -1,7 +1,7 @@
 # FerryMQ developer commands.
 #
 #   make up     create .venv if needed, install FerryMQ into it, run the local stack (`ferrymq up`)
-#   make test   the same install, then ruff and the whole test suite
+#   make test   the same install (and the e2e tests' npm packages), then ruff and the whole test suite
 #   make dist   a wheel in dist/ (what the storage-worker instances install)
 #
 # build-FrontendFunction and build-FerryMQLayer are called by `sam build` (BuildMethod: makefile in
@@ -12,6 +12,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # Reinstall only when the project's metadata changes; pip's own cache keeps reinstalls quick.
 INSTALLED := $(VENV)/.ferrymq-installed
+# The AWS SDK for JavaScript for tests/e2e/test_js_sdk.py, exactly as the committed lock file pins it.
+JS_DIR := tests/e2e/js
+JS_INSTALLED := $(JS_DIR)/node_modules/.ferrymq-installed
 
 .PHONY: install up test lint dist build-FrontendFunction build-FerryMQLayer
 
@@ -24,13 +27,18 @@ $(INSTALLED): $(BIN)/python pyproject.toml
 
 install: $(INSTALLED)
 
+# npm ci first removes node_modules, marker included: the marker is back only after a complete install.
+$(JS_INSTALLED): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
+	cd $(JS_DIR) && npm ci --no-audit --no-fund
+	touch $(JS_INSTALLED)
+
 up: $(INSTALLED)
 	$(BIN)/ferrymq up
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
 
-test: lint
+test: lint $(JS_INSTALLED)
 	$(BIN)/pytest
 
 dist: $(INSTALLED)
