@@ -73,9 +73,9 @@ class Stack:
     access_key = "test"
     secret_key = "test"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, extra_env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
-        self.env = _stack_environment(data_dir)
+        self.env = {**_stack_environment(data_dir), **(extra_env or {})}
         self.endpoint = ""
         self.log_path = data_dir / "up.log"
         self._process: subprocess.Popen[str] | None = None

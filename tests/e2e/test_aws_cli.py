@@ -66,3 +66,31 @@ def test_cli_reports_sqs_errors(stack: Any, args: tuple[str, ...], code: str) ->
     result = _aws(stack, *args)
     assert result.returncode != 0
     assert f"({code})" in result.stderr
+
+
+def test_cli_fifo_dead_letter_and_move_task(stack: Any) -> None:
+    # a FIFO dead-letter queue and a FIFO source redriving to it after one receive
+    dlq = _ok(_aws(stack, "create-queue", "--queue-name", "cli-dlq.fifo", "--attributes", "FifoQueue=true"))["QueueUrl"]
+    dlq_arn = _ok(_aws(stack, "get-queue-attributes", "--queue-url", dlq, "--attribute-names", "QueueArn"))[
+        "Attributes"]["QueueArn"]
+    src = _ok(_aws(stack, "create-queue", "--queue-name", "cli-src.fifo", "--attributes", json.dumps({
+        "FifoQueue": "true", "ContentBasedDeduplication": "true",
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})})))["QueueUrl"]
+    sent = _ok(_aws(stack, "send-message", "--queue-url", src, "--message-body", "fifo via cli",
+                    "--message-group-id", "g1"))
+    assert len(sent["SequenceNumber"]) == 20
+    got = _ok(_aws(stack, "receive-message", "--queue-url", src, "--visibility-timeout", "0",
+                   "--attribute-names", "All"))["Messages"][0]
+    assert got["Attributes"]["MessageGroupId"] == "g1"
+    assert _ok(_aws(stack, "receive-message", "--queue-url", src, "--wait-time-seconds", "1")) is None
+    assert _ok(_aws(stack, "list-dead-letter-source-queues", "--queue-url", dlq))["queueUrls"] == [src]
+    # a move task puts it back in the source
+    _ok(_aws(stack, "start-message-move-task", "--source-arn", dlq_arn))
+    tasks: list[dict] = []
+    for _ in range(50):
+        tasks = _ok(_aws(stack, "list-message-move-tasks", "--source-arn", dlq_arn))["Results"]
+        if tasks and tasks[0]["Status"] == "COMPLETED":
+            break
+    assert tasks[0]["Status"] == "COMPLETED" and tasks[0]["ApproximateNumberOfMessagesMoved"] == 1
+    back = _ok(_aws(stack, "receive-message", "--queue-url", src, "--wait-time-seconds", "2"))["Messages"][0]
+    assert back["Body"] == "fifo via cli"

@@ -49,8 +49,6 @@ SYSTEM_ATTRIBUTE_NAMES = frozenset(
     }
 )
 _MAX_VISIBILITY = 43_200
-MAX_IN_FLIGHT_STANDARD = 120_000
-MAX_IN_FLIGHT_FIFO = 20_000
 # MessageGroupId, MessageDeduplicationId and ReceiveRequestAttemptId: alphanumerics and punctuation.
 _FIFO_TOKEN = re.compile(r"^[!-~]{1,128}$")
 
@@ -261,6 +259,7 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
     attempt = params.get("ReceiveRequestAttemptId")
     attempt_id = _check_token("ReceiveRequestAttemptId", attempt) if fifo and attempt is not None else None
     redrive = await _redrive(ctx, queue)
+    settings = ctx.services.settings
 
     async def op(worker: WorkerClient) -> list[dict]:
         return await worker.receive(
@@ -272,7 +271,7 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
             fifo=fifo,
             attempt_id=attempt_id,
             redrive=redrive,
-            max_in_flight=MAX_IN_FLIGHT_FIFO if fifo else MAX_IN_FLIGHT_STANDARD,
+            max_in_flight=settings.max_in_flight_fifo if fifo else settings.max_in_flight_standard,
         )
 
     received = await ctx.services.dispatcher.call(queue, op, idempotent=False)

@@ -35,6 +35,9 @@ class Settings:
     metadata_cache_seconds: float = 30.0
     credentials_cache_seconds: float = 300.0
     max_clock_skew_seconds: int = 900
+    # SQS's in-flight quotas; operators of a small deployment may lower them.
+    max_in_flight_standard: int = 120_000
+    max_in_flight_fifo: int = 20_000
 
     # AWS resources.
     aws_endpoint_url: str | None = None
@@ -90,6 +93,8 @@ class Settings:
                 get("CREDENTIALS_CACHE_SECONDS", str(defaults.credentials_cache_seconds))
             ),
             max_clock_skew_seconds=int(get("MAX_CLOCK_SKEW_SECONDS", str(defaults.max_clock_skew_seconds))),
+            max_in_flight_standard=int(get("MAX_IN_FLIGHT_STANDARD", str(defaults.max_in_flight_standard))),
+            max_in_flight_fifo=int(get("MAX_IN_FLIGHT_FIFO", str(defaults.max_in_flight_fifo))),
             aws_endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
             table_prefix=get("TABLE_PREFIX", defaults.table_prefix),
             usage_bucket=get("USAGE_BUCKET", defaults.usage_bucket),
