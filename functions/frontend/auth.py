@@ -8,6 +8,7 @@ from ferrymq import sigv4
 from ferrymq.aws.credentials import Credential, CredentialStore
 from ferrymq.clock import Clock
 from ferrymq.errors import InvalidClientTokenId
+from ferrymq.ttl_cache import TtlCache
 from functions.frontend.http import HttpRequest
 
 
@@ -15,9 +16,8 @@ class Authenticator:
     def __init__(self, store: CredentialStore, clock: Clock, *, ttl: float, max_skew_seconds: int) -> None:
         self._store = store
         self._clock = clock
-        self._ttl = ttl
         self._max_skew = max_skew_seconds
-        self._cache: dict[str, tuple[float, Credential]] = {}
+        self._cache: TtlCache[str, Credential] = TtlCache(clock, ttl)
 
     async def authenticate(self, request: HttpRequest) -> Credential:
         signed = sigv4.parse_signature(request.method, request.path, request.query_string, request.headers)
@@ -37,13 +37,10 @@ class Authenticator:
 
     async def _credential(self, access_key_id: str) -> Credential:
         hit = self._cache.get(access_key_id)
-        if hit is not None and hit[0] > self._clock.monotonic():
-            return hit[1]
+        if hit is not None:
+            return hit
         credential = await asyncio.to_thread(self._store.get, access_key_id)
         if credential is None:
-            self._cache.pop(access_key_id, None)
             raise InvalidClientTokenId()
-        if len(self._cache) > 10_000:
-            self._cache.clear()
-        self._cache[access_key_id] = (self._clock.monotonic() + self._ttl, credential)
+        self._cache.put(access_key_id, credential)
         return credential

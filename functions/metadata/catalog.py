@@ -17,7 +17,6 @@ import asyncio
 import re
 import uuid
 import zlib
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -32,6 +31,7 @@ from ferrymq.errors import (
     QueueDoesNotExist,
     QueueNameExists,
 )
+from ferrymq.ttl_cache import TtlCache
 from functions.metadata import policy, queue_attributes, redrive
 from functions.metadata import tags as tag_rules
 
@@ -70,10 +70,8 @@ class QueueCatalog:
         self._store = store
         self._clock = clock
         self._partitions = partitions
-        self._ttl = ttl
         self._region = region
-        self._max_entries = max_entries
-        self._cache: OrderedDict[tuple[str, str], tuple[float, QueueRecord]] = OrderedDict()
+        self._cache: TtlCache[tuple[str, str], QueueRecord] = TtlCache(clock, ttl, max_entries)
 
     def arn(self, account: str, name: str) -> str:
         return str(redrive.QueueArn(self._region, account, name))
@@ -86,26 +84,20 @@ class QueueCatalog:
 
     async def get(self, account: str, name: str) -> QueueRecord:
         """The live queue ``name`` of ``account``; QueueDoesNotExist when there is none."""
-        key = (account, name)
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] > self._clock.monotonic():
-            return hit[1]
+        hit = self._cache.get((account, name))
+        if hit is not None:
+            return hit
         record = await self._io(self._store.get, account, name)
         if record is None or not record.live:
-            self._cache.pop(key, None)
             raise QueueDoesNotExist()
         self._remember(record)
         return record
 
     def invalidate(self, account: str, name: str) -> None:
-        self._cache.pop((account, name), None)
+        self._cache.pop((account, name))
 
     def _remember(self, record: QueueRecord) -> None:
-        key = (record.account, record.name)
-        self._cache[key] = (self._clock.monotonic() + self._ttl, record)
-        self._cache.move_to_end(key)
-        while len(self._cache) > self._max_entries:
-            self._cache.popitem(last=False)
+        self._cache.put((record.account, record.name), record)
 
     async def list(self, account: str, prefix: str, limit: int | None, start_after: str | None,
                    ) -> list[QueueRecord]:

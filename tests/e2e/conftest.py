@@ -11,11 +11,9 @@ AWS resources come from the durable stand-in that ``ferrymq up`` starts, or from
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -28,6 +26,7 @@ from typing import Any
 import pytest
 
 from infra.standin import layout
+from tests.support.processes import kill_group, terminate_group
 from tests.support.sqs_clients import sqs_client
 
 READY_PREFIX = "FERRYMQ_READY"
@@ -128,23 +127,15 @@ class Stack:
 
     def stop(self) -> None:
         """SIGTERM to ``up`` (it stops its children in order); SIGKILL to the group if that hangs."""
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(STOP_TIMEOUT)
+        if self._process is not None:
+            terminate_group(self._process, STOP_TIMEOUT)
         self.kill9_all()
 
     def kill9_all(self) -> None:
         """SIGKILL ``up`` and every child at once, as a power cut would; wait until the stand-in is gone."""
-        process = self._process
-        if process is None:
+        if self._process is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        kill_group(self._process)
         self._process = None
         # The stand-in's lock is released only when the process is really gone.
         deadline = time.monotonic() + STOP_TIMEOUT

@@ -8,10 +8,8 @@ worker publishes through FerryMQ too.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +23,7 @@ import pytest
 
 from tests.e2e.celery_app.app import broker_url, create_app
 from tests.e2e.conftest import Stack
+from tests.support.processes import terminate_group
 from tests.support.sqs_clients import sqs_client
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -66,16 +65,9 @@ class Worker:
 
     def stop(self) -> None:
         """Warm shutdown (SIGTERM); SIGKILL to the group if it does not finish in time."""
-        process = self._process
-        if process is None:
+        if self._process is None:
             return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(STOP_TIMEOUT)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        terminate_group(self._process, STOP_TIMEOUT)
         self._process = None
 
     def log_tail(self, lines: int = 40) -> str:

@@ -7,8 +7,8 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ferrymq.aws.dedup_store import dedup_key
 from ferrymq.aws.queue_store import QueueRecord
@@ -49,6 +49,7 @@ SYSTEM_ATTRIBUTE_NAMES = frozenset(
     }
 )
 _MAX_VISIBILITY = 43_200
+T = TypeVar("T")
 # MessageGroupId, MessageDeduplicationId and ReceiveRequestAttemptId: alphanumerics and punctuation.
 _FIFO_TOKEN = re.compile(r"^[!-~]{1,128}$")
 
@@ -381,14 +382,7 @@ async def delete_message(ctx: RequestContext, params: dict[str, Any]) -> dict[st
 async def delete_message_batch(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     entries = check_batch_entries(params.get("Entries"), "DeleteMessageBatchRequestEntry")
-    failed: list[dict[str, Any]] = []
-    pending: list[Mapping[str, Any]] = []
-    for entry in entries:
-        if not entry.get("ReceiptHandle"):
-            failed.append(_missing_receipt(entry["Id"]))
-        else:
-            pending.append(entry)
-    receipts = [e["ReceiptHandle"] for e in pending]
+    pending, receipts, failed = _checked_entries(entries, lambda e: require(e, "ReceiptHandle"))
     outcomes = (
         await ctx.services.dispatcher.call(queue, lambda w: w.delete(queue.queue_id, receipts), idempotent=True)
         if receipts
@@ -397,12 +391,17 @@ async def delete_message_batch(ctx: RequestContext, params: dict[str, Any]) -> d
     return _batch_result(pending, outcomes, failed)
 
 
-async def change_message_visibility(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
-    queue = await ctx.queue(params)
-    receipt = require(params, "ReceiptHandle")
+def _visibility_timeout(params: Mapping[str, Any]) -> int:
     require(params, "VisibilityTimeout")
     timeout = optional_int(params, "VisibilityTimeout", 0, _MAX_VISIBILITY)
     assert timeout is not None
+    return timeout
+
+
+async def change_message_visibility(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    queue = await ctx.queue(params)
+    receipt = require(params, "ReceiptHandle")
+    timeout = _visibility_timeout(params)
     outcomes = await ctx.services.dispatcher.call(
         queue, lambda w: w.change_visibility(queue.queue_id, [(receipt, timeout)]), idempotent=True
     )
@@ -413,22 +412,9 @@ async def change_message_visibility(ctx: RequestContext, params: dict[str, Any])
 async def change_message_visibility_batch(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     entries = check_batch_entries(params.get("Entries"), "ChangeMessageVisibilityBatchRequestEntry")
-    failed: list[dict[str, Any]] = []
-    pending: list[Mapping[str, Any]] = []
-    changes: list[tuple[str, int]] = []
-    for entry in entries:
-        if not entry.get("ReceiptHandle"):
-            failed.append(_missing_receipt(entry["Id"]))
-            continue
-        try:
-            require(entry, "VisibilityTimeout")
-            timeout = optional_int(entry, "VisibilityTimeout", 0, _MAX_VISIBILITY)
-        except SqsError as exc:
-            failed.append(_failure(entry["Id"], exc))
-            continue
-        assert timeout is not None
-        pending.append(entry)
-        changes.append((entry["ReceiptHandle"], timeout))
+    pending, changes, failed = _checked_entries(
+        entries, lambda e: (require(e, "ReceiptHandle"), _visibility_timeout(e))
+    )
     outcomes = (
         await ctx.services.dispatcher.call(
             queue, lambda w: w.change_visibility(queue.queue_id, changes), idempotent=True
@@ -439,13 +425,21 @@ async def change_message_visibility_batch(ctx: RequestContext, params: dict[str,
     return _batch_result(pending, outcomes, failed)
 
 
-def _missing_receipt(entry_id: str) -> dict[str, Any]:
-    return {
-        "Id": entry_id,
-        "SenderFault": True,
-        "Code": "MissingParameter",
-        "Message": "The request must contain the parameter ReceiptHandle.",
-    }
+def _checked_entries(
+    entries: Sequence[Mapping[str, Any]], check: Callable[[Mapping[str, Any]], T]
+) -> tuple[list[Mapping[str, Any]], list[T], list[dict[str, Any]]]:
+    """Split batch entries by ``check``: the passing entries, what ``check`` made of each, and the failures."""
+    pending: list[Mapping[str, Any]] = []
+    values: list[T] = []
+    failed: list[dict[str, Any]] = []
+    for entry in entries:
+        try:
+            values.append(check(entry))
+        except SqsError as exc:
+            failed.append(_failure(entry["Id"], exc))
+            continue
+        pending.append(entry)
+    return pending, values, failed
 
 
 def _batch_result(

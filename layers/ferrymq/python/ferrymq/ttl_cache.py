@@ -1,0 +1,40 @@
+"""A bounded cache whose entries expire, for lookups the front end must not repeat on every request."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Generic, TypeVar
+
+from ferrymq.clock import Clock
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class TtlCache(Generic[K, V]):
+    """Entries live ``ttl`` seconds on the clock's monotonic time; past ``max_entries`` the least recently
+    stored go first."""
+
+    def __init__(self, clock: Clock, ttl: float, max_entries: int = 10_000) -> None:
+        self._clock = clock
+        self._ttl = ttl
+        self._max_entries = max_entries
+        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        hit = self._entries.get(key)
+        if hit is None:
+            return None
+        if hit[0] <= self._clock.monotonic():
+            del self._entries[key]
+            return None
+        return hit[1]
+
+    def put(self, key: K, value: V) -> None:
+        self._entries[key] = (self._clock.monotonic() + self._ttl, value)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max_entries:
+            self._entries.popitem(last=False)
+
+    def pop(self, key: K) -> None:
+        self._entries.pop(key, None)

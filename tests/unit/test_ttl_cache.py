@@ -1,0 +1,29 @@
+from ferrymq.clock import ManualClock
+from ferrymq.ttl_cache import TtlCache
+
+
+def test_entries_expire_after_ttl() -> None:
+    clock = ManualClock()
+    cache: TtlCache[str, int] = TtlCache(clock, ttl=10)
+    cache.put("a", 1)
+    clock.advance(9.9)
+    assert cache.get("a") == 1
+    clock.advance(0.1)
+    assert cache.get("a") is None
+
+
+def test_oldest_stored_entries_go_first_past_the_bound() -> None:
+    cache: TtlCache[int, int] = TtlCache(ManualClock(), ttl=60, max_entries=2)
+    cache.put(1, 1)
+    cache.put(2, 2)
+    cache.put(1, 10)  # storing again makes it the newest
+    cache.put(3, 3)
+    assert (cache.get(1), cache.get(2), cache.get(3)) == (10, None, 3)
+
+
+def test_pop_of_a_missing_key_is_harmless() -> None:
+    cache: TtlCache[str, int] = TtlCache(ManualClock(), ttl=1)
+    cache.pop("nothing")
+    cache.put("x", 1)
+    cache.pop("x")
+    assert cache.get("x") is None
