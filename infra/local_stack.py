@@ -8,8 +8,8 @@ return value is 1.
 
 All children share this process's process group, so ``kill -9 -PGID`` takes the whole stack down at once,
 and a terminal's Ctrl-C reaches every process together; each stops cleanly on its own and this process
-then collects them. Should this process die alone, the stand-in and the gateway notice (``--parent-pid``)
-and stop cleanly too.
+then collects them. Should this process die alone, the stand-in, the workers and the gateway notice
+(``--parent-pid``) and stop cleanly too.
 """
 
 from __future__ import annotations
@@ -151,7 +151,8 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
         base_env.pop("AWS_SESSION_TOKEN", None)
     for partition in range(settings.partitions):
         worker_id = f"worker-{partition}"
-        argv = python_module_argv("storage_workers", "--partition", str(partition), "--worker-id", worker_id)
+        argv = python_module_argv("storage_workers", "--partition", str(partition), "--worker-id", worker_id,
+                                  "--parent-pid", str(os.getpid()))
         children.append(start_child(worker_id, argv, base_env, WORKER_READY_PREFIX, should_abort=stop.is_set))
     argv = python_module_argv("infra.gateway", "--host", settings.host, "--port", str(settings.port),
                               "--parent-pid", str(os.getpid()))

@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-register", action="store_true", help="do not register in the partition map (benchmarks, experiments)"
     )
+    parser.add_argument("--parent-pid", type=int, help="stop (cleanly) once this process is no longer the parent")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=os.environ.get("FERRYMQ_LOG_LEVEL", "INFO").upper(),
@@ -49,11 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         transfer_hold_seconds=args.transfer_hold_seconds,
         register=not args.no_register,
     )
+    serving = run_worker(config, settings, parent_pid=args.parent_pid)
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(run_worker(config, settings))
-    return uvloop.run(run_worker(config, settings))
+        return asyncio.run(serving)
+    return uvloop.run(serving)
 
 
 if __name__ == "__main__":

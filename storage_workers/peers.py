@@ -4,13 +4,15 @@ Dead-letter redrive may have to put a message in a queue whose partition another
 task sends messages to a destination queue, or back to the queues their ``DeadLetterQueueSourceArn`` names.
 :class:`Peers` is what the worker needs for that: a client for the worker leading a partition, and a queue
 found by its ARN.  :class:`ClusterPeers` answers from the partition map and the queue catalog in DynamoDB,
-caching both for a short while; :class:`IsolatedPeers` stands for no cluster at all; tests pass their own.
+caching both for a short while; :class:`IsolatedPeers` stands for no cluster at all; tests pass their own,
+built like :class:`ClusterPeers` on :class:`LeaderClients`, which keeps the clients.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -84,7 +86,45 @@ class IsolatedPeers:
         return None
 
 
-class ClusterPeers:
+class LeaderClients(ABC):
+    """The client half of :class:`Peers`: one client per partition's leader, made when first needed and kept
+    until it fails.  Subclasses say where a partition's leader listens."""
+
+    def __init__(self, partition: int, *, connect_timeout: float) -> None:
+        self.partition = partition
+        self._connect_timeout = connect_timeout
+        self._clients: dict[int, WorkerClient] = {}
+
+    @abstractmethod
+    async def leader_address(self, partition: int) -> tuple[str, int] | None:
+        """``(host, port)`` of the worker leading ``partition``, None when no worker does."""
+
+    async def worker(self, partition: int) -> WorkerClient:
+        client = self._clients.get(partition)
+        if client is not None:
+            return client
+        address = await self.leader_address(partition)
+        if address is None:
+            raise ServiceUnavailable(f"No storage worker serves partition {partition}.")
+        # Another request may have made one while the address was looked up.
+        client = self._clients.get(partition)
+        if client is None:
+            client = self._clients[partition] = WorkerClient(*address, connect_timeout=self._connect_timeout)
+        return client
+
+    async def forget(self, partition: int) -> None:
+        client = self._clients.pop(partition, None)
+        if client is not None:
+            await client.close()
+
+    async def close(self) -> None:
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            with contextlib.suppress(Exception):
+                await client.close()
+
+
+class ClusterPeers(LeaderClients):
     """Peers from the partition map and the queue catalog, whose clients are made when first needed (a worker
     that never hands a message over never loads boto3's service models, which would only weigh on its GC)."""
 
@@ -98,15 +138,13 @@ class ClusterPeers:
         cache_seconds: float = 2.0,
         connect_timeout: float = 5.0,
     ) -> None:
-        self.partition = partition
+        super().__init__(partition, connect_timeout=connect_timeout)
         self._make_map = partition_map
         self._make_store = queue_store
         self._map: PartitionMap | None = None
         self._store: QueueStore | None = None
         self._clock = clock or SystemClock()
         self._ttl = cache_seconds
-        self._connect_timeout = connect_timeout
-        self._clients: dict[int, WorkerClient] = {}
         self._queues: dict[str, tuple[float, QueueTarget | None]] = {}
 
     @classmethod
@@ -132,24 +170,9 @@ class ClusterPeers:
             self._store = self._make_store()
         return self._store.get(account, name)
 
-    async def worker(self, partition: int) -> WorkerClient:
-        client = self._clients.get(partition)
-        if client is not None:
-            return client
+    async def leader_address(self, partition: int) -> tuple[str, int] | None:
         address = await asyncio.to_thread(self._lookup, partition)
-        if address is None:
-            raise ServiceUnavailable(f"No storage worker serves partition {partition}.")
-        client = self._clients.get(partition)
-        if client is None:
-            client = self._clients[partition] = WorkerClient(
-                address.host, address.port, connect_timeout=self._connect_timeout
-            )
-        return client
-
-    async def forget(self, partition: int) -> None:
-        client = self._clients.pop(partition, None)
-        if client is not None:
-            await client.close()
+        return None if address is None else (address.host, address.port)
 
     async def queue(self, arn: str) -> QueueTarget | None:
         hit = self._queues.get(arn)
@@ -169,12 +192,6 @@ class ClusterPeers:
         target = _target(record, arn) if record is not None and record.deleted_at is None else None
         self._queues[arn] = (now + self._ttl, target)
         return target
-
-    async def close(self) -> None:
-        clients, self._clients = self._clients, {}
-        for client in clients.values():
-            with contextlib.suppress(Exception):
-                await client.close()
 
 
 def _target(record: Any, arn: str) -> QueueTarget:

@@ -50,6 +50,7 @@ _WRITE_HIGH_WATER = 8 * 1024 * 1024
 _MAX_WAIT_SECONDS = 20.0
 _MAX_VISIBILITY = 43200
 _DEFERRED = object()
+PARENT_POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -601,8 +602,21 @@ def _fold(records: Any) -> Any:
     return Engine.replay(SystemClock(), records).snapshot()
 
 
-async def run_worker(config: WorkerConfig, settings: Settings, *, out: TextIO | None = None) -> int:
-    """Run a worker until SIGTERM or SIGINT; returns the process exit status."""
+async def _stop_when_orphaned(worker: StorageWorker, parent_pid: int) -> None:
+    # A parent that dies without stopping its children (kill -9) leaves them to init: stop as on SIGTERM.
+    while not worker.stopped.is_set():
+        if os.getppid() != parent_pid:
+            log.info("parent process %d is gone; stopping", parent_pid)
+            worker.stopped.set()
+            return
+        await asyncio.sleep(PARENT_POLL_SECONDS)
+
+
+async def run_worker(
+    config: WorkerConfig, settings: Settings, *, out: TextIO | None = None, parent_pid: int | None = None
+) -> int:
+    """Run a worker until SIGTERM or SIGINT, or until ``parent_pid`` is no longer its parent; returns the
+    process exit status."""
     out = out if out is not None else sys.stdout
     worker = StorageWorker(config, peers=ClusterPeers.from_settings(settings, config.partition))
     try:
@@ -622,7 +636,8 @@ async def run_worker(config: WorkerConfig, settings: Settings, *, out: TextIO | 
                 partition_map.register, config.partition, config.worker_id, host, port
             )
         except SqsError as exc:
-            log.error("could not register in the partition map: %s", exc.message)
+            # Outages come with the generic message clients see; the botocore failure behind one says what broke.
+            log.error("could not register in the partition map: %s", exc.__cause__ or exc.message)
             await worker.close()
             return 1
     log.info(
@@ -635,7 +650,10 @@ async def run_worker(config: WorkerConfig, settings: Settings, *, out: TextIO | 
     )
     if not worker.stopped.is_set():
         print(f"{READY_LINE} {host} {port}", file=out, flush=True)
+    watch = asyncio.create_task(_stop_when_orphaned(worker, parent_pid)) if parent_pid is not None else None
     await worker.stopped.wait()
+    if watch is not None:
+        watch.cancel()
     await worker.close()
     if worker.fatal is not None:
         log.critical("stopped after a log failure: %s", worker.fatal)

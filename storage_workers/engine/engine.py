@@ -73,7 +73,10 @@ RECEIVED_FIELDS = (
     "first_receive_ts",
     "receive_count",
 )
-"""Order of the tuples :meth:`Engine.receive` returns for standard queues."""
+"""Order of the tuples :meth:`Engine.receive` returns for standard queues.
+
+The worker sends them on as they are, so this is ``ferrymq.rpc.codec.RECEIVED_MESSAGE_FIELDS``, which the engine
+may not import; a unit test keeps the two equal."""
 
 FIFO_RECEIVED_FIELDS = (*RECEIVED_FIELDS, "seq", "group", "dedup_id")
 """Order of the tuples returned for FIFO queues: ``seq`` is the 20-digit SequenceNumber."""
@@ -850,26 +853,7 @@ def _pick_fifo(
 
 def _rows(q: QueueState, messages: list[Message]) -> list[tuple]:
     qtag, encode, tag = q.tag, receipts.encode, receipts.tag
-    if q.fifo:
-        return [
-            (
-                m.id,
-                encode(qtag, m.seq, m.receive_count, tag(m.id)),
-                m.body,
-                m.attrs,
-                m.md5_body,
-                m.md5_attrs,
-                m.system,
-                m.sent_ts,
-                m.first_receive_ts,
-                m.receive_count,
-                f"{m.seq:020d}",
-                m.group,
-                m.dedup_id,
-            )
-            for m in messages
-        ]
-    return [
+    rows = [
         (
             m.id,
             encode(qtag, m.seq, m.receive_count, tag(m.id)),
@@ -884,6 +868,9 @@ def _rows(q: QueueState, messages: list[Message]) -> list[tuple]:
         )
         for m in messages
     ]
+    if not q.fifo:
+        return rows
+    return [(*row, f"{m.seq:020d}", m.group, m.dedup_id) for row, m in zip(rows, messages, strict=True)]
 
 
 def _outgoing(m: Message) -> Outgoing:
@@ -910,21 +897,10 @@ def _for_dead_letter_queue(m: Message, redrive: Redrive) -> Outgoing:
     the original enqueue time (retention counts from the first send); a FIFO DLQ resets it, and replaces the
     deduplication id with the message id, so two messages that shared a deduplication id both fit in.
     """
-    fifo = redrive.dlq_fifo
-    return Outgoing(
-        m.seq,
-        m.id,
-        m.body,
-        m.attrs,
-        m.md5_body,
-        m.md5_attrs,
-        {**m.system, DLQ_SOURCE_ARN: redrive.source_arn},
-        None if fifo else m.sent_ts,
-        m.receive_count,
-        m.first_receive_ts,
-        (m.group or m.id) if fifo else None,
-        m.id if fifo else None,
-    )
+    system = {**m.system, DLQ_SOURCE_ARN: redrive.source_arn}
+    if redrive.dlq_fifo:
+        return _outgoing(m)._replace(system=system, sent_ts=None, group=m.group or m.id, dedup_id=m.id)
+    return _outgoing(m)._replace(system=system, group=None, dedup_id=None)
 
 
 def _stored_item(c: Outgoing, now: int) -> tuple:

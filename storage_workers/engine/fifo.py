@@ -72,20 +72,14 @@ class FifoQueue(QueueState):
     # --- message state changes ---------------------------------------------------------------------
 
     def add(self, m: Message, state: int) -> None:
-        seq = m.seq
-        self.msgs[seq] = m
-        self.order.append(seq)
-        self.live_bytes += m.size
-        m.state = state
-        m.token = 1
-        self.counts[state] += 1
+        self._admit(m, state)
         if state != READY:
-            heappush(self.timers, (m.visible_at, seq, 1))
+            heappush(self.timers, (m.visible_at, m.seq, 1))
         name = m.group or ""
         g = self.groups.get(name)
         if g is None:
             g = self.groups[name] = Group(name)
-        g.seqs.append(seq)
+        g.seqs.append(m.seq)
         g.live += 1
         if state == IN_FLIGHT:
             g.inflight += 1

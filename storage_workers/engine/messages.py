@@ -165,6 +165,14 @@ class QueueState:
         self.live_bytes = 0
 
     def add(self, m: Message, state: int) -> None:
+        self._admit(m, state)
+        if state == READY:
+            self.fresh.append((m.seq, 1))
+        else:
+            heappush(self.timers, (m.visible_at, m.seq, 1))
+
+    def _admit(self, m: Message, state: int) -> None:
+        """The part of adding ``m`` every kind of queue shares; each indexes visible messages its own way."""
         seq = m.seq
         self.msgs[seq] = m
         self.order.append(seq)
@@ -172,10 +180,6 @@ class QueueState:
         m.state = state
         m.token = 1
         self.counts[state] += 1
-        if state == READY:
-            self.fresh.append((seq, 1))
-        else:
-            heappush(self.timers, (m.visible_at, seq, 1))
 
     def remove(self, seqs: Iterable[int]) -> int:
         """Forget these messages (missing ones are skipped); returns the bytes freed."""

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -15,8 +13,8 @@ from ferrymq.errors import InvalidAction, InvalidParameterValue, ServiceUnavaila
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.framing import Op
 from storage_workers.server import StorageWorker, WorkerConfig
-
-RETENTION = 345600
+from tests.functional.storage_workers.in_process import worker
+from tests.functional.storage_workers.worker_calls import RETENTION
 
 
 def message(body: str = "hello", delay: int = 0) -> dict:
@@ -29,18 +27,6 @@ def message(body: str = "hello", delay: int = 0) -> dict:
         "delay": delay,
         "system": {},
     }
-
-
-@asynccontextmanager
-async def worker(data_dir: Path, port: int = 0) -> AsyncIterator[tuple[StorageWorker, WorkerClient]]:
-    server = StorageWorker(WorkerConfig(data_dir=data_dir, port=port, register=False))
-    host, bound = await server.start()
-    client = WorkerClient(host, bound, connect_timeout=1.0)
-    try:
-        yield server, client
-    finally:
-        await client.close()
-        await server.close()
 
 
 async def receive(

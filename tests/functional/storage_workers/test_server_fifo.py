@@ -4,7 +4,6 @@ loopback (two of them, each leading its own partition, for redrive into another 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from pathlib import Path
 
@@ -13,8 +12,8 @@ import pytest
 from ferrymq.errors import InvalidParameterValue, OverLimit
 from ferrymq.rpc.client import WorkerClient
 from tests.functional.storage_workers.in_process import StandInPeers, worker
+from tests.functional.storage_workers.worker_calls import RETENTION, eventually
 
-RETENTION = 345600
 Q = "000000000000/orders.fifo/1"
 SRC = "000000000000/work/2"
 DLQ = "000000000000/work-dlq/3"
@@ -43,14 +42,6 @@ async def receive(client: WorkerClient, queue: str, **kwargs: object) -> list[di
     options: dict = {"max_messages": 10, "visibility_timeout": 30, "wait_seconds": 0, "retention_seconds": RETENTION}
     options.update(kwargs)
     return await client.receive(queue, **options)  # type: ignore[arg-type]
-
-
-async def eventually(check: object, timeout: float = 10.0) -> None:
-    """Wait until ``check()`` (a coroutine function returning bool) is true; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not await check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 def test_fifo_sends_and_receives_over_the_rpc(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from ferrymq.errors import InvalidParameterValue, ResourceNotFound
 from ferrymq.rpc.client import WorkerClient
 from storage_workers.peers import QueueTarget
 from tests.functional.storage_workers.in_process import StandInPeers, worker
+from tests.functional.storage_workers.worker_calls import RETENTION, drain, eventually, task_listing
 
-RETENTION = 345600
 DLQ = "000000000000/work-dlq/1"
 DLQ_ARN = "arn:aws:sqs:us-east-1:000000000000:work-dlq"
 SRC = "000000000000/work/2"
@@ -49,30 +49,21 @@ def task(handle: str, *, destination: QueueTarget | None = None, rate: int | Non
 
 async def finished(client: WorkerClient, handle: str, timeout: float = 15.0) -> dict:
     """The task's listing once it is no longer RUNNING or CANCELLING."""
-    deadline = time.monotonic() + timeout
-    while True:
-        listed = {t["task_handle"]: t for t in await client.list_move_tasks(DLQ)}[handle]
-        if listed["status"] not in ("RUNNING", "CANCELLING"):
-            return listed
-        assert time.monotonic() < deadline, f"task still {listed['status']}"
-        await asyncio.sleep(0.05)
+
+    async def task_ended() -> bool:
+        return (await task_listing(client, DLQ, handle))["status"] not in ("RUNNING", "CANCELLING")
+
+    await eventually(task_ended, timeout)
+    return await task_listing(client, DLQ, handle)
 
 
 async def progressed(client: WorkerClient, handle: str, timeout: float = 10.0) -> None:
     """Wait until the task has moved at least one message."""
-    deadline = time.monotonic() + timeout
-    while {t["task_handle"]: t for t in await client.list_move_tasks(DLQ)}[handle]["moved"] == 0:
-        assert time.monotonic() < deadline, "the task moved nothing"
-        await asyncio.sleep(0.02)
 
+    async def task_moved_one() -> bool:
+        return (await task_listing(client, DLQ, handle))["moved"] > 0
 
-async def drain(client: WorkerClient, queue: str) -> list[dict]:
-    out: list[dict] = []
-    while got := await client.receive(
-        queue, max_messages=10, visibility_timeout=600, wait_seconds=0, retention_seconds=RETENTION
-    ):
-        out.extend(got)
-    return out
+    await eventually(task_moved_one, timeout)
 
 
 def test_messages_go_back_to_their_source_queues_on_the_same_worker(tmp_path: Path) -> None:

@@ -15,13 +15,21 @@ from pathlib import Path
 import pytest
 
 from ferrymq.settings import Settings
+from tests.support.processes import kill_group
 
 REPO = Path(__file__).resolve().parents[3]
+
+# Stands in for `ferrymq up`: runs the worker as its own child, passing its pid as --parent-pid.
+_PARENT = (
+    "import os, subprocess, sys; sys.exit(subprocess.call("
+    "[sys.executable, '-m', 'storage_workers', *sys.argv[1:], '--parent-pid', str(os.getpid())]))"
+)
 
 
 @dataclass
 class WorkerProcess:
     proc: subprocess.Popen
+    """The worker, or with ``behind_parent`` the parent that runs it."""
     host: str
     port: int
     log_path: Path
@@ -70,6 +78,7 @@ def _read_ready_line(proc: subprocess.Popen, timeout: float) -> str:
 @pytest.fixture
 def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
+    sessions: list[subprocess.Popen] = []
 
     def start(
         data_dir: Path,
@@ -78,14 +87,16 @@ def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..
         partition: int = 0,
         port: int = 0,
         extra_args: Sequence[str] = (),
+        behind_parent: bool = False,
     ) -> WorkerProcess:
+        """Start a worker; with ``behind_parent`` as the child of a parent process of its own session, so that
+        the parent can die alone and the worker, orphaned, still goes with the session at the end."""
         log_path = tmp_path / f"{worker_id}-{len(started)}.stderr"
+        command = [sys.executable, "-c", _PARENT] if behind_parent else [sys.executable, "-m", "storage_workers"]
         with open(log_path, "wb") as err:
             proc = subprocess.Popen(
                 [
-                    sys.executable,
-                    "-m",
-                    "storage_workers",
+                    *command,
                     "--data-dir",
                     str(data_dir),
                     "--worker-id",
@@ -100,9 +111,12 @@ def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..
                 env=worker_env(aws_settings),
                 stdout=subprocess.PIPE,
                 stderr=err,
+                start_new_session=behind_parent,
             )
         worker = WorkerProcess(proc, "", 0, log_path)
         started.append(worker)
+        if behind_parent:
+            sessions.append(proc)
         try:
             line = _read_ready_line(proc, 30)
         except Exception as exc:
@@ -115,6 +129,8 @@ def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..
     try:
         yield start
     finally:
+        for proc in sessions:
+            kill_group(proc)
         for worker in started:
             if worker.proc.poll() is None:
                 worker.proc.kill()

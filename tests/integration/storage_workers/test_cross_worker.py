@@ -10,16 +10,16 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 from ferrymq.aws import session
 from ferrymq.aws.queue_store import QueueRecord, QueueStore
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
+from tests.functional.storage_workers.worker_calls import RETENTION, drain, eventually, task_listing
 from tests.integration.storage_workers.conftest import WorkerProcess
 
-RETENTION = 345600
 ACCOUNT = "000000000000"
 
 
@@ -33,26 +33,6 @@ def make_queue(settings: Settings, name: str, partition: int) -> tuple[str, str]
 
 def message(body: str, system: dict | None = None) -> dict:
     return {"id": str(uuid.uuid4()), "body": body, "md5_body": "md5", "system": system or {}}
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.1)
-
-
-async def drain(client: WorkerClient, queue_id: str) -> list[dict]:
-    out: list[dict] = []
-    while got := await client.receive(
-        queue_id, max_messages=10, visibility_timeout=600, wait_seconds=0, retention_seconds=RETENTION
-    ):
-        out.extend(got)
-    return out
-
-
-async def task_listing(client: WorkerClient, queue_id: str, handle: str) -> dict:
-    return {t["task_handle"]: t for t in await client.list_move_tasks(queue_id)}[handle]
 
 
 def test_redrive_to_another_worker_and_a_move_task_back(

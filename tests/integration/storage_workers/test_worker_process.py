@@ -11,6 +11,8 @@ from pathlib import Path
 from ferrymq.aws.partitions import PartitionMap
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
+from tests.functional.storage_workers.worker_calls import drain
+from tests.integration.infra.processes import children_of, is_alive
 from tests.integration.storage_workers.conftest import WorkerProcess
 
 RETENTION = 345600
@@ -79,3 +81,42 @@ def test_send_receive_delete_and_long_poll_over_loopback(
             await client.close()
 
     asyncio.run(scenario())
+
+
+def test_worker_stops_cleanly_when_its_parent_dies_alone(
+    start_worker: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    # given a worker whose parent passed it --parent-pid, as `ferrymq up` does, holding an acknowledged message
+    parent = start_worker(tmp_path / "w", extra_args=["--no-register"], behind_parent=True)
+    (worker_pid,) = children_of(parent.proc.pid)
+
+    async def send() -> None:
+        client = WorkerClient(parent.host, parent.port)
+        try:
+            await client.send("q", [message("kept")], retention_seconds=RETENTION)
+        finally:
+            await client.close()
+
+    asyncio.run(send())
+    # when only the parent is killed with SIGKILL
+    parent.kill9()
+    # then the worker notices and stops on its own, the way SIGTERM stops it
+    deadline = time.monotonic() + 15
+    while is_alive(worker_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not is_alive(worker_pid)
+    log = parent.stderr()
+    assert f"parent process {parent.proc.pid} is gone; stopping" in log
+    assert "Traceback" not in log
+    # and the next worker on its data directory takes it over with the message
+    again = start_worker(tmp_path / "w", extra_args=["--no-register"])
+
+    async def received() -> list[dict]:
+        client = WorkerClient(again.host, again.port)
+        try:
+            return await drain(client, "q")
+        finally:
+            await client.close()
+
+    assert [m["body"] for m in asyncio.run(received())] == ["kept"]
+    assert again.terminate() == 0

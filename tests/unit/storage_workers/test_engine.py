@@ -21,21 +21,6 @@ def message(body: str = "hello", *, delay: int = 0, attrs: dict | None = None, s
     return [str(uuid.uuid4()), body, attrs or {}, f"md5-{body}", None, delay, system or {}]
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def records() -> list:
-    return []
-
-
-@pytest.fixture
-def engine(clock: ManualClock, records: list) -> Engine:
-    return Engine(clock, on_record=records.append)
-
-
 def receive(
     engine: Engine, n: int = 10, visibility: int = 30, queue: str = Q, retention: int = RETENTION
 ) -> list[dict]:

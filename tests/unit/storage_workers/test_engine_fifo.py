@@ -15,21 +15,6 @@ from tests.support.engine_requests import RETENTION, bodies, fifo_message, poll
 Q = "000000000000/orders.fifo/1"
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def records() -> list:
-    return []
-
-
-@pytest.fixture
-def engine(clock: ManualClock, records: list) -> Engine:
-    return Engine(clock, on_record=records.append)
-
-
 def send(engine: Engine, *messages: tuple) -> list[tuple[str, int, int, bool]]:
     return engine.store(Q, list(messages), RETENTION, fifo=True)
 

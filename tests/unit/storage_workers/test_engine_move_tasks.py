@@ -20,21 +20,6 @@ DLQ_ARN = "arn:aws:sqs:us-east-1:000000000000:work-dlq"
 SRC_ARN = "arn:aws:sqs:us-east-1:000000000000:work"
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def records() -> list:
-    return []
-
-
-@pytest.fixture
-def engine(clock: ManualClock, records: list) -> Engine:
-    return Engine(clock, on_record=records.append)
-
-
 def task(handle: str = "task-1", *, rate: int | None = None) -> dict:
     return {
         "task_handle": handle,

@@ -3,8 +3,6 @@ to the worker for another worker's queue, driven with a manual clock."""
 
 from __future__ import annotations
 
-import pytest
-
 from ferrymq.clock import ManualClock
 from storage_workers.engine import Engine, Redrive
 from storage_workers.engine.records import BATCH, DELETED, STORED, VISIBILITY
@@ -15,21 +13,6 @@ DLQ = "000000000000/work-dlq/2"
 SRC_ARN = "arn:aws:sqs:us-east-1:000000000000:work"
 FIFO_SRC = "000000000000/work.fifo/3"
 FIFO_DLQ = "000000000000/work-dlq.fifo/4"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def records() -> list:
-    return []
-
-
-@pytest.fixture
-def engine(clock: ManualClock, records: list) -> Engine:
-    return Engine(clock, on_record=records.append)
 
 
 def redrive(max_receive_count: int = 2, *, local: bool = True, fifo: bool = False) -> Redrive:

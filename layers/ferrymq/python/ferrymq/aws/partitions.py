@@ -12,34 +12,28 @@ Table ``settings.partitions_table`` (created from ``template.yaml``), one item p
     updated_at   N     when the partition was taken, ms since the epoch
 
 Reads are strongly consistent.  botocore errors become FerryMQ errors: an unreachable or throttling DynamoDB
-is :class:`~ferrymq.errors.ServiceUnavailable`, anything else :class:`~ferrymq.errors.InternalError`.
+is :class:`~ferrymq.errors.ServiceUnavailable` (see :func:`ferrymq.aws.errors.translate_client_errors`),
+anything else :class:`~ferrymq.errors.InternalError`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
+from ferrymq.aws.errors import translate_client_errors
 from ferrymq.clock import Clock, SystemClock
-from ferrymq.errors import InternalError, ServiceUnavailable, SqsError
+from ferrymq.errors import InternalError, ServiceUnavailable
 from ferrymq.settings import Settings
 
 log = logging.getLogger(__name__)
 
 _REGISTER_ATTEMPTS = 5
-_UNAVAILABLE_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "ResourceNotFoundException",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,27 +81,22 @@ class PartitionMap:
                 "epoch": {"N": str(epoch)},
                 "updated_at": {"N": str(int(self._clock.now() * 1000))},
             }
-            try:
-                self._client.put_item(TableName=self.table_name, Item=item, **condition)
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            with _translated():
+                try:
+                    self._client.put_item(TableName=self.table_name, Item=item, **condition)
+                except ClientError as exc:
+                    if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                        raise
                     log.info("partition %d changed hands while registering; retrying", partition)
                     continue
-                raise _translate(exc) from None
-            except BotoCoreError as exc:
-                raise _unreachable(exc) from None
             return epoch
         raise ServiceUnavailable(f"Partition {partition} keeps changing hands; could not register {worker_id}.")
 
     def lookup(self, partition: int) -> WorkerAddress | None:
-        try:
+        with _translated():
             resp = self._client.get_item(
                 TableName=self.table_name, Key={"partition": {"N": str(partition)}}, ConsistentRead=True
             )
-        except ClientError as exc:
-            raise _translate(exc) from None
-        except BotoCoreError as exc:
-            raise _unreachable(exc) from None
         item = resp.get("Item")
         return _address(item) if item else None
 
@@ -115,7 +104,7 @@ class PartitionMap:
         """Every registered partition's worker, ordered by partition."""
         out: list[WorkerAddress] = []
         kwargs: dict[str, Any] = {"TableName": self.table_name, "ConsistentRead": True}
-        try:
+        with _translated():
             while True:
                 resp = self._client.scan(**kwargs)
                 out.extend(_address(item) for item in resp.get("Items", []))
@@ -123,10 +112,6 @@ class PartitionMap:
                 if not last:
                     break
                 kwargs["ExclusiveStartKey"] = last
-        except ClientError as exc:
-            raise _translate(exc) from None
-        except BotoCoreError as exc:
-            raise _unreachable(exc) from None
         return sorted(out, key=lambda a: a.partition)
 
 
@@ -140,13 +125,13 @@ def _address(item: dict[str, Any]) -> WorkerAddress:
     )
 
 
-def _translate(exc: ClientError) -> SqsError:
-    code = exc.response.get("Error", {}).get("Code", "")
-    if code in _UNAVAILABLE_CODES:
-        return ServiceUnavailable(f"The partition map is unavailable ({code}).")
-    log.error("partition map call failed: %s", exc)
-    return InternalError()
-
-
-def _unreachable(exc: BotoCoreError) -> ServiceUnavailable:
-    return ServiceUnavailable(f"The partition map cannot be reached: {exc}")
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Outages as every adapter reports them; any other ClientError is a fault of ours: logged here, and an
+    InternalError to callers, which act on FerryMQ errors only (a move task waits on one, stops on others)."""
+    try:
+        with translate_client_errors():
+            yield
+    except ClientError as exc:
+        log.error("partition map call failed: %s", exc)
+        raise InternalError() from None
