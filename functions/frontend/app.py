@@ -71,9 +71,8 @@ def to_http_request(current: object) -> HttpRequest:
 def _dispatch() -> Response:
     request = to_http_request(app.current_request)
     response = _loop.run_until_complete(_get_frontend().handle(request))
-    headers = dict(response.headers)
-    body: bytes | str = response.body
-    return Response(body=body, status_code=response.status, headers=headers)
+    # API Gateway wants text for a non-binary body; SQS responses are always UTF-8 JSON or XML.
+    return Response(body=response.body.decode("utf-8"), status_code=response.status, headers=dict(response.headers))
 
 
 @app.route("/", methods=["GET", "POST"], content_types=_CONTENT_TYPES)

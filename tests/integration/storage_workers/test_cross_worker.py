@@ -18,7 +18,7 @@ from ferrymq.aws.queue_store import QueueRecord, QueueStore
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
 from tests.functional.storage_workers.worker_calls import RETENTION, drain, eventually, task_listing
-from tests.integration.storage_workers.conftest import WorkerProcess
+from tests.integration.conftest import WorkerProcess
 
 ACCOUNT = "000000000000"
 

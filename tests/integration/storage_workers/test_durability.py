@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ferrymq.errors import ServiceUnavailable
 from ferrymq.rpc.client import WorkerClient
-from tests.integration.storage_workers.conftest import WorkerProcess
+from tests.integration.conftest import WorkerProcess
 
 RETENTION = 345600
 IN_FLIGHT_SECONDS = 8

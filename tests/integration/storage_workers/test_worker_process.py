@@ -12,8 +12,8 @@ from ferrymq.aws.partitions import PartitionMap
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
 from tests.functional.storage_workers.worker_calls import drain
+from tests.integration.conftest import WorkerProcess
 from tests.integration.infra.processes import children_of, is_alive
-from tests.integration.storage_workers.conftest import WorkerProcess
 
 RETENTION = 345600
 

@@ -1,4 +1,4 @@
-"""Start real storage worker processes (``python -m storage_workers``) on loopback, and always stop them."""
+"""Real storage worker processes (``python -m storage_workers``) on loopback for integration tests, always stopped."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from ferrymq.settings import Settings
 from tests.support.processes import kill_group
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 # Stands in for `ferrymq up`: runs the worker as its own child, passing its pid as --parent-pid.
 _PARENT = (
