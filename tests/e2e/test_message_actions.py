@@ -218,3 +218,25 @@ def test_retention_period_is_stored_and_young_messages_kept(sqs: Any, queue: str
     attrs = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["MessageRetentionPeriod"])["Attributes"]
     assert attrs["MessageRetentionPeriod"] == "60"
     assert sqs.receive_message(QueueUrl=queue)["Messages"][0]["Body"] == "keep"
+
+
+def _md5_of_string_attributes(attributes: dict[str, str]) -> str:
+    """SQS's documented attribute digest, written out independently for String values."""
+    digest = hashlib.md5()
+    for name in sorted(attributes):
+        for part in (name.encode(), b"String"):
+            digest.update(len(part).to_bytes(4, "big") + part)
+        value = attributes[name].encode()
+        digest.update(b"\x01" + len(value).to_bytes(4, "big") + value)
+    return digest.hexdigest()
+
+
+def test_aws_trace_header_system_attribute(sqs: Any, queue: str) -> None:
+    trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+    sent = sqs.send_message(QueueUrl=queue, MessageBody="traced", MessageSystemAttributes={
+        "AWSTraceHeader": {"DataType": "String", "StringValue": trace}})
+    assert sent["MD5OfMessageSystemAttributes"] == _md5_of_string_attributes({"AWSTraceHeader": trace})
+    got = sqs.receive_message(QueueUrl=queue, AttributeNames=["AWSTraceHeader"])["Messages"][0]
+    assert got["Attributes"] == {"AWSTraceHeader": trace}
+    expect_error(lambda: sqs.send_message(QueueUrl=queue, MessageBody="x", MessageSystemAttributes={
+        "AWSTraceHeader": {"DataType": "Number", "StringValue": "1"}}), "InvalidParameterValue", 400)
