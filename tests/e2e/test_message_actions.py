@@ -240,3 +240,21 @@ def test_aws_trace_header_system_attribute(sqs: Any, queue: str) -> None:
     assert got["Attributes"] == {"AWSTraceHeader": trace}
     expect_error(lambda: sqs.send_message(QueueUrl=queue, MessageBody="x", MessageSystemAttributes={
         "AWSTraceHeader": {"DataType": "Number", "StringValue": "1"}}), "InvalidParameterValue", 400)
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"AWS.reserved": {"DataType": "String", "StringValue": "v"}},
+        {"bad..name": {"DataType": "String", "StringValue": "v"}},
+        {"t": {"DataType": "Float", "StringValue": "1"}},
+        {"n": {"DataType": "Number", "StringValue": "twelve"}},
+        {"b": {"DataType": "Binary", "StringValue": "not binary"}},
+        {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(11)},
+    ],
+    ids=["reserved-prefix", "double-dot", "unknown-type", "not-a-number", "binary-as-string", "too-many"],
+)
+def test_invalid_message_attributes_are_refused(sqs: Any, queue: str, attributes: dict) -> None:
+    expect_error(lambda: sqs.send_message(QueueUrl=queue, MessageBody="x", MessageAttributes=attributes),
+                 "InvalidParameterValue", 400)
+    assert "Messages" not in sqs.receive_message(QueueUrl=queue)
