@@ -26,6 +26,7 @@ from ferrymq.errors import (
     ReceiptHandleIsInvalid,
     ResourceNotFound,
 )
+from ferrymq.message_fields import FIFO_RECEIVED_MESSAGE_FIELDS, RECEIVED_MESSAGE_FIELDS
 from storage_workers.engine import receipts
 from storage_workers.engine.fifo import Attempt, FifoQueue
 from storage_workers.engine.messages import DELAYED, IN_FLIGHT, READY, Message, QueueState
@@ -61,25 +62,11 @@ from storage_workers.engine.tasks import (
     moved_copy,
 )
 
-RECEIVED_FIELDS = (
-    "id",
-    "receipt",
-    "body",
-    "attrs",
-    "md5_body",
-    "md5_attrs",
-    "system",
-    "sent_ts",
-    "first_receive_ts",
-    "receive_count",
-)
-"""Order of the tuples :meth:`Engine.receive` returns for standard queues.
+RECEIVED_FIELDS = RECEIVED_MESSAGE_FIELDS
+"""Order of the tuples :meth:`Engine.receive` returns for standard queues; the worker sends them on as they are."""
 
-The worker sends them on as they are, so this is ``ferrymq.rpc.codec.RECEIVED_MESSAGE_FIELDS``, which the engine
-may not import; a unit test keeps the two equal."""
-
-FIFO_RECEIVED_FIELDS = (*RECEIVED_FIELDS, "seq", "group", "dedup_id")
-"""Order of the tuples returned for FIFO queues: ``seq`` is the 20-digit SequenceNumber."""
+FIFO_RECEIVED_FIELDS = FIFO_RECEIVED_MESSAGE_FIELDS
+"""Order of the tuples returned for FIFO queues."""
 
 RESEND_WINDOW_MS = 5 * 60 * 1000
 """How long a stored message id makes a resend of it a duplicate."""

@@ -13,15 +13,16 @@ import socket
 from typing import Any
 
 from ferrymq.errors import ServiceUnavailable
+from ferrymq.message_fields import FIFO_RECEIVED_MESSAGE_FIELDS, RECEIVED_MESSAGE_FIELDS
 from ferrymq.rpc.codec import (
-    FIFO_RECEIVED_MESSAGE_FIELDS,
-    RECEIVED_MESSAGE_FIELDS,
     STATS_FIELDS,
     pack,
     unpack,
     unpack_error,
 )
 from ferrymq.rpc.framing import STATUS_OK, FrameDecoder, FrameError, Op, encode_frame
+
+_STANDARD_ROW = len(RECEIVED_MESSAGE_FIELDS)
 
 _READ_CHUNK = 256 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -247,7 +248,8 @@ class WorkerClient:
             args.append(options)
         rows = await self._call(Op.RECEIVE, args)
         return [
-            dict(zip(FIFO_RECEIVED_MESSAGE_FIELDS if len(row) > 10 else RECEIVED_MESSAGE_FIELDS, row, strict=True))
+            dict(zip(FIFO_RECEIVED_MESSAGE_FIELDS if len(row) > _STANDARD_ROW else RECEIVED_MESSAGE_FIELDS, row,
+                     strict=True))
             for row in rows
         ]
 

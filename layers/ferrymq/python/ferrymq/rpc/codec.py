@@ -70,23 +70,6 @@ SENT_MESSAGE_FIELDS = ("id", "body", "attrs", "md5_body", "md5_attrs", "delay", 
 HANDOVER_FIELDS = ("group", "dedup_id", "origin")
 """Positions, after SENT_MESSAGE_FIELDS, of the fields of FIFO and handed-over messages."""
 
-RECEIVED_MESSAGE_FIELDS = (
-    "id",
-    "receipt",
-    "body",
-    "attrs",
-    "md5_body",
-    "md5_attrs",
-    "system",
-    "sent_ts",
-    "first_receive_ts",
-    "receive_count",
-)
-"""Positions of a message in a RECEIVE result."""
-
-FIFO_RECEIVED_MESSAGE_FIELDS = (*RECEIVED_MESSAGE_FIELDS, "seq", "group", "dedup_id")
-"""Positions of a FIFO queue's message in a RECEIVE result; ``seq`` is the 20-digit SequenceNumber."""
-
 REDRIVE_FIELDS = (
     "max_receive_count",
     "dlq_queue_id",
