@@ -1,19 +1,25 @@
 """Fixtures shared by every test level.
 
 ``aws_settings`` gives tests a real AWS API endpoint: LocalStack or another endpoint when
-``FERRYMQ_TEST_AWS_ENDPOINT`` names one, otherwise moto's server on a free loopback port. The environment
+``FERRYMQ_TEST_AWS_ENDPOINT`` names one, otherwise FerryMQ's durable stand-in (moto behind a journal) as a
+process of its own on a free loopback port. Unlike moto's bare threaded server, the stand-in applies writes
+one at a time, so DynamoDB's conditional writes are as atomic as FerryMQ relies on. The environment
 variables boto3 reads are set for the whole session, so child processes inherit them too.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ferrymq.settings import Settings
+from tests.support.processes import terminate_group
 
 AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "test",
@@ -22,27 +28,45 @@ AWS_TEST_ENV = {
 }
 
 
+STANDIN_START_SECONDS = 60.0
+
+
+def _start_standin(data_dir: Path) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "infra.standin", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + STANDIN_START_SECONDS
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        if line.startswith("FERRYMQ_STANDIN_READY"):
+            return process, line.split()[1]
+    terminate_group(process, 5)
+    raise RuntimeError("the AWS stand-in did not become ready")
+
+
 @pytest.fixture(scope="session")
-def aws_endpoint() -> Iterator[str]:
+def aws_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     saved = {k: os.environ.get(k) for k in [*AWS_TEST_ENV, "AWS_ENDPOINT_URL"]}
     os.environ.update(AWS_TEST_ENV)
     external = os.environ.get("FERRYMQ_TEST_AWS_ENDPOINT")
-    server = None
+    process = None
     if external:
         endpoint = external
     else:
-        from moto.server import ThreadedMotoServer
-
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
+        process, endpoint = _start_standin(tmp_path_factory.mktemp("aws-standin"))
     os.environ["AWS_ENDPOINT_URL"] = endpoint
     try:
         yield endpoint
     finally:
-        if server is not None:
-            server.stop()
+        if process is not None:
+            terminate_group(process, 10)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
