@@ -8,7 +8,6 @@ call returns normally, so callers can persist state afterwards and exit 0.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 from collections.abc import Iterator
@@ -19,8 +18,9 @@ from typing import Any, Literal
 import uvicorn
 import uvloop
 
+from ferrymq.orphan_watch import wait_until_orphaned
+
 LifespanMode = Literal["auto", "on", "off"]
-PARENT_POLL_SECONDS = 0.5
 
 
 def bind_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -58,12 +58,8 @@ def _graceful_signals() -> Iterator[None]:
 
 
 async def _stop_when_orphaned(server: uvicorn.Server, parent_pid: int) -> None:
-    # A parent that dies without stopping its children (kill -9) leaves them to init: stop like on SIGTERM.
-    while not server.should_exit:
-        if os.getppid() != parent_pid:
-            server.should_exit = True
-            return
-        await asyncio.sleep(PARENT_POLL_SECONDS)
+    if await wait_until_orphaned(parent_pid, lambda: server.should_exit):
+        server.should_exit = True
 
 
 async def _serve_and_announce(server: uvicorn.Server, sock: socket.socket, ready_line: str,

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 from ferrymq.aws.partitions import PartitionMap
 from ferrymq.clock import Clock, SystemClock
 from ferrymq.errors import InternalError, InvalidAction, InvalidParameterValue, ServiceUnavailable, SqsError
+from ferrymq.orphan_watch import wait_until_orphaned
 from ferrymq.rpc.codec import REDRIVE_FIELDS, pack, pack_error, unpack
 from ferrymq.rpc.framing import STATUS_ERROR, STATUS_OK, FrameDecoder, FrameError, Op, encode_frame
 from ferrymq.settings import Settings
@@ -50,7 +51,6 @@ _WRITE_HIGH_WATER = 8 * 1024 * 1024
 _MAX_WAIT_SECONDS = 20.0
 _MAX_VISIBILITY = 43200
 _DEFERRED = object()
-PARENT_POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -603,13 +603,9 @@ def _fold(records: Any) -> Any:
 
 
 async def _stop_when_orphaned(worker: StorageWorker, parent_pid: int) -> None:
-    # A parent that dies without stopping its children (kill -9) leaves them to init: stop as on SIGTERM.
-    while not worker.stopped.is_set():
-        if os.getppid() != parent_pid:
-            log.info("parent process %d is gone; stopping", parent_pid)
-            worker.stopped.set()
-            return
-        await asyncio.sleep(PARENT_POLL_SECONDS)
+    if await wait_until_orphaned(parent_pid, worker.stopped.is_set):
+        log.info("parent process %d is gone; stopping", parent_pid)
+        worker.stopped.set()
 
 
 async def run_worker(
