@@ -20,10 +20,6 @@ def split_queue_url(url: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def queue_arn(region: str, account: str, name: str) -> str:
-    return f"arn:aws:sqs:{region}:{account}:{name}"
-
-
 def split_queue_arn(arn: str) -> tuple[str, str]:
     """(account, name) named by a queue ARN ``arn:aws:sqs:<region>:<account>:<name>``."""
     parts = arn.split(":")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -31,8 +30,8 @@ from functions.frontend.message_checks import (
     optional_int,
     require,
 )
-from functions.frontend.queue_urls import queue_arn, split_queue_arn
-from functions.metadata import queue_attributes
+from functions.metadata import queue_attributes, redrive
+from functions.metadata.catalog import is_fifo
 
 MAX_BATCH_BYTES = 1_048_576
 SYSTEM_ATTRIBUTE_NAMES = frozenset(
@@ -52,10 +51,6 @@ _MAX_VISIBILITY = 43_200
 T = TypeVar("T")
 # MessageGroupId, MessageDeduplicationId and ReceiveRequestAttemptId: alphanumerics and punctuation.
 _FIFO_TOKEN = re.compile(r"^[!-~]{1,128}$")
-
-
-def is_fifo(queue: QueueRecord) -> bool:
-    return queue.name.endswith(".fifo")
 
 
 def _check_token(name: str, value: Any) -> str:
@@ -81,7 +76,7 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
             f"One or more parameters are invalid. Reason: Message must be shorter than {max_size} bytes."
         )
     delay = optional_int(params, "DelaySeconds", 0, 900, "DelaySeconds must be >= 0 and <= 900.")
-    fifo = is_fifo(queue)
+    fifo = is_fifo(queue.name)
     if fifo and delay is not None:
         raise InvalidParameterValue(
             f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request include parameter that is "
@@ -148,17 +143,17 @@ def _check_system_attributes(value: Any) -> dict[str, dict[str, Any]]:
     return {"AWSTraceHeader": {"DataType": "String", "StringValue": trace["StringValue"]}}
 
 
-def _retention(queue: QueueRecord) -> int:
+def retention_seconds(queue: QueueRecord) -> int:
     return queue_attributes.int_value(queue.attributes, "MessageRetentionPeriod")
 
 
 async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str, Any]],
                 results: list[dict[str, Any]]) -> None:
     """Store ``messages``; on FIFO queues first settle deduplication and fill in MessageId/SequenceNumber."""
-    fifo = is_fifo(queue)
+    fifo = is_fifo(queue.name)
     if fifo:
         await _claim_dedup_ids(ctx, queue, messages)
-    retention = _retention(queue)
+    retention = retention_seconds(queue)
 
     async def op(worker: WorkerClient) -> list[dict]:
         return await worker.send(queue.queue_id, messages, retention_seconds=retention, fifo=fifo)
@@ -255,8 +250,8 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
         wait = queue_attributes.int_value(queue.attributes, "ReceiveMessageWaitTimeSeconds")
     system_names = _requested_system_attributes(params)
     attribute_filter = _attribute_filter(params.get("MessageAttributeNames") or [])
-    retention = _retention(queue)
-    fifo = is_fifo(queue)
+    retention = retention_seconds(queue)
+    fifo = is_fifo(queue.name)
     attempt = params.get("ReceiveRequestAttemptId")
     attempt_id = _check_token("ReceiveRequestAttemptId", attempt) if fifo and attempt is not None else None
     redrive = await _redrive(ctx, queue)
@@ -283,22 +278,20 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
 
 async def _redrive(ctx: RequestContext, queue: QueueRecord) -> dict[str, Any] | None:
     """Where messages received too often go, from the queue's RedrivePolicy; None without a live DLQ."""
-    raw = queue.attributes.get("RedrivePolicy")
-    if not raw:
+    policy = redrive.stored_redrive_policy(queue.attributes)
+    if policy is None:
         return None
-    policy = json.loads(raw)
-    account, name = split_queue_arn(policy["deadLetterTargetArn"])
     try:
-        dlq = await ctx.services.catalog.get(account, name)
+        dlq = await ctx.services.catalog.get(policy.target.account, policy.target.name)
     except QueueDoesNotExist:
         return None
     return {
-        "max_receive_count": int(policy["maxReceiveCount"]),
+        "max_receive_count": policy.max_receive_count,
         "dlq_queue_id": dlq.queue_id,
         "dlq_partition": dlq.partition,
-        "dlq_fifo": is_fifo(dlq),
-        "source_arn": queue_arn(ctx.services.settings.region, queue.account, queue.name),
-        "dlq_retention_seconds": _retention(dlq),
+        "dlq_fifo": is_fifo(dlq.name),
+        "source_arn": ctx.services.catalog.arn(queue.account, queue.name),
+        "dlq_retention_seconds": retention_seconds(dlq),
     }
 
 

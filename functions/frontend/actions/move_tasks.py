@@ -15,11 +15,11 @@ from typing import Any
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ResourceNotFound
 from ferrymq.rpc.client import WorkerClient
-from functions.frontend.actions.messages import is_fifo
+from functions.frontend.actions.messages import retention_seconds
 from functions.frontend.context import RequestContext
 from functions.frontend.message_checks import optional_int, require
-from functions.frontend.queue_urls import queue_arn, split_queue_arn
-from functions.metadata import queue_attributes
+from functions.frontend.queue_urls import split_queue_arn
+from functions.metadata.catalog import is_fifo
 
 
 def _task_handle(task_id: str, source_arn: str) -> str:
@@ -47,28 +47,20 @@ async def _queue_by_arn(ctx: RequestContext, arn: str, parameter: str) -> QueueR
         ) from None
 
 
-async def _is_dead_letter_queue(ctx: RequestContext, arn: str) -> bool:
-    for queue in await ctx.services.catalog.list(ctx.account, "", None, None):
-        raw = queue.attributes.get("RedrivePolicy")
-        if raw and json.loads(raw).get("deadLetterTargetArn") == arn:
-            return True
-    return False
-
-
 def _destination(ctx: RequestContext, queue: QueueRecord) -> dict[str, Any]:
     return {
         "queue_id": queue.queue_id,
         "partition": queue.partition,
-        "fifo": is_fifo(queue),
-        "arn": queue_arn(ctx.services.settings.region, queue.account, queue.name),
-        "retention_seconds": queue_attributes.int_value(queue.attributes, "MessageRetentionPeriod"),
+        "fifo": is_fifo(queue.name),
+        "arn": ctx.services.catalog.arn(queue.account, queue.name),
+        "retention_seconds": retention_seconds(queue),
     }
 
 
 async def start_message_move_task(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     source_arn = require(params, "SourceArn")
     source = await _queue_by_arn(ctx, source_arn, "SourceArn")
-    if not await _is_dead_letter_queue(ctx, source_arn):
+    if not await ctx.services.catalog.dead_letter_sources(source.account, source.name, 1, None):
         raise InvalidParameterValue("Source queue must be configured as a Dead Letter Queue.")
     destination = None
     if params.get("DestinationArn"):
