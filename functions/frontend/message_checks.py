@@ -20,14 +20,13 @@ from ferrymq.errors import (
     MissingParameter,
     TooManyEntriesInBatchRequest,
 )
+from ferrymq.limits import MAX_BATCH_ENTRIES, MAX_MESSAGE_ATTRIBUTES
 
 # Everything outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
 _FORBIDDEN_CHARS = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
 _DATA_TYPE = re.compile(r"^(String|Number|Binary)(\.[^\s]{1,255})?$")
 _BATCH_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
-MAX_MESSAGE_ATTRIBUTES = 10
-MAX_BATCH_ENTRIES = 10
 
 
 def require(params: Mapping[str, Any], name: str) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from ferrymq.arn import parse_queue_arn
 from ferrymq.errors import InvalidAddress, InvalidParameterValue
 
 
@@ -22,7 +23,7 @@ def split_queue_url(url: str) -> tuple[str, str]:
 
 def split_queue_arn(arn: str) -> tuple[str, str]:
     """(account, name) named by a queue ARN ``arn:aws:sqs:<region>:<account>:<name>``."""
-    parts = arn.split(":")
-    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sqs" or not parts[4] or not parts[5]:
+    parsed = parse_queue_arn(arn)
+    if parsed is None:
         raise InvalidParameterValue(f"Value {arn} for parameter ARN is invalid.")
-    return parts[4], parts[5]
+    return parsed.account, parsed.name

@@ -15,6 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ferrymq.errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameterValue
+from ferrymq.limits import (
+    DEFAULT_RETENTION_SECONDS,
+    MAX_DELAY_SECONDS,
+    MAX_MESSAGE_BYTES,
+    MAX_RETENTION_SECONDS,
+    MAX_VISIBILITY_TIMEOUT_SECONDS,
+    MAX_WAIT_TIME_SECONDS,
+    MIN_RETENTION_SECONDS,
+)
 from functions.metadata import policy, redrive
 
 
@@ -25,11 +34,11 @@ class IntRange:
 
 
 _INT_ATTRIBUTES: dict[str, tuple[IntRange, int]] = {
-    "DelaySeconds": (IntRange(0, 900), 0),
-    "MaximumMessageSize": (IntRange(1024, 1_048_576), 1_048_576),
-    "MessageRetentionPeriod": (IntRange(60, 1_209_600), 345_600),
-    "ReceiveMessageWaitTimeSeconds": (IntRange(0, 20), 0),
-    "VisibilityTimeout": (IntRange(0, 43_200), 30),
+    "DelaySeconds": (IntRange(0, MAX_DELAY_SECONDS), 0),
+    "MaximumMessageSize": (IntRange(1024, MAX_MESSAGE_BYTES), MAX_MESSAGE_BYTES),
+    "MessageRetentionPeriod": (IntRange(MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS), DEFAULT_RETENTION_SECONDS),
+    "ReceiveMessageWaitTimeSeconds": (IntRange(0, MAX_WAIT_TIME_SECONDS), 0),
+    "VisibilityTimeout": (IntRange(0, MAX_VISIBILITY_TIMEOUT_SECONDS), 30),
     "KmsDataKeyReusePeriodSeconds": (IntRange(60, 86_400), 300),
 }
 

@@ -13,31 +13,19 @@ the catalog; this module only reads documents.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from ferrymq.arn import QueueArn, parse_arn, parse_queue_arn
 from ferrymq.errors import InvalidParameterValue
 
 MAX_RECEIVE_COUNT = (1, 1_000)
 MAX_SOURCE_QUEUE_ARNS = 10
 REDRIVE_PERMISSIONS = ("allowAll", "denyAll", "byQueue")
-_PARTITIONS = frozenset({"aws", "aws-cn", "aws-us-gov"})
-_ACCOUNT = re.compile(r"^\d{12}$")
 _UNSUPPORTED_ALLOW_POLICY = (
     "Invalid value for the parameter RedriveAllowPolicy. Reason: Amazon SQS can't create the redrive allow policy, "
     "as it\u2019s in an unsupported format."
 )
-
-
-@dataclass(frozen=True, slots=True)
-class QueueArn:
-    region: str
-    account: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"arn:aws:sqs:{self.region}:{self.account}:{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +41,11 @@ class RedrivePolicy:
 
     @property
     def target(self) -> QueueArn:
-        return _split_arn(self.dead_letter_target_arn)
+        target = parse_queue_arn(self.dead_letter_target_arn)
+        if target is None:
+            # Only checked policies are stored, so this is a damaged catalog item.
+            raise ValueError(f"stored deadLetterTargetArn {self.dead_letter_target_arn!r} is not a queue ARN")
+        return target
 
     def to_json(self) -> str:
         return json.dumps(
@@ -78,11 +70,6 @@ class RedriveAllowPolicy:
         if self.source_queue_arns:
             document["sourceQueueArns"] = list(self.source_queue_arns)
         return json.dumps(document, separators=(",", ":"))
-
-
-def _split_arn(arn: str) -> QueueArn:
-    parts = arn.split(":")
-    return QueueArn(region=parts[3], account=parts[4], name=parts[5])
 
 
 # --- RedrivePolicy ---------------------------------------------------------------------------------------
@@ -117,12 +104,10 @@ def check_redrive_policy(raw: str) -> RedrivePolicy:
             f"{MAX_RECEIVE_COUNT[0]} to {MAX_RECEIVE_COUNT[1]} both inclusive.",
         )
     arn = document["deadLetterTargetArn"]
-    parts = arn.split(":") if isinstance(arn, str) else []
-    if len(parts) != 6 or parts[0] != "arn" or parts[1] not in _PARTITIONS or not all(parts[3:]):
-        raise redrive_policy_error(raw, "Invalid value for deadLetterTargetArn.")
-    if parts[2] != "sqs":
+    parsed = parse_arn(arn)
+    if parsed is not None and parsed.service != "sqs":
         raise redrive_policy_error(raw, "Only SQS queues are valid resources for deadLetterTargetArn.")
-    if not _ACCOUNT.match(parts[4]):
+    if parse_queue_arn(arn) is None:
         raise redrive_policy_error(raw, "Invalid value for deadLetterTargetArn.")
     return RedrivePolicy(dead_letter_target_arn=arn, max_receive_count=count)
 

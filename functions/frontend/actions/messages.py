@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from ferrymq.aws.dedup_store import dedup_key
 from ferrymq.aws.queue_store import QueueRecord
+from ferrymq.destinations import is_fifo, redrive_option, retention_seconds, target_of
 from ferrymq.errors import (
     BatchRequestTooLong,
     InvalidParameterValue,
@@ -19,8 +20,16 @@ from ferrymq.errors import (
     SqsError,
     error_for_code,
 )
+from ferrymq.limits import (
+    MAX_BATCH_BYTES,
+    MAX_DELAY_SECONDS,
+    MAX_MESSAGES_PER_RECEIVE,
+    MAX_VISIBILITY_TIMEOUT_SECONDS,
+    MAX_WAIT_TIME_SECONDS,
+)
 from ferrymq.protocol.md5 import md5_of_attributes, md5_of_body
 from ferrymq.rpc.client import WorkerClient
+from ferrymq.rpc.messages import sent_message
 from functions.frontend.context import RequestContext
 from functions.frontend.message_checks import (
     attributes_size,
@@ -31,9 +40,7 @@ from functions.frontend.message_checks import (
     require,
 )
 from functions.metadata import queue_attributes, redrive
-from functions.metadata.catalog import is_fifo
 
-MAX_BATCH_BYTES = 1_048_576
 SYSTEM_ATTRIBUTE_NAMES = frozenset(
     {
         "SenderId",
@@ -47,7 +54,6 @@ SYSTEM_ATTRIBUTE_NAMES = frozenset(
         "DeadLetterQueueSourceArn",
     }
 )
-_MAX_VISIBILITY = 43_200
 T = TypeVar("T")
 # MessageGroupId, MessageDeduplicationId and ReceiveRequestAttemptId: alphanumerics and punctuation.
 _FIFO_TOKEN = re.compile(r"^[!-~]{1,128}$")
@@ -75,7 +81,9 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
         raise InvalidParameterValue(
             f"One or more parameters are invalid. Reason: Message must be shorter than {max_size} bytes."
         )
-    delay = optional_int(params, "DelaySeconds", 0, 900, "DelaySeconds must be >= 0 and <= 900.")
+    delay = optional_int(
+        params, "DelaySeconds", 0, MAX_DELAY_SECONDS, f"DelaySeconds must be >= 0 and <= {MAX_DELAY_SECONDS}."
+    )
     fifo = is_fifo(queue.name)
     if fifo and delay is not None:
         raise InvalidParameterValue(
@@ -112,18 +120,17 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
             system["MessageGroupId"] = _check_token("MessageGroupId", group)
     md5_body = md5_of_body(body)
     md5_attrs = md5_of_attributes(attributes)
-    message = {
-        "id": str(uuid.uuid4()),
-        "body": body,
-        "attrs": attributes,
-        "md5_body": md5_body,
-        "md5_attrs": md5_attrs,
-        "delay": delay,
-        "system": system,
-    }
-    if fifo:
-        message["group"] = group
-        message["dedup_id"] = dedup_id
+    message = sent_message(
+        str(uuid.uuid4()),
+        body,
+        attributes,
+        md5_body,
+        md5_attrs,
+        system,
+        delay=delay,
+        group=group if fifo else None,
+        dedup_id=dedup_id if fifo else None,
+    )
     result: dict[str, Any] = {"MessageId": message["id"], "MD5OfMessageBody": md5_body}
     if md5_attrs is not None:
         result["MD5OfMessageAttributes"] = md5_attrs
@@ -143,17 +150,13 @@ def _check_system_attributes(value: Any) -> dict[str, dict[str, Any]]:
     return {"AWSTraceHeader": {"DataType": "String", "StringValue": trace["StringValue"]}}
 
 
-def retention_seconds(queue: QueueRecord) -> int:
-    return queue_attributes.int_value(queue.attributes, "MessageRetentionPeriod")
-
-
 async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str, Any]],
                 results: list[dict[str, Any]]) -> None:
     """Store ``messages``; on FIFO queues first settle deduplication and fill in MessageId/SequenceNumber."""
     fifo = is_fifo(queue.name)
     if fifo:
         await _claim_dedup_ids(ctx, queue, messages)
-    retention = retention_seconds(queue)
+    retention = retention_seconds(queue.attributes)
 
     async def op(worker: WorkerClient) -> list[dict]:
         return await worker.send(queue.queue_id, messages, retention_seconds=retention, fifo=fifo)
@@ -241,16 +244,16 @@ def _failure(entry_id: str, exc: SqsError) -> dict[str, Any]:
 
 async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
-    max_messages = optional_int(params, "MaxNumberOfMessages", 1, 10) or 1
-    visibility = optional_int(params, "VisibilityTimeout", 0, _MAX_VISIBILITY)
+    max_messages = optional_int(params, "MaxNumberOfMessages", 1, MAX_MESSAGES_PER_RECEIVE) or 1
+    visibility = optional_int(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT_SECONDS)
     if visibility is None:
         visibility = queue_attributes.int_value(queue.attributes, "VisibilityTimeout")
-    wait = optional_int(params, "WaitTimeSeconds", 0, 20)
+    wait = optional_int(params, "WaitTimeSeconds", 0, MAX_WAIT_TIME_SECONDS)
     if wait is None:
         wait = queue_attributes.int_value(queue.attributes, "ReceiveMessageWaitTimeSeconds")
     system_names = _requested_system_attributes(params)
     attribute_filter = _attribute_filter(params.get("MessageAttributeNames") or [])
-    retention = retention_seconds(queue)
+    retention = retention_seconds(queue.attributes)
     fifo = is_fifo(queue.name)
     attempt = params.get("ReceiveRequestAttemptId")
     attempt_id = _check_token("ReceiveRequestAttemptId", attempt) if fifo and attempt is not None else None
@@ -281,18 +284,16 @@ async def _redrive(ctx: RequestContext, queue: QueueRecord) -> dict[str, Any] | 
     policy = redrive.stored_redrive_policy(queue.attributes)
     if policy is None:
         return None
+    catalog = ctx.services.catalog
     try:
-        dlq = await ctx.services.catalog.get(policy.target.account, policy.target.name)
+        dlq = await catalog.get(policy.target.account, policy.target.name)
     except QueueDoesNotExist:
         return None
-    return {
-        "max_receive_count": policy.max_receive_count,
-        "dlq_queue_id": dlq.queue_id,
-        "dlq_partition": dlq.partition,
-        "dlq_fifo": is_fifo(dlq.name),
-        "source_arn": ctx.services.catalog.arn(queue.account, queue.name),
-        "dlq_retention_seconds": retention_seconds(dlq),
-    }
+    return redrive_option(
+        target_of(dlq, catalog.arn(dlq.account, dlq.name)),
+        max_receive_count=policy.max_receive_count,
+        source_arn=catalog.arn(queue.account, queue.name),
+    )
 
 
 def _requested_system_attributes(params: Mapping[str, Any]) -> frozenset[str]:
@@ -386,7 +387,7 @@ async def delete_message_batch(ctx: RequestContext, params: dict[str, Any]) -> d
 
 def _visibility_timeout(params: Mapping[str, Any]) -> int:
     require(params, "VisibilityTimeout")
-    timeout = optional_int(params, "VisibilityTimeout", 0, _MAX_VISIBILITY)
+    timeout = optional_int(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT_SECONDS)
     assert timeout is not None
     return timeout
 

@@ -13,13 +13,13 @@ import uuid
 from typing import Any
 
 from ferrymq.aws.queue_store import QueueRecord
+from ferrymq.destinations import target_of
 from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ResourceNotFound
+from ferrymq.limits import MAX_LISTED_MOVE_TASKS, MAX_MOVE_TASK_MESSAGES_PER_SECOND
 from ferrymq.rpc.client import WorkerClient
-from functions.frontend.actions.messages import retention_seconds
 from functions.frontend.context import RequestContext
 from functions.frontend.message_checks import optional_int, require
 from functions.frontend.queue_urls import split_queue_arn
-from functions.metadata.catalog import is_fifo
 
 
 def _task_handle(task_id: str, source_arn: str) -> str:
@@ -47,16 +47,6 @@ async def _queue_by_arn(ctx: RequestContext, arn: str, parameter: str) -> QueueR
         ) from None
 
 
-def _destination(ctx: RequestContext, queue: QueueRecord) -> dict[str, Any]:
-    return {
-        "queue_id": queue.queue_id,
-        "partition": queue.partition,
-        "fifo": is_fifo(queue.name),
-        "arn": ctx.services.catalog.arn(queue.account, queue.name),
-        "retention_seconds": retention_seconds(queue),
-    }
-
-
 async def start_message_move_task(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     source_arn = require(params, "SourceArn")
     source = await _queue_by_arn(ctx, source_arn, "SourceArn")
@@ -64,8 +54,9 @@ async def start_message_move_task(ctx: RequestContext, params: dict[str, Any]) -
         raise InvalidParameterValue("Source queue must be configured as a Dead Letter Queue.")
     destination = None
     if params.get("DestinationArn"):
-        destination = _destination(ctx, await _queue_by_arn(ctx, params["DestinationArn"], "DestinationArn"))
-    rate = optional_int(params, "MaxNumberOfMessagesPerSecond", 1, 500)
+        queue = await _queue_by_arn(ctx, params["DestinationArn"], "DestinationArn")
+        destination = target_of(queue, ctx.services.catalog.arn(queue.account, queue.name)).as_wire()
+    rate = optional_int(params, "MaxNumberOfMessagesPerSecond", 1, MAX_MOVE_TASK_MESSAGES_PER_SECOND)
     task_id = str(uuid.uuid4())
     handle = _task_handle(task_id, source_arn)
     task = {
@@ -85,7 +76,7 @@ async def start_message_move_task(ctx: RequestContext, params: dict[str, Any]) -
 
 async def list_message_move_tasks(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     source_arn = require(params, "SourceArn")
-    limit = optional_int(params, "MaxResults", 1, 10) or 1
+    limit = optional_int(params, "MaxResults", 1, MAX_LISTED_MOVE_TASKS) or 1
     source = await _queue_by_arn(ctx, source_arn, "SourceArn")
     tasks = await ctx.services.dispatcher.call(
         source, lambda w: w.list_move_tasks(source.queue_id), idempotent=True

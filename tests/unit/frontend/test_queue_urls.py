@@ -1,7 +1,7 @@
 import pytest
 
-from ferrymq.errors import InvalidAddress
-from functions.frontend.queue_urls import queue_url, split_queue_url
+from ferrymq.errors import InvalidAddress, InvalidParameterValue
+from functions.frontend.queue_urls import queue_url, split_queue_arn, split_queue_url
 
 
 def test_round_trip_through_any_host() -> None:
@@ -16,3 +16,18 @@ def test_round_trip_through_any_host() -> None:
 def test_malformed_urls_are_invalid_addresses(bad: str) -> None:
     with pytest.raises(InvalidAddress):
         split_queue_url(bad)
+
+
+def test_a_queue_arn_names_an_account_and_a_queue() -> None:
+    assert split_queue_arn("arn:aws:sqs:us-east-1:000000000000:work-dlq") == ("000000000000", "work-dlq")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["work-dlq", "arn:aws:sns:us-east-1:000000000000:topic", "arn:aws:sqs:us-east-1:0:q",
+     "arn:aws:sqs:us-east-1:000000000000:a:b"],
+)
+def test_what_is_not_a_queue_arn_is_an_invalid_arn_parameter(bad: str) -> None:
+    with pytest.raises(InvalidParameterValue) as raised:
+        split_queue_arn(bad)
+    assert raised.value.message == f"Value {bad} for parameter ARN is invalid."

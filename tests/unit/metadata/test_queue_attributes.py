@@ -1,5 +1,7 @@
 import pytest
 
+from ferrymq import limits
+from ferrymq.destinations import retention_seconds
 from ferrymq.errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameterValue
 from functions.metadata import queue_attributes as qa
 
@@ -108,3 +110,24 @@ def test_a_repeated_create_compares_against_what_the_queue_reports() -> None:
     stored = qa.combined({}, qa.check_settable({"FifoQueue": "true"}, fifo=True), fifo=True)
     assert qa.differing(stored, {"FifoQueue": "true", "DeduplicationScope": "queue", "Policy": ""}, fifo=True) == set()
     assert qa.differing(stored, {"ContentBasedDeduplication": "true"}, fifo=True) == {"ContentBasedDeduplication"}
+
+
+@pytest.mark.parametrize(
+    ("name", "highest"),
+    [
+        ("VisibilityTimeout", limits.MAX_VISIBILITY_TIMEOUT_SECONDS),
+        ("DelaySeconds", limits.MAX_DELAY_SECONDS),
+        ("ReceiveMessageWaitTimeSeconds", limits.MAX_WAIT_TIME_SECONDS),
+        ("MessageRetentionPeriod", limits.MAX_RETENTION_SECONDS),
+        ("MaximumMessageSize", limits.MAX_MESSAGE_BYTES),
+    ],
+)
+def test_attribute_ranges_end_at_the_shared_sqs_limits(name: str, highest: int) -> None:
+    # the highest value is taken, the next one refused
+    assert qa.check_settable({name: str(highest)}, fifo=False) == {name: str(highest)}
+    with pytest.raises(InvalidAttributeValue):
+        qa.check_settable({name: str(highest + 1)}, fifo=False)
+
+
+def test_the_default_retention_is_the_one_workers_assume() -> None:
+    assert qa.int_value({}, "MessageRetentionPeriod") == retention_seconds({}) == limits.DEFAULT_RETENTION_SECONDS

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ferrymq.arn import QueueArn
 from ferrymq.errors import InvalidParameterValue
 from functions.metadata import redrive
 
@@ -38,6 +39,13 @@ def test_max_receive_count_is_taken_as_number_or_string_and_stored_as_a_number(c
          "Invalid value for deadLetterTargetArn."),
         ({"maxReceiveCount": 3, "deadLetterTargetArn": "arn:aws:sns:us-east-1:111111111111:topic"},
          "Only SQS queues are valid resources for deadLetterTargetArn."),
+        ({"maxReceiveCount": 3, "deadLetterTargetArn": "arn:aws:lambda:us-east-1:111111111111:function:f"},
+         "Only SQS queues are valid resources for deadLetterTargetArn."),
+        ({"maxReceiveCount": 3, "deadLetterTargetArn": "arn:aws:sqs:us-east-1:111111111111:a:b"},
+         "Invalid value for deadLetterTargetArn."),
+        ({"maxReceiveCount": 3, "deadLetterTargetArn": "arn:aws:sqs::111111111111:dead"},
+         "Invalid value for deadLetterTargetArn."),
+        ({"maxReceiveCount": 3, "deadLetterTargetArn": 7}, "Invalid value for deadLetterTargetArn."),
         ({"maxReceiveCount": 3, "deadLetterTargetArn": DLQ, "extra": 1},
          "Only following attributes are supported: [maxReceiveCount, deadLetterTargetArn]."),
     ],
@@ -47,6 +55,15 @@ def test_bad_redrive_policies_name_the_reason(document: dict, reason: str) -> No
     with pytest.raises(InvalidParameterValue) as caught:
         redrive.check_redrive_policy(raw)
     assert caught.value.message == f"Value {raw} for parameter RedrivePolicy is invalid. Reason: {reason}"
+
+
+def test_a_stored_policy_names_its_target_queue_and_a_damaged_one_says_so() -> None:
+    other_partition = redrive.check_redrive_policy(
+        json.dumps({"maxReceiveCount": 2, "deadLetterTargetArn": "arn:aws-us-gov:sqs:us-gov-west-1:111111111111:d"})
+    )
+    assert other_partition.target == QueueArn("us-gov-west-1", "111111111111", "d")
+    with pytest.raises(ValueError, match="is not a queue ARN"):
+        _ = redrive.RedrivePolicy("not-an-arn", 3).target
 
 
 @pytest.mark.parametrize("raw", ["nope", "[1]", "5"])

@@ -5,7 +5,8 @@ Table ``settings.dedup_table``, one item per deduplication key::
     pk (S, hash key)     "<queue_id>#<message group or empty>#<deduplication id>"; the group is part of the
                          key only when the queue's DeduplicationScope is messageGroup
     message_id (S)       the message that claimed the key first
-    expires_at (N)       seconds since the epoch; also the table's TTL attribute
+    expires_at (N)       seconds since the epoch, DEDUP_WINDOW_SECONDS (:mod:`ferrymq.limits`) after the claim;
+                         also the table's TTL attribute
 
 DynamoDB deletes expired items lazily (hours late) and local stand-ins not at all, so a claim compares
 ``expires_at`` itself: an expired item is free to be claimed again.
@@ -23,8 +24,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ferrymq.aws.errors import translate_client_errors
-
-DEDUP_WINDOW_SECONDS = 300
+from ferrymq.limits import DEDUP_WINDOW_SECONDS
 
 
 def dedup_key(queue_id: str, group: str | None, dedup_id: str) -> str:

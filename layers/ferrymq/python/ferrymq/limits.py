@@ -1,0 +1,57 @@
+"""SQS's limits and time windows, defined once for the front end and the storage workers.
+
+Two windows are coupled across two clocks.  The front end claims a FIFO deduplication id in DynamoDB for
+``DEDUP_WINDOW_SECONDS`` by its own clock; a retry inside that window gets the first message id back and
+sends it to the worker again, which must still recognise that id as stored.  The worker remembers ids by
+its own clock, so its window is the deduplication window plus the largest clock difference we tolerate
+between a front end and a worker: a resend the front end still treats as a duplicate always finds the id.
+"""
+
+from __future__ import annotations
+
+MAX_VISIBILITY_TIMEOUT_SECONDS = 43_200
+"""12 hours: the largest VisibilityTimeout and ChangeMessageVisibility value."""
+
+MAX_DELAY_SECONDS = 900
+"""15 minutes: the largest DelaySeconds, per queue or per message."""
+
+MAX_WAIT_TIME_SECONDS = 20
+"""The longest long poll."""
+
+DEFAULT_RETENTION_SECONDS = 345_600
+"""4 days: MessageRetentionPeriod when a queue does not set one."""
+
+MIN_RETENTION_SECONDS = 60
+MAX_RETENTION_SECONDS = 1_209_600
+"""14 days."""
+
+MAX_MESSAGE_BYTES = 1_048_576
+"""1 MiB: the largest message (body and attributes), and the largest MaximumMessageSize."""
+
+MAX_BATCH_BYTES = 1_048_576
+"""What the bodies and attributes of one SendMessageBatch may add up to."""
+
+MAX_BATCH_ENTRIES = 10
+
+MAX_MESSAGE_ATTRIBUTES = 10
+
+MAX_MESSAGES_PER_RECEIVE = 10
+
+MAX_MOVE_TASK_MESSAGES_PER_SECOND = 500
+"""The largest MaxNumberOfMessagesPerSecond of a message move task."""
+
+MAX_LISTED_MOVE_TASKS = 10
+"""ListMessageMoveTasks shows at most the last ten tasks of a queue."""
+
+DEDUP_WINDOW_SECONDS = 300
+"""5 minutes: how long a FIFO deduplication id (or content hash) makes a resend a duplicate."""
+
+MAX_CLOCK_DIFFERENCE_SECONDS = 60
+"""How far a front end's clock and a storage worker's clock may disagree without a FIFO retry being stored
+twice."""
+
+RESEND_WINDOW_MS = (DEDUP_WINDOW_SECONDS + MAX_CLOCK_DIFFERENCE_SECONDS) * 1000
+"""How long a storage worker treats a stored message id as already stored (see the module docstring)."""
+
+RECEIVE_ATTEMPT_WINDOW_MS = 5 * 60 * 1000
+"""How long a FIFO ReceiveRequestAttemptId can be replayed."""
