@@ -1,4 +1,5 @@
-"""Dispatch to storage workers: one persistent, pipelined connection per worker, shared by all requests."""
+"""Dispatch to storage workers: one persistent, pipelined connection per partition's leader, shared by all
+requests (the clients and the leader lookup are :class:`~ferrymq.rpc.leaders.LeaderClients`)."""
 
 from __future__ import annotations
 
@@ -7,43 +8,37 @@ from typing import TypeVar
 
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.errors import ServiceUnavailable
-from ferrymq.rpc.client import WorkerClient
-from functions.metadata.partitions import PartitionDirectory
+from ferrymq.rpc.client import WorkerClient, WorkerTimeout
+from ferrymq.rpc.leaders import LeaderClients
 
 T = TypeVar("T")
 
 
 class Dispatcher:
-    def __init__(self, directory: PartitionDirectory, *, connect_timeout: float) -> None:
-        self._directory = directory
-        self._connect_timeout = connect_timeout
-        self._clients: dict[tuple[str, int], WorkerClient] = {}
-
-    async def _client(self, partition: int) -> WorkerClient:
-        address = await self._directory.leader(partition)
-        key = (address.host, address.port)
-        client = self._clients.get(key)
-        if client is None:
-            client = WorkerClient(address.host, address.port, connect_timeout=self._connect_timeout)
-            self._clients[key] = client
-        return client
+    def __init__(self, leaders: LeaderClients) -> None:
+        self._leaders = leaders
 
     async def call(self, queue: QueueRecord, op: Callable[[WorkerClient], Awaitable[T]], *, idempotent: bool) -> T:
         """Run ``op`` against the worker leading the queue's partition.
 
-        When the worker cannot be reached the cached leader is forgotten, so a restarted worker on a new
-        address is found; idempotent operations are then retried once at once.  Sends are not retried here:
-        the client's own retry of a 503 is what SQS clients expect.
+        When the worker cannot be reached the leader is looked up again, so a restarted worker on a new
+        address is found; idempotent operations are then retried once at once.  After a timeout they are
+        retried only if the partition has a new leader by then: the same hung worker would only make the
+        caller wait out a second deadline.  Sends are not retried here: the client's own retry of a 503 is
+        what SQS clients expect.
         """
+        client: WorkerClient | None = None
         try:
-            return await op(await self._client(queue.partition))
-        except ServiceUnavailable:
-            self._directory.forget(queue.partition)
+            client = await self._leaders.client(queue.partition)
+            return await op(client)
+        except ServiceUnavailable as exc:
+            self._leaders.forget(queue.partition)
             if not idempotent:
                 raise
-        return await op(await self._client(queue.partition))
+            retry = await self._leaders.client(queue.partition)
+            if isinstance(exc, WorkerTimeout) and retry is client:
+                raise
+        return await op(retry)
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._leaders.close()

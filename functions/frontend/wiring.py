@@ -8,13 +8,13 @@ from ferrymq.aws.partitions import PartitionMap
 from ferrymq.aws.queue_store import QueueStore
 from ferrymq.aws.session import client
 from ferrymq.clock import Clock, SystemClock
+from ferrymq.rpc.leaders import LeaderClients
 from ferrymq.settings import Settings
 from functions.frontend.auth import Authenticator
 from functions.frontend.context import Services
 from functions.frontend.dispatch import Dispatcher
 from functions.frontend.pipeline import Frontend
 from functions.metadata.catalog import QueueCatalog
-from functions.metadata.partitions import PartitionDirectory
 
 
 def build_frontend(settings: Settings, clock: Clock | None = None) -> Frontend:
@@ -27,14 +27,18 @@ def build_frontend(settings: Settings, clock: Clock | None = None) -> Frontend:
         ttl=settings.metadata_cache_seconds,
         region=settings.region,
     )
-    directory = PartitionDirectory(
-        PartitionMap(dynamodb, settings.partitions_table), clock, ttl=settings.metadata_cache_seconds
+    leaders = LeaderClients(
+        PartitionMap(dynamodb, settings.partitions_table).lookup,
+        clock=clock,
+        ttl=settings.metadata_cache_seconds,
+        connect_timeout=settings.worker_connect_timeout_seconds,
+        request_timeout=settings.worker_request_timeout_seconds,
     )
     services = Services(
         settings=settings,
         clock=clock,
         catalog=catalog,
-        dispatcher=Dispatcher(directory, connect_timeout=settings.worker_connect_timeout_seconds),
+        dispatcher=Dispatcher(leaders),
         dedup=DedupStore(dynamodb, settings.dedup_table),
     )
     authenticator = Authenticator(

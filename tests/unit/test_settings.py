@@ -20,3 +20,11 @@ def test_from_env_defaults_match_local_conventions() -> None:
     assert (settings.account_id, settings.dev_access_key, settings.dev_secret_key) == ("000000000000", "test", "test")
     assert settings.port == 9324
     assert settings.aws_endpoint_url is None
+
+
+def test_worker_request_timeout_defaults_to_five_seconds_and_reads_its_variable() -> None:
+    # given no setting, then every worker call gets five seconds
+    assert Settings.from_env({}).worker_request_timeout_seconds == 5.0
+    # when the environment names a deadline, then it is used
+    env = {"FERRYMQ_WORKER_REQUEST_TIMEOUT_SECONDS": "0.25"}
+    assert Settings.from_env(env).worker_request_timeout_seconds == 0.25

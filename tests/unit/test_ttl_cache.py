@@ -27,3 +27,25 @@ def test_pop_of_a_missing_key_is_harmless() -> None:
     cache.put("x", 1)
     cache.pop("x")
     assert cache.get("x") is None
+
+
+def test_the_bound_holds_however_many_keys_are_stored() -> None:
+    # given a cache bounded to three entries
+    cache: TtlCache[int, int] = TtlCache(ManualClock(), ttl=60, max_entries=3)
+    # when a thousand different keys are stored
+    for key in range(1000):
+        cache.put(key, key)
+    # then it holds three: the newest
+    assert len(cache) == 3
+    assert [cache.get(k) for k in (996, 997, 998, 999)] == [None, 997, 998, 999]
+
+
+def test_an_expired_entry_read_is_dropped() -> None:
+    # given an entry past its ttl
+    clock = ManualClock()
+    cache: TtlCache[str, int] = TtlCache(clock, ttl=1)
+    cache.put("a", 1)
+    clock.advance(1)
+    # when it is read, then it is a miss and no longer held
+    assert cache.get("a") is None
+    assert len(cache) == 0

@@ -52,6 +52,9 @@ class Settings:
     partitions: int = 1
     group_commit_max_batch: int = 1024
     worker_connect_timeout_seconds: float = 5.0
+    # Deadline of every worker RPC (a long poll gets its wait on top): a hung worker, unlike a dead one, never
+    # closes the connection, so without one a request would wait for it forever.
+    worker_request_timeout_seconds: float = 5.0
 
     @property
     def queues_table(self) -> str:
@@ -106,5 +109,8 @@ class Settings:
             group_commit_max_batch=int(get("GROUP_COMMIT_MAX_BATCH", str(defaults.group_commit_max_batch))),
             worker_connect_timeout_seconds=float(
                 get("WORKER_CONNECT_TIMEOUT_SECONDS", str(defaults.worker_connect_timeout_seconds))
+            ),
+            worker_request_timeout_seconds=float(
+                get("WORKER_REQUEST_TIMEOUT_SECONDS", str(defaults.worker_request_timeout_seconds))
             ),
         )

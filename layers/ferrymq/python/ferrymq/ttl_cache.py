@@ -21,6 +21,10 @@ class TtlCache(Generic[K, V]):
         self._max_entries = max_entries
         self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
 
+    def __len__(self) -> int:
+        """Entries held, expired ones not yet dropped included: what the cache costs in memory."""
+        return len(self._entries)
+
     def get(self, key: K) -> V | None:
         hit = self._entries.get(key)
         if hit is None:

@@ -3,6 +3,10 @@
 Any number of coroutines may call it at once: each request gets an id, goes out in the next write (requests
 made in the same event-loop turn share one ``send``), and waits on a future that the connection's reader
 resolves when the response with that id arrives, in whatever order the worker answers.
+
+Every request has a deadline (``request_timeout``, plus the wait of a long poll).  A worker that misses one
+is hung rather than dead (a dead one closes the connection), so the request fails with :class:`WorkerTimeout`
+and the connection is dropped with every request still on it: the next call connects afresh.
 """
 
 from __future__ import annotations
@@ -27,28 +31,38 @@ _STANDARD_ROW = len(RECEIVED_MESSAGE_FIELDS)
 _READ_CHUNK = 256 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
+DEFAULT_REQUEST_TIMEOUT = 5.0
+
+
+class WorkerTimeout(ServiceUnavailable):
+    """A storage worker did not answer a request before its deadline."""
+
 
 class _Connection:
     """One TCP connection and the requests outstanding on it; dead for good once lost."""
 
-    __slots__ = ("_flush_scheduled", "_loop", "_next_id", "_out", "_pending", "_reader_task", "lost", "writer")
+    __slots__ = ("_flush_scheduled", "_loop", "_next_id", "_out", "_pending", "_reader_task", "lost", "where",
+                 "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str) -> None:
         self._loop = asyncio.get_running_loop()
         self.writer = writer
+        self.where = where
         self.lost = False
-        self._pending: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
+        # Each outstanding request's future and the timer that fails it at its deadline.
+        self._pending: dict[int, tuple[asyncio.Future[tuple[int, bytes]], asyncio.TimerHandle]] = {}
         self._next_id = 0
         self._out: list[bytes] = []
         self._flush_scheduled = False
-        self._reader_task = self._loop.create_task(self._read_loop(reader, where))
+        self._reader_task = self._loop.create_task(self._read_loop(reader))
 
-    def request(self, op: int, payload: bytes) -> asyncio.Future[tuple[int, bytes]]:
+    def request(self, op: int, payload: bytes, timeout: float) -> asyncio.Future[tuple[int, bytes]]:
         if self.lost:
-            raise ServiceUnavailable("connection to storage worker lost")
+            raise ServiceUnavailable(f"connection to storage worker {self.where} lost")
         request_id = self._next_id = (self._next_id + 1) & 0xFFFFFFFF
         fut = self._loop.create_future()
-        self._pending[request_id] = fut
+        timer = self._loop.call_later(timeout, self._expire, request_id, timeout)
+        self._pending[request_id] = (fut, timer)
         self._out.append(encode_frame(request_id, op, payload))
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -61,36 +75,57 @@ class _Connection:
         if not self.lost and out:
             self.writer.write(out[0] if len(out) == 1 else b"".join(out))
 
-    async def drain_if_needed(self) -> None:
+    async def drain_if_needed(self, timeout: float) -> None:
+        """Wait for the write buffer to empty, at most ``timeout`` seconds: a worker that stopped reading
+        would otherwise hold the writer here for good."""
         try:
-            await self.writer.drain()
+            await asyncio.wait_for(self.writer.drain(), timeout)
+        except TimeoutError:
+            self._lose(f"connection to storage worker {self.where} dropped: it took no data for {timeout:g} s")
+            raise WorkerTimeout(f"Storage worker {self.where} took no request for {timeout:g} s.") from None
         except (OSError, RuntimeError) as exc:
             self._lose(f"write failed: {exc}")
 
-    async def _read_loop(self, reader: asyncio.StreamReader, where: str) -> None:
+    def _expire(self, request_id: int, timeout: float) -> None:
+        entry = self._pending.pop(request_id, None)
+        if entry is None:
+            return
+        fut = entry[0]
+        if not fut.done():
+            fut.set_exception(WorkerTimeout(f"Storage worker {self.where} did not answer within {timeout:g} s."))
+        # Whatever else is queued on this socket waits behind the same silent worker.
+        self._lose(f"connection to storage worker {self.where} dropped: a request went unanswered for {timeout:g} s")
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         decoder = FrameDecoder()
         pending = self._pending
-        reason = f"connection to storage worker {where} closed"
+        reason = f"connection to storage worker {self.where} closed"
         try:
             while True:
                 data = await reader.read(_READ_CHUNK)
                 if not data:
                     break
                 for request_id, status, payload in decoder.feed(data):
-                    fut = pending.pop(request_id, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result((status, payload))
+                    # A reply to a request whose deadline passed finds nothing here and is dropped.
+                    entry = pending.pop(request_id, None)
+                    if entry is not None:
+                        fut, timer = entry
+                        timer.cancel()
+                        if not fut.done():
+                            fut.set_result((status, payload))
         except (OSError, FrameError) as exc:
-            reason = f"connection to storage worker {where} lost: {exc}"
+            reason = f"connection to storage worker {self.where} lost: {exc}"
         finally:
             self._lose(reason)
 
     def _lose(self, reason: str) -> None:
         if not self.lost:
             self.lost = True
-            self.writer.close()
+            # abort, not close: close would first flush the write buffer, which a hung worker never takes.
+            self.writer.transport.abort()
         pending, self._pending = self._pending, {}
-        for fut in pending.values():
+        for fut, timer in pending.values():
+            timer.cancel()
             if not fut.done():
                 fut.set_exception(ServiceUnavailable(reason))
 
@@ -104,14 +139,24 @@ class _Connection:
 
 
 class WorkerClient:
-    """Talks to one storage worker at ``host:port``; reconnects on the next call after the connection drops."""
+    """Talks to one storage worker at ``host:port``; reconnects on the next call after the connection drops,
+    until :meth:`close`, after which every call raises ServiceUnavailable."""
 
-    def __init__(self, host: str, port: int, *, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        connect_timeout: float = 5.0,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> None:
         self.host = host
         self.port = port
         self._connect_timeout = connect_timeout
+        self._request_timeout = request_timeout
         self._conn: _Connection | None = None
         self._connecting: asyncio.Future[_Connection] | None = None
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"WorkerClient({self.host!r}, {self.port})"
@@ -121,7 +166,14 @@ class WorkerClient:
     async def connect(self) -> None:
         await self._connection()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     async def close(self) -> None:
+        # For good: a caller still holding this client after it was replaced must not reconnect to an
+        # address nobody would close again.
+        self._closed = True
         connecting, self._connecting = self._connecting, None
         if connecting is not None and not connecting.done():
             connecting.cancel()
@@ -135,6 +187,8 @@ class WorkerClient:
         conn = self._conn
         if conn is not None and not conn.lost:
             return conn
+        if self._closed:
+            raise ServiceUnavailable(f"The client for storage worker {self.host}:{self.port} is closed.")
         if self._connecting is None:
             self._connecting = asyncio.ensure_future(self._open())
         connecting = self._connecting
@@ -158,13 +212,14 @@ class WorkerClient:
         self._conn = conn = _Connection(reader, writer, where)
         return conn
 
-    async def _call(self, op: int, args: Any) -> Any:
+    async def _call(self, op: int, args: Any, wait: float = 0.0) -> Any:
+        """Send one request and wait for its answer, at most ``wait`` plus the request timeout seconds."""
         conn = self._conn
         if conn is None or conn.lost:
             conn = await self._connection()
         elif conn.writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-            await conn.drain_if_needed()
-        status, payload = await conn.request(op, pack(args))
+            await conn.drain_if_needed(self._request_timeout)
+        status, payload = await conn.request(op, pack(args), wait + self._request_timeout)
         if status == STATUS_OK:
             return unpack(payload)
         raise unpack_error(payload)
@@ -246,7 +301,7 @@ class WorkerClient:
             options["max_in_flight"] = max_in_flight
         if options:
             args.append(options)
-        rows = await self._call(Op.RECEIVE, args)
+        rows = await self._call(Op.RECEIVE, args, wait=wait_seconds)
         return [
             dict(zip(FIFO_RECEIVED_MESSAGE_FIELDS if len(row) > _STANDARD_ROW else RECEIVED_MESSAGE_FIELDS, row,
                      strict=True))

@@ -1,0 +1,126 @@
+"""Dispatcher.call: which failures are retried, against which worker.  The operations are stand-ins that
+record the client they were given; no worker is reached."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from ferrymq.aws.queue_store import QueueRecord
+from ferrymq.clock import ManualClock
+from ferrymq.errors import InvalidParameterValue, ServiceUnavailable, SqsError
+from ferrymq.rpc.client import WorkerClient, WorkerTimeout
+from ferrymq.rpc.leaders import Endpoint, LeaderClients
+from functions.frontend.dispatch import Dispatcher
+
+QUEUE = QueueRecord(account="000000000000", name="q", queue_id="000000000000/q/1", partition=2)
+
+
+class Leaders:
+    """Partition 2's leader, moved by hand."""
+
+    def __init__(self) -> None:
+        self.address = Endpoint("h", 7000)
+
+    async def lookup(self, partition: int) -> Endpoint:
+        return self.address
+
+
+def dispatcher(leaders: Leaders) -> Dispatcher:
+    return Dispatcher(LeaderClients(leaders.lookup, clock=ManualClock(), ttl=60))
+
+
+def failing(
+    errors: list[SqsError], seen: list[WorkerClient], on_call: Callable[[], None] = lambda: None
+) -> Callable[[WorkerClient], Awaitable[str]]:
+    """An operation raising ``errors`` one per call, then answering "ok"."""
+
+    async def op(client: WorkerClient) -> str:
+        seen.append(client)
+        on_call()
+        if errors:
+            raise errors.pop(0)
+        return "ok"
+
+    return op
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_an_unreachable_worker_is_retried_once_for_idempotent_operations_only(idempotent: bool) -> None:
+    async def scenario() -> None:
+        # given an operation whose first attempt finds the worker unreachable
+        d, seen = dispatcher(Leaders()), []
+        op = failing([ServiceUnavailable("connection lost")], seen)
+        # when it is dispatched
+        if idempotent:
+            # then an idempotent one is tried again, once, and answers
+            assert await d.call(QUEUE, op, idempotent=True) == "ok"
+            assert len(seen) == 2
+        else:
+            # then a send is not: the client's own retry of the 503 follows
+            with pytest.raises(ServiceUnavailable):
+                await d.call(QUEUE, op, idempotent=False)
+            assert len(seen) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_retry_goes_to_the_leader_s_new_address() -> None:
+    async def scenario() -> None:
+        # given a worker that fails because it restarted on a new port meanwhile
+        leaders = Leaders()
+        d, seen = dispatcher(leaders), []
+
+        def restart() -> None:
+            leaders.address = Endpoint("h", 7100)
+
+        # when an idempotent operation is dispatched
+        assert await d.call(QUEUE, failing([ServiceUnavailable("refused")], seen, restart), idempotent=True) == "ok"
+        # then the retry went to the new address, on a new client, and the old client was closed
+        assert [c.port for c in seen] == [7000, 7100]
+        assert seen[0].closed and not seen[1].closed
+
+    asyncio.run(scenario())
+
+
+def test_a_timeout_is_not_retried_against_the_same_worker() -> None:
+    async def scenario() -> None:
+        # given a worker that does not answer in time and is still the leader
+        d, seen = dispatcher(Leaders()), []
+        op = failing([WorkerTimeout("no answer")], seen)
+        # when an idempotent operation is dispatched, then the timeout is the answer, after one attempt
+        with pytest.raises(WorkerTimeout):
+            await d.call(QUEUE, op, idempotent=True)
+        assert len(seen) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_timeout_is_retried_when_the_partition_has_a_new_leader() -> None:
+    async def scenario() -> None:
+        # given a hung worker whose partition another worker has taken by the time its deadline passes
+        leaders = Leaders()
+        d, seen = dispatcher(leaders), []
+
+        def taken_over() -> None:
+            leaders.address = Endpoint("h2", 7000)
+
+        op = failing([WorkerTimeout("no answer")], seen, taken_over)
+        # when an idempotent operation is dispatched, then it is retried on the new leader
+        assert await d.call(QUEUE, op, idempotent=True) == "ok"
+        assert [c.host for c in seen] == ["h", "h2"]
+
+    asyncio.run(scenario())
+
+
+def test_errors_of_the_request_are_not_retried() -> None:
+    async def scenario() -> None:
+        d, seen = dispatcher(Leaders()), []
+        op = failing([InvalidParameterValue("bad receipt")], seen)
+        with pytest.raises(InvalidParameterValue):
+            await d.call(QUEUE, op, idempotent=True)
+        assert len(seen) == 1
+
+    asyncio.run(scenario())
