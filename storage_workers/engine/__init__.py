@@ -1,6 +1,21 @@
-"""The queue engine: a pure state machine over log records (no sockets, no disks, no wall clock of its own)."""
+"""The queue engine: a pure state machine over log records (no sockets, no disks, no wall clock of its own).
+
+:class:`PartitionState` is the state and its ``apply`` (what recovery and followers run); :class:`Engine` is
+the request side, which decides and emits the records.
+"""
 
 from storage_workers.engine.engine import FIFO_RECEIVED_FIELDS, RECEIVED_FIELDS, Engine, Polled, Redrive
+from storage_workers.engine.receipts import Receipts
+from storage_workers.engine.state import PartitionState
 from storage_workers.engine.tasks import Outgoing
 
-__all__ = ["FIFO_RECEIVED_FIELDS", "RECEIVED_FIELDS", "Engine", "Outgoing", "Polled", "Redrive"]
+__all__ = [
+    "FIFO_RECEIVED_FIELDS",
+    "RECEIVED_FIELDS",
+    "Engine",
+    "Outgoing",
+    "PartitionState",
+    "Polled",
+    "Receipts",
+    "Redrive",
+]

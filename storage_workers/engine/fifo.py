@@ -27,10 +27,10 @@ from collections.abc import Iterable, Iterator
 from heapq import heapify, heappop, heappush
 from typing import ClassVar, NamedTuple
 
+from ferrymq.limits import RECEIVE_ATTEMPT_WINDOW_MS
 from storage_workers.engine.messages import IN_FLIGHT, READY, REINDEX_SLACK, Message, QueueState
 
-ATTEMPT_WINDOW_MS = 5 * 60 * 1000
-"""How long a ReceiveRequestAttemptId can be replayed."""
+ATTEMPT_WINDOW_MS = RECEIVE_ATTEMPT_WINDOW_MS
 
 
 class Attempt(NamedTuple):
@@ -246,6 +246,9 @@ class FifoQueue(QueueState):
             if attempt.ts > cutoff:
                 break
             self.forget_attempt(attempt_id)
+
+    def is_idle(self) -> bool:
+        return not self.attempts and super().is_idle()
 
     def replayable(self, attempt_id: str, now: int) -> list[Message] | None:
         """The messages a receive with ``attempt_id`` returned, if it may be replayed now."""

@@ -13,8 +13,9 @@ Entries are dropped lazily: one is live while the message exists and its ``token
 message is (re)indexed) matches.  Receiving, deleting and moving a message are O(log n); when dead entries
 outnumber live messages, the indexes are rebuilt from the messages in O(n), so that cost is amortised.
 
-Besides messages a queue keeps ``recent`` (ids of messages stored through the idempotent path, for the
-resend window) and ``tasks`` (its message move tasks, :mod:`.tasks`).
+Besides messages a queue keeps ``recent`` (ids of messages stored through the idempotent path, for
+``ferrymq.limits.RESEND_WINDOW_MS``: a store of an id stored at ``t`` is a resend before ``t + RESEND_WINDOW_MS``
+and new from then on) and ``tasks`` (its message move tasks, :mod:`.tasks`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, ClassVar
 
-from storage_workers.engine import receipts
+from ferrymq.limits import RESEND_WINDOW_MS
 
 if TYPE_CHECKING:
     from storage_workers.engine.tasks import MoveTask
@@ -135,14 +136,12 @@ class QueueState:
         "queue_id",
         "recent",
         "returned",
-        "tag",
         "tasks",
         "timers",
     )
 
     def __init__(self, queue_id: str) -> None:
         self.queue_id = queue_id
-        self.tag = receipts.tag(queue_id)
         self.msgs: dict[int, Message] = {}
         self.fresh: deque[tuple[int, int]] = deque()
         self.returned: list[tuple[int, int]] = []
@@ -256,3 +255,25 @@ class QueueState:
     def has_visible(self) -> bool:
         """Whether a receive now could return something (call :meth:`release_due` first)."""
         return self.counts[READY] > 0
+
+    def resend_of(self, message_id: str, now: int) -> tuple[int, int, int] | None:
+        """``(seq, sent_ts, stored_ts)`` of ``message_id`` if the queue stored it within the resend window
+        before ``now``: a store of it now is a resend."""
+        known = self.recent.get(message_id)
+        if known is None or known[2] <= now - RESEND_WINDOW_MS:
+            return None
+        return known
+
+    def forget_resends(self, now: int) -> None:
+        """Forget the ids whose resend window is over at ``now`` (the oldest are first)."""
+        recent = self.recent
+        cutoff = now - RESEND_WINDOW_MS
+        while recent:
+            oldest = next(iter(recent))
+            if recent[oldest][2] > cutoff:
+                break
+            del recent[oldest]
+
+    def is_idle(self) -> bool:
+        """Whether the queue holds nothing that must outlive it: no messages, resend ids or move tasks."""
+        return not self.msgs and not self.recent and not self.tasks

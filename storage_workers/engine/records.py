@@ -1,9 +1,9 @@
 """The records the queue engine is fed: every change to message state is one of these.
 
 A record is a plain tuple whose first item is its kind; the log stores them (``storage_workers.log.records``
-turns them into bytes) and recovery, followers and compaction feed them back to :meth:`Engine.apply`.
-Timestamps are milliseconds since the epoch, taken from the leader's clock when the record was made, so
-applying the same records always gives the same state.
+turns them into bytes) and recovery, followers and compaction feed them back to
+:meth:`~.state.PartitionState.apply`.  Timestamps are milliseconds since the epoch, taken from the leader's
+clock when the record was made, so applying the same records always gives the same state.
 
     kind          layout
     SENT          (SENT, queue_id, ts, first_seq, [(id, body, attrs, md5_body, md5_attrs, delay, system), ...])

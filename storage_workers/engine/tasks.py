@@ -17,6 +17,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from ferrymq.limits import MAX_LISTED_MOVE_TASKS
+
 RUNNING = "RUNNING"
 COMPLETED = "COMPLETED"
 CANCELLING = "CANCELLING"
@@ -24,12 +26,13 @@ CANCELLED = "CANCELLED"
 FAILED = "FAILED"
 ACTIVE = frozenset({RUNNING, CANCELLING})
 
-KEPT_TASKS = 10
+KEPT_TASKS = MAX_LISTED_MOVE_TASKS
 """ListMessageMoveTasks shows at most the last ten tasks of a queue."""
 
 DLQ_SOURCE_ARN = "DeadLetterQueueSourceArn"
 NO_SOURCE = "CouldNotDetermineMessageSource"
 NO_QUEUE = "AWS.SimpleQueueService.NonExistentQueue"
+INTERNAL_FAILURE = "AWS.SimpleQueueService.InternalError"
 
 _MOVED_IDS = uuid.UUID("6f1d3a52-3c57-4b1e-9a8e-0c5f7d2e4b91")
 

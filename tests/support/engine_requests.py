@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import struct
 import uuid
+from hashlib import blake2b
+from zlib import crc32
 
 from storage_workers.engine import FIFO_RECEIVED_FIELDS, RECEIVED_FIELDS, Engine, Polled, Redrive
 
 RETENTION = 4 * 24 * 3600
+
+RECEIPT_KEY = bytes(range(32))
+"""The partition secret of test engines: fixed, so that engines rebuilt from the same records (replay,
+snapshots, recovery from a log) hand out and accept the same receipt handles."""
 
 
 def fifo_message(
@@ -57,3 +65,17 @@ def poll(
 def bodies(engine: Engine, queue: str, n: int = 10, visibility: int = 30, **kwargs: object) -> list[str]:
     got, _ = poll(engine, queue, n, visibility, **kwargs)  # type: ignore[arg-type]
     return [m["body"] for m in got]
+
+
+def unkeyed_handle(queue_id: str, seq: int, receive_no: int, message_id: str) -> str:
+    """A receipt handle as version 1 made them, with unkeyed tags and a CRC: what anyone who knows a queue id,
+    a MessageId and a sequence number could mint."""
+    body = struct.pack(
+        ">B8sQI8s",
+        1,
+        blake2b(queue_id.encode(), digest_size=8).digest(),
+        seq,
+        receive_no,
+        blake2b(message_id.encode(), digest_size=8).digest(),
+    )
+    return base64.urlsafe_b64encode(body + struct.pack(">I", crc32(body))).decode()

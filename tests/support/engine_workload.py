@@ -18,8 +18,9 @@ DLQ = "dlq"
 ALL_QUEUES = [*FIFO_QUEUES, STANDARD, FIFO_DLQ, DLQ]
 
 
-def drive(engine: Engine, clock: ManualClock, rng: random.Random, steps: int) -> None:
-    """Drive ``engine`` through ``steps`` random requests, moving ``clock`` between them."""
+def drive(engine: Engine, clock: ManualClock, rng: random.Random, steps: int, *, sweeps: bool = False) -> None:
+    """Drive ``engine`` through ``steps`` random requests, moving ``clock`` between them; with ``sweeps``,
+    the engine is swept now and then as the worker does."""
     handles: dict[str, list[str]] = {q: [] for q in ALL_QUEUES}
     tasks = 0
     for _ in range(steps):
@@ -72,4 +73,6 @@ def drive(engine: Engine, clock: ManualClock, rng: random.Random, steps: int) ->
             engine.purge(q)
         else:
             engine.stats(q, rng.choice([RETENTION, 30]))
+        if sweeps and rng.random() < 0.05:
+            engine.sweep()
         clock.advance(rng.choice([0, 0, 0.001, 0.5, 0.5, 1, 1, 3, 40]))

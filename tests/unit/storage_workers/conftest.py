@@ -7,6 +7,7 @@ import pytest
 from ferrymq.clock import ManualClock
 from storage_workers.engine import Engine
 from storage_workers.engine.records import Record
+from tests.support.engine_requests import RECEIPT_KEY
 
 
 @pytest.fixture
@@ -21,4 +22,4 @@ def records() -> list[Record]:
 
 @pytest.fixture
 def engine(clock: ManualClock, records: list[Record]) -> Engine:
-    return Engine(clock, on_record=records.append)
+    return Engine(clock, RECEIPT_KEY, on_record=records.append)

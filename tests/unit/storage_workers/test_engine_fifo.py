@@ -7,8 +7,9 @@ import pytest
 
 from ferrymq.clock import ManualClock
 from ferrymq.errors import InvalidParameterValue, MessageNotInflight, OverLimit
+from ferrymq.limits import RESEND_WINDOW_MS
 from storage_workers.engine import Engine
-from storage_workers.engine.engine import OVER_LIMIT_MESSAGE
+from storage_workers.engine.answers import OVER_LIMIT_MESSAGE
 from storage_workers.engine.records import RECEIVED, RENEWED, STORED
 from tests.support.engine_requests import RETENTION, bodies, fifo_message, poll
 
@@ -117,14 +118,14 @@ def test_a_resend_with_a_known_id_stores_nothing_and_answers_with_the_original(
     (got,), _ = poll(engine, Q)
     engine.delete(Q, [got["receipt"]])
     stored_before = sum(1 for r in records if r[0] == STORED)
-    # when the same id is sent again within five minutes
-    clock.advance(299)
+    # when the same id is sent again within the resend window
+    clock.advance(RESEND_WINDOW_MS / 1000 - 1)
     again = send(engine, fifo_message("g", "once again", message_id="id-1"))
     # then it is a duplicate with the original's result, and nothing is stored
     assert again == [("id-1", sent_ts, seq, True)]
     assert sum(1 for r in records if r[0] == STORED) == stored_before
     assert bodies(engine, Q) == []
-    # and after five minutes the id is new again
+    # and once the window is over the id is new again
     clock.advance(1)
     [(_, _, new_seq, duplicate)] = send(engine, fifo_message("g", "later", message_id="id-1"))
     assert not duplicate and new_seq > seq

@@ -12,7 +12,7 @@ from storage_workers.engine.records import BATCH, STORED, TASK_MOVED
 from storage_workers.engine.tasks import moved_copy, moved_message_id
 from storage_workers.log import records as codec
 from storage_workers.move_tasks import Pacer
-from tests.support.engine_requests import RETENTION, bodies, fifo_message, plain_message, poll
+from tests.support.engine_requests import RECEIPT_KEY, RETENTION, bodies, fifo_message, plain_message, poll
 
 DLQ = "000000000000/work-dlq/2"
 SRC = "000000000000/work/1"
@@ -189,7 +189,7 @@ def test_a_replayed_log_resumes_the_task_where_it_stood(engine: Engine, clock: M
     engine.start_move_task(DLQ, task())
     engine.move_locally(DLQ, "task-1", [c.seq for c in engine.move_candidates(DLQ, "task-1", 2)], SRC, False)
     # when the records are replayed, as after a restart
-    replayed = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in records])
+    replayed = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in records], receipt_key=RECEIPT_KEY)
     # then the task is still running with its counts, and only the other two are left to move
     assert replayed.active_move_tasks() == [(DLQ, "task-1")]
     assert replayed.list_move_tasks(DLQ) == engine.list_move_tasks(DLQ)

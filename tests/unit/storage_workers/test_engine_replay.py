@@ -8,10 +8,10 @@ import random
 import pytest
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine import Engine
+from storage_workers.engine import Engine, PartitionState
 from storage_workers.engine.records import RESENDS
 from storage_workers.log import records as codec
-from tests.support.engine_requests import fifo_message
+from tests.support.engine_requests import RECEIPT_KEY, fifo_message
 from tests.support.engine_workload import ALL_QUEUES, RETENTION, drive
 
 
@@ -26,10 +26,10 @@ def _same_behaviour(a: Engine, b: Engine) -> None:
 def test_replaying_the_records_rebuilds_the_same_state(seed: int) -> None:
     # given an engine driven through FIFO sends and receives, redrive, attempts and move tasks
     clock, records = ManualClock(), []
-    engine = Engine(clock, on_record=records.append)
+    engine = Engine(clock, RECEIPT_KEY, on_record=records.append)
     drive(engine, clock, random.Random(seed), 2500)
     # when its records, through the log codec, are replayed into a fresh engine
-    replayed = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in records])
+    replayed = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in records], receipt_key=RECEIPT_KEY)
     # then messages, queue types, resend windows, attempts and tasks are the same, and so is what comes next
     assert replayed.state() == engine.state()
     assert replayed.meta_state() == engine.meta_state()
@@ -42,11 +42,11 @@ def test_replaying_the_records_rebuilds_the_same_state(seed: int) -> None:
 def test_a_snapshot_rebuilds_the_same_state(seed: int) -> None:
     # given a driven engine and its snapshot
     clock, records = ManualClock(), []
-    engine = Engine(clock, on_record=records.append)
+    engine = Engine(clock, RECEIPT_KEY, on_record=records.append)
     drive(engine, clock, random.Random(seed), 2500)
     snapshot = [codec.decode(codec.encode(r)) for r in engine.snapshot()]
     # when the snapshot is replayed, then it is the same state, and it behaves the same
-    restored = Engine.replay(clock, snapshot)
+    restored = Engine.replay(clock, snapshot, receipt_key=RECEIPT_KEY)
     assert restored.state() == engine.state()
     assert restored.meta_state() == engine.meta_state()
     assert restored.live_bytes == engine.live_bytes
@@ -57,10 +57,10 @@ def test_a_snapshot_rebuilds_the_same_state(seed: int) -> None:
 def test_an_attempt_survives_a_snapshot() -> None:
     # given a FIFO receive with an attempt id, then a snapshot of the engine
     clock = ManualClock()
-    engine = Engine(clock)
+    engine = Engine(clock, RECEIPT_KEY)
     engine.store("q.fifo", [fifo_message("g", "m")], RETENTION, fifo=True)
     first = engine.poll("q.fifo", 10, 30, RETENTION, attempt_id="attempt").rows
-    restored = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in engine.snapshot()])
+    restored = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in engine.snapshot()], receipt_key=RECEIPT_KEY)
     # when the attempt is retried against the restored engine, then it returns the same message and handle
     clock.advance(10)
     assert restored.poll("q.fifo", 10, 30, RETENTION, attempt_id="attempt").rows == first
@@ -69,7 +69,7 @@ def test_an_attempt_survives_a_snapshot() -> None:
 def test_a_large_resend_window_is_written_in_bounded_chunks() -> None:
     # given a FIFO queue that stored ten thousand messages within the resend window
     clock = ManualClock()
-    engine = Engine(clock)
+    engine = Engine(clock, RECEIPT_KEY)
     for _ in range(1000):
         engine.store("q.fifo", [fifo_message(f"g{k}") for k in range(10)], RETENTION, fifo=True)
     # when it is snapshotted, then the window goes out in several records of bounded size
@@ -77,6 +77,19 @@ def test_a_large_resend_window_is_written_in_bounded_chunks() -> None:
     resends = [r for r in snapshot if r[0] == RESENDS]
     assert len(resends) >= 3 and all(len(r[2]) <= 4096 for r in resends)
     # and it comes back whole
-    restored = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in snapshot])
+    restored = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in snapshot], receipt_key=RECEIPT_KEY)
     assert restored.meta_state() == engine.meta_state()
     assert len(restored.queues["q.fifo"].recent) == 10_000
+
+
+def test_the_partition_state_alone_rebuilds_what_compaction_writes() -> None:
+    # given a driven engine's records
+    clock, records = ManualClock(), []
+    engine = Engine(clock, RECEIPT_KEY, on_record=records.append)
+    drive(engine, clock, random.Random(41), 1500)
+    # when they are applied to a bare partition state, as compaction's fold and followers do (no clock, no key)
+    state = PartitionState.replay(codec.decode(codec.encode(r)) for r in records)
+    # then it holds the engine's state and snapshots to the same records
+    assert state.state() == engine.state()
+    assert state.meta_state() == engine.meta_state()
+    assert list(state.snapshot()) == list(engine.snapshot())

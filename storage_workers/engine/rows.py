@@ -1,0 +1,86 @@
+"""What leaves the engine for a consumer or another queue: received rows with their receipt handles, and
+messages as they are to be stored elsewhere (dead-letter redrive, move tasks)."""
+
+from __future__ import annotations
+
+from ferrymq.message_fields import FIFO_RECEIVED_MESSAGE_FIELDS, RECEIVED_MESSAGE_FIELDS
+from storage_workers.engine.messages import Message
+from storage_workers.engine.receipts import Receipts
+from storage_workers.engine.tasks import DLQ_SOURCE_ARN, Outgoing
+
+RECEIVED_FIELDS = RECEIVED_MESSAGE_FIELDS
+"""Order of the tuples a receive returns for standard queues; the worker sends them on as they are."""
+
+FIFO_RECEIVED_FIELDS = FIFO_RECEIVED_MESSAGE_FIELDS
+"""Order of the tuples returned for FIFO queues."""
+
+
+def received_rows(receipts: Receipts, queue_tag: bytes, fifo: bool, messages: list[Message]) -> list[tuple]:
+    """``messages``, just received, as rows ordered like RECEIVED_FIELDS (FIFO_RECEIVED_FIELDS if ``fifo``)."""
+    encode, id_tag = receipts.encode, receipts.id_tag
+    rows = [
+        (
+            m.id,
+            encode(queue_tag, m.seq, m.receive_count, id_tag(m.id)),
+            m.body,
+            m.attrs,
+            m.md5_body,
+            m.md5_attrs,
+            m.system,
+            m.sent_ts,
+            m.first_receive_ts,
+            m.receive_count,
+        )
+        for m in messages
+    ]
+    if not fifo:
+        return rows
+    return [(*row, f"{m.seq:020d}", m.group, m.dedup_id) for row, m in zip(rows, messages, strict=True)]
+
+
+def outgoing(m: Message) -> Outgoing:
+    return Outgoing(
+        m.seq,
+        m.id,
+        m.body,
+        m.attrs,
+        m.md5_body,
+        m.md5_attrs,
+        m.system,
+        m.sent_ts,
+        m.receive_count,
+        m.first_receive_ts,
+        m.group,
+        m.dedup_id,
+    )
+
+
+def for_dead_letter_queue(m: Message, source_arn: str, dlq_fifo: bool) -> Outgoing:
+    """``m`` as the dead-letter queue stores it.
+
+    It keeps its id, body, attributes and receive count, and names its source queue.  A standard DLQ keeps
+    the original enqueue time (retention counts from the first send); a FIFO DLQ resets it, and replaces the
+    deduplication id with the message id, so two messages that shared a deduplication id both fit in.
+    """
+    system = {**m.system, DLQ_SOURCE_ARN: source_arn}
+    if dlq_fifo:
+        return outgoing(m)._replace(system=system, sent_ts=None, group=m.group or m.id, dedup_id=m.id)
+    return outgoing(m)._replace(system=system, group=None, dedup_id=None)
+
+
+def stored_item(c: Outgoing, now: int) -> tuple:
+    """A STORED record item for a message handed over at ``now``: visible at once."""
+    return (
+        c.id,
+        c.body,
+        c.attrs,
+        c.md5_body,
+        c.md5_attrs,
+        c.system,
+        now if c.sent_ts is None else c.sent_ts,
+        now,
+        c.receive_count,
+        c.first_receive_ts,
+        c.group,
+        c.dedup_id,
+    )

@@ -1,0 +1,313 @@
+"""The message state of every queue of one partition, changed only by records: what recovery, followers and
+compaction run.
+
+:meth:`PartitionState.apply` takes a record (see :mod:`.records`) and changes the state as the record says,
+using the record's own timestamps, never a clock: applying the same records always gives the same state, so
+a follower fed the leader's records holds the leader's state, and a snapshot (:meth:`snapshot`) replayed into
+a fresh state gives it back.  Nothing here decides anything or words an error; the request side
+(:class:`~.engine.Engine`) reads this state, decides, and emits the records.
+
+Standard queues are :class:`~.messages.QueueState`, FIFO queues :class:`~.fifo.FifoQueue`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from storage_workers.engine.fifo import Attempt, FifoQueue
+from storage_workers.engine.messages import DELAYED, IN_FLIGHT, READY, Message, QueueState
+from storage_workers.engine.records import (
+    ATTEMPTS,
+    BATCH,
+    DELETED,
+    DROPPED,
+    EXPIRED,
+    PURGED,
+    QUEUE_META,
+    RECEIVED,
+    RENEWED,
+    RESENDS,
+    RESTORED,
+    SENT,
+    SEQUENCE,
+    STORED,
+    TASK_MOVED,
+    TASK_STARTED,
+    TASK_STATUS,
+    VISIBILITY,
+    Record,
+)
+from storage_workers.engine.tasks import ACTIVE, KEPT_TASKS, MoveTask
+
+_SNAPSHOT_CHUNK = 256
+_META_CHUNK = 4096
+
+
+class PartitionState:
+    """Every queue of one partition, by queue id, and the sequence numbers used so far."""
+
+    def __init__(self) -> None:
+        self.queues: dict[str, QueueState] = {}
+        self.next_seq = 1
+        self.live_bytes = 0
+        """Rough size of the live messages, to tell when the log is worth compacting."""
+
+    @classmethod
+    def replay(cls, records: Iterable[Record]) -> PartitionState:
+        state = cls()
+        apply = state.apply
+        for record in records:
+            apply(record)
+        return state
+
+    def move_task(self, queue_id: str, handle: str) -> MoveTask | None:
+        q = self.queues.get(queue_id)
+        if q is None:
+            return None
+        for task in q.tasks:
+            if task.handle == handle:
+                return task
+        return None
+
+    # --- records -----------------------------------------------------------------------------------
+
+    def apply(self, record: Record) -> None:
+        kind = record[0]
+        if kind == SENT:
+            self._apply_sent(record)
+        elif kind == RECEIVED:
+            self._apply_received(record)
+        elif kind in (DELETED, EXPIRED):
+            q = self.queues.get(record[1])
+            if q is not None:
+                self.live_bytes -= q.remove(record[2])
+                q.tidy()
+        elif kind == VISIBILITY:
+            self._apply_visibility(record)
+        elif kind == STORED:
+            self._apply_stored(record)
+        elif kind == BATCH:
+            for inner in record[1]:
+                self.apply(inner)
+        elif kind == PURGED:
+            q = self.queues.get(record[1])
+            if q is not None:
+                self.live_bytes -= q.live_bytes
+                q.clear()
+        elif kind == DROPPED:
+            q = self.queues.pop(record[1], None)
+            if q is not None:
+                self.live_bytes -= q.live_bytes
+        elif kind == RENEWED:
+            self._apply_renewed(record)
+        elif kind == RESTORED:
+            self._apply_restored(record)
+        elif kind == SEQUENCE:
+            self.next_seq = max(self.next_seq, record[1])
+        elif kind == QUEUE_META:
+            _, queue_id, fifo, tasks = record
+            self._queue(queue_id, fifo).tasks = [MoveTask.from_record(t) for t in tasks]
+        elif kind == RESENDS:
+            recent = self._queue(record[1]).recent
+            for message_id, seq, sent_ts, ts in record[2]:
+                recent[message_id] = (seq, sent_ts, ts)
+        elif kind == ATTEMPTS:
+            q = self.queues.get(record[1])
+            if isinstance(q, FifoQueue):
+                for attempt_id, ts, seqs in record[2]:
+                    q.attempts[attempt_id] = Attempt(ts, list(seqs))
+        elif kind in (TASK_STARTED, TASK_MOVED, TASK_STATUS):
+            self._apply_task(record)
+        else:
+            raise ValueError(f"unknown record kind {kind!r}")
+
+    def _queue(self, queue_id: str, fifo: bool = False) -> QueueState:
+        q = self.queues.get(queue_id)
+        if q is None:
+            q = self.queues[queue_id] = FifoQueue(queue_id) if fifo else QueueState(queue_id)
+        elif fifo and not q.fifo and not q.msgs:
+            # Known so far only through its move tasks or handed-over ids: it turns out to be a FIFO queue.
+            fifo_q = FifoQueue(queue_id)
+            fifo_q.recent, fifo_q.tasks = q.recent, q.tasks
+            q = self.queues[queue_id] = fifo_q
+        return q
+
+    def _apply_sent(self, record: Record) -> None:
+        _, queue_id, ts, seq, items = record
+        q = self._queue(queue_id)
+        before = q.live_bytes
+        for message_id, body, attrs, md5_body, md5_attrs, delay, system in items:
+            m = Message(seq, message_id, body, attrs, md5_body, md5_attrs, system, ts, ts + delay * 1000, 0, 0)
+            q.add(m, DELAYED if delay > 0 else READY)
+            seq += 1
+        self.live_bytes += q.live_bytes - before
+        if seq > self.next_seq:
+            self.next_seq = seq
+
+    def _apply_stored(self, record: Record) -> None:
+        _, queue_id, ts, seq, fifo, items = record
+        q = self._queue(queue_id, fifo)
+        before = q.live_bytes
+        recent = q.recent
+        keep_group = q.fifo
+        for item in items:
+            message_id, visible_at = item[0], item[7]
+            m = Message(seq, *item[:10], *(item[10:12] if keep_group else (None, None)))
+            q.add(m, READY if visible_at <= ts else DELAYED)
+            recent.pop(message_id, None)
+            recent[message_id] = (seq, m.sent_ts, ts)
+            seq += 1
+        q.forget_resends(ts)
+        self.live_bytes += q.live_bytes - before
+        if seq > self.next_seq:
+            self.next_seq = seq
+
+    def _apply_received(self, record: Record) -> None:
+        queue_id, ts, deadline, seqs = record[1:5]
+        q = self.queues.get(queue_id)
+        if q is None:
+            return
+        msgs = q.msgs
+        held: list[Message] = []
+        for seq in seqs:
+            m = msgs.get(seq)
+            if m is not None:
+                if m.receive_count == 0:
+                    m.first_receive_ts = ts
+                m.receive_count += 1
+                q.hold(m, deadline, IN_FLIGHT)
+                held.append(m)
+        if isinstance(q, FifoQueue):
+            q.note_received(ts, held, record[5] if len(record) > 5 else None)
+        q.tidy()
+
+    def _apply_visibility(self, record: Record) -> None:
+        q = self.queues.get(record[1])
+        if q is None:
+            return
+        msgs = q.msgs
+        fifo_q = q if isinstance(q, FifoQueue) else None
+        for seq, deadline in record[2]:
+            m = msgs.get(seq)
+            if m is not None:
+                if fifo_q is not None and m.attempt is not None:
+                    fifo_q.forget_attempt(m.attempt)
+                q.hold(m, deadline, IN_FLIGHT)
+        q.tidy()
+
+    def _apply_renewed(self, record: Record) -> None:
+        _, queue_id, attempt_id, deadline = record
+        q = self.queues.get(queue_id)
+        if not isinstance(q, FifoQueue):
+            return
+        attempt = q.attempts.get(attempt_id)
+        if attempt is None:
+            return
+        for seq in attempt.seqs:
+            m = q.msgs.get(seq)
+            if m is not None and m.attempt == attempt_id:
+                q.hold(m, deadline, IN_FLIGHT)
+        q.tidy()
+
+    def _apply_restored(self, record: Record) -> None:
+        _, queue_id, items = record
+        q = self._queue(queue_id, fifo=bool(items) and len(items[0]) > 11)
+        before = q.live_bytes
+        top = self.next_seq
+        for item in items:
+            m = Message(*item)
+            # Indexed as invisible until visible_at; the first release_due sorts out which are visible now.
+            q.add(m, IN_FLIGHT if m.receive_count > 0 else DELAYED)
+            top = max(top, m.seq + 1)
+        self.live_bytes += q.live_bytes - before
+        self.next_seq = top
+
+    def _apply_task(self, record: Record) -> None:
+        kind, queue_id, handle = record[:3]
+        if kind == TASK_STARTED:
+            q = self._queue(queue_id)
+            q.tasks.append(MoveTask(handle, *record[3:]))
+            while len(q.tasks) > KEPT_TASKS and q.tasks[0].status not in ACTIVE:
+                del q.tasks[0]
+            return
+        task = self.move_task(queue_id, handle)
+        if task is None:
+            return
+        if kind == TASK_MOVED:
+            seqs = record[3]
+            task.moved += len(seqs)
+            q = self.queues[queue_id]
+            self.live_bytes -= q.remove(seqs)
+            q.tidy()
+        else:
+            task.status, task.failure_reason = record[3], record[4]
+
+    # --- bounded memory ------------------------------------------------------------------------------
+
+    def sweep(self, now: int) -> int:
+        """Forget resend ids and receive attempts past their windows as of ``now`` (ms), and queues left
+        holding nothing; returns how many queues were forgotten.
+
+        This is not a record, and need not be one: what it forgets is already dead (no store finds an id past
+        the resend window, no retry replays an attempt past its window, an idle queue answers as an unknown
+        one does), so a replay that never swept behaves the same.  Each queue costs O(1) plus what it forgets,
+        since both windows are kept oldest first.
+        """
+        idle: list[str] = []
+        for queue_id, q in self.queues.items():
+            if q.recent:
+                q.forget_resends(now)
+            if isinstance(q, FifoQueue) and q.attempts:
+                q.sweep_attempts(now)
+            if q.is_idle():
+                idle.append(queue_id)
+        for queue_id in idle:
+            del self.queues[queue_id]
+        return len(idle)
+
+    # --- snapshots ---------------------------------------------------------------------------------
+
+    def snapshot(self) -> Iterator[Record]:
+        """Records that rebuild the current state from nothing (what compaction writes)."""
+        yield (SEQUENCE, self.next_seq)
+        for queue_id, q in self.queues.items():
+            if q.fifo or q.recent or q.tasks:
+                yield (QUEUE_META, queue_id, q.fifo, [t.as_record() for t in q.tasks])
+            yield from _chunks(RESENDS, queue_id, _resends(q), _META_CHUNK)
+            yield from _chunks(ATTEMPTS, queue_id, _attempts(q), _META_CHUNK)
+            yield from _chunks(RESTORED, queue_id, (m.as_restored() for m in q.msgs.values()), _SNAPSHOT_CHUNK)
+
+    def state(self) -> dict[str, list[tuple]]:
+        """Every live message's fields by queue, in send order: what must survive replay and compaction."""
+        return {qid: [m.as_restored() for m in q.msgs.values()] for qid, q in self.queues.items() if q.msgs}
+
+    def meta_state(self) -> dict[str, tuple]:
+        """Per queue, what must survive besides messages: type, resend window, receive attempts, move tasks."""
+        return {
+            qid: (q.fifo, list(_resends(q)), list(_attempts(q)), [tuple(t.as_record()) for t in q.tasks])
+            for qid, q in self.queues.items()
+            if q.fifo or q.recent or q.tasks
+        }
+
+
+def _resends(q: QueueState) -> Iterator[tuple]:
+    for message_id, (seq, sent_ts, ts) in q.recent.items():
+        yield (message_id, seq, sent_ts, ts)
+
+
+def _attempts(q: QueueState) -> Iterator[tuple]:
+    if isinstance(q, FifoQueue):
+        for attempt_id, attempt in q.attempts.items():
+            yield (attempt_id, attempt.ts, list(attempt.seqs))
+
+
+def _chunks(kind: int, queue_id: str, items: Iterable[Any], size: int) -> Iterator[Record]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield (kind, queue_id, chunk)
+            chunk = []
+    if chunk:
+        yield (kind, queue_id, chunk)
