@@ -1,4 +1,5 @@
-"""The ``ferrymq`` command: ``up`` runs the local stack; ``credentials`` and ``bootstrap`` administer it.
+"""The ``ferrymq`` command: ``up`` runs the local stack; ``credentials`` and ``bootstrap`` administer it;
+``log`` works on a stopped storage worker's log directory.
 
 Settings come from ``FERRYMQ_*`` variables, read once here. AWS calls go to ``AWS_ENDPOINT_URL`` (or
 ``FERRYMQ_AWS_ENDPOINT_URL``) when set, otherwise to the durable stand-in in ``FERRYMQ_DATA_DIR/aws``; see
@@ -8,10 +9,13 @@ Settings come from ``FERRYMQ_*`` variables, read once here. AWS calls go to ``AW
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -37,7 +41,38 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="print one JSON array")
     delete = actions.add_parser("delete", help="delete an access key")
     delete.add_argument("key_id", metavar="KEY_ID")
+    log_group = commands.add_parser("log", help="work on a stopped storage worker's log")
+    log_actions = log_group.add_subparsers(dest="action", required=True, metavar="ACTION")
+    salvage = log_actions.add_parser(
+        "salvage", help="cut the damaged ranges of a log, keeping every intact record, and print what was cut"
+    )
+    salvage.add_argument(
+        "--data-dir",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="the worker's log directory, e.g. $FERRYMQ_DATA_DIR/workers/worker-0 (the worker must be stopped)",
+    )
+    salvage.add_argument("--dry-run", action="store_true", help="only report what would be cut")
+    salvage.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
+
+
+def _salvage(directory: Path, dry_run: bool, as_json: bool, out: TextIO, err: TextIO) -> int:
+    from storage_workers.log.lock import DirectoryInUse
+    from storage_workers.log.salvage import SalvageRefused, salvage
+
+    try:
+        report = salvage(directory, dry_run=dry_run)
+    except (DirectoryInUse, SalvageRefused, OSError) as exc:
+        print(f"ferrymq: log salvage: {exc}", file=err)
+        return 1
+    if as_json:
+        print(json.dumps(report.as_dict()), file=out)
+    else:
+        for line in report.lines():
+            print(line, file=out)
+    return 0
 
 
 def _admin(settings: Settings, command: Callable[[Settings, str], int]) -> int:
@@ -66,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s ferrymq %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    settings = Settings.from_env()
     out, err = sys.stdout, sys.stderr
+    if args.command == "log":
+        return _salvage(args.data_dir, args.dry_run, args.json, out, err)
+    settings = Settings.from_env()
     if args.command == "up":
         from infra.local_stack import run_up
 

@@ -13,28 +13,28 @@ the log is compacted when it is much larger than the live state:
 
 A crash before 3 leaves a ``.tmp`` that recovery deletes; a crash between 3 and 4 leaves obsolete segments
 that recovery deletes.  Either way the log replays to the same state.
+
+A failed compaction (a full disk, a damaged sealed segment) changes nothing, and the worker keeps serving
+from the log as it is.  Since each attempt re-reads every sealed segment, the next one waits: 1 s after the
+first failure, doubling up to 5 min.  A streak of failures is reported once at ERROR with its cause (again
+only if the cause changes), the retries at DEBUG, and the first success after it at INFO.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
 
-from storage_workers.engine.records import Record
+from ferrymq.clock import Clock, SystemClock
+from storage_workers.engine.records import SEQUENCE, Record
 from storage_workers.log import records as codec
-from storage_workers.log.format import BASE, encode_header, encode_record
-from storage_workers.log.segments import (
-    TMP_SUFFIX,
-    SegmentInfo,
-    fsync_dir,
-    read_records,
-    segment_path,
-)
+from storage_workers.log.body_refs import records_without_bodies, resolve_bodies
+from storage_workers.log.format import BASE, CorruptSegment, encode_header, encode_record
+from storage_workers.log.segments import SegmentInfo, fsync_dir, replace_segment, segment_path
 from storage_workers.log.writer import LogWriter
 
 log = logging.getLogger(__name__)
@@ -48,29 +48,26 @@ class CompactionCancelled(Exception):
 
 
 def compact_segments(
-    directory: Path, indexes: list[int], fold: Fold, cancelled: threading.Event | None = None
+    directory: Path,
+    indexes: list[int],
+    fold: Fold,
+    cancelled: threading.Event | None = None,
+    *,
+    keep_queues: Collection[str] | None = None,
 ) -> SegmentInfo:
-    """Replace the sealed segments ``indexes`` (consecutive, starting at the base) by one base segment."""
+    """Replace the sealed segments ``indexes`` (consecutive, starting at the base) by one base segment.
+
+    The fold sees the records with their bodies left on disk (:mod:`.body_refs`).  ``keep_queues``: the
+    queues the worker still has; the state of any other queue (dropped, or forgotten once idle) is left
+    out, since whatever the log holds after these segments can only re-create such a queue from nothing.
+    """
     last = indexes[-1]
-    records = _watch(chain.from_iterable(read_records(segment_path(directory, i)) for i in indexes), cancelled)
-    tmp = directory / f"{last:020d}{TMP_SUFFIX}"
-    size = 0
-    try:
-        with open(tmp, "wb", buffering=1024 * 1024) as f:
-            header = encode_header(BASE)
-            f.write(header)
-            size = len(header)
-            for record in _watch(fold(records), cancelled):
-                frame = encode_record(codec.encode(record))
-                f.write(frame)
-                size += len(frame)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, segment_path(directory, last))
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(directory)
+    records = _watch(records_without_bodies(directory, indexes), cancelled)
+    folded: Iterable[Record] = fold(records)
+    if keep_queues is not None:
+        folded = (r for r in folded if r[0] == SEQUENCE or r[1] in keep_queues)
+    frames = (encode_record(codec.encode(r)) for r in _watch(resolve_bodies(folded, directory), cancelled))
+    size = replace_segment(directory, last, chain([encode_header(BASE)], frames))
     for index in indexes[:-1]:
         segment_path(directory, index).unlink()
     fsync_dir(directory)
@@ -84,11 +81,16 @@ def _watch(records: Iterable[Record], cancelled: threading.Event | None) -> Iter
         yield record
 
 
+FIRST_RETRY_SECONDS = 1.0
+MAX_RETRY_SECONDS = 300.0
+
+
 class Compactor:
     """Decides when to compact a writer's log and runs compaction in a thread, one at a time.
 
     The log is compacted once it is at least ``min_bytes`` and more than ``ratio`` times the live state
-    (``live_bytes()``).  Call :meth:`check` after each commit (``LogWriter.on_commit``).
+    (``live_bytes()``).  Call :meth:`check` after each commit (``LogWriter.on_commit``).  After a failure the
+    next attempt waits (see the module docstring); ``clock.monotonic()`` measures the wait.
     """
 
     def __init__(
@@ -99,13 +101,31 @@ class Compactor:
         *,
         min_bytes: int = 128 * 1024 * 1024,
         ratio: float = 4.0,
+        clock: Clock | None = None,
+        first_retry: float = FIRST_RETRY_SECONDS,
+        max_retry: float = MAX_RETRY_SECONDS,
+        live_queues: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.writer = writer
+        self.live_queues = live_queues
+        """The queue ids the worker holds now: any other queue's state is left out of the new base."""
         self.fold = fold
         self.live_bytes = live_bytes
         self.min_bytes = min_bytes
         self.ratio = ratio
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.first_retry = first_retry
+        self.max_retry = max_retry
         self.runs = 0
+        """Compactions that succeeded."""
+        self.attempts = 0
+        """Compactions started, failed ones included."""
+        self.failures = 0
+        """Consecutive failures, 0 once a compaction succeeds."""
+        self.last_error: str | None = None
+        """The cause of the last failure while ``failures`` > 0."""
+        self.next_attempt: float | None = None
+        """``clock.monotonic()`` time before which no compaction starts, while ``failures`` > 0."""
         self._task: asyncio.Task[None] | None = None
         self._cancelled = threading.Event()
 
@@ -113,8 +133,23 @@ class Compactor:
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    def status(self) -> dict[str, object]:
+        """Compaction's state as the worker reports it (``ping``)."""
+        retry_in = None
+        if self.next_attempt is not None:
+            retry_in = round(max(0.0, self.next_attempt - self.clock.monotonic()), 3)
+        return {
+            "runs": self.runs,
+            "running": self.running,
+            "failures": self.failures,
+            "last_error": self.last_error,
+            "retry_in_seconds": retry_in,
+        }
+
     def check(self) -> None:
         if self.running or self.writer.closed:
+            return
+        if self.next_attempt is not None and self.clock.monotonic() < self.next_attempt:
             return
         total = self.writer.total_bytes
         if total < self.min_bytes or total < self.ratio * self.live_bytes():
@@ -124,20 +159,59 @@ class Compactor:
             # Everything worth dropping is in the active segment: seal it first.
             self.writer.request_roll()
             return
-        self._task = asyncio.get_running_loop().create_task(self._run([s.index for s in sealed]))
+        self.attempts += 1
+        # Read on the event loop, before the thread starts: the worker's state changes only here.
+        keep = frozenset(self.live_queues()) if self.live_queues is not None else None
+        self._task = asyncio.get_running_loop().create_task(self._run([s.index for s in sealed], keep))
 
-    async def _run(self, indexes: list[int]) -> None:
+    async def _run(self, indexes: list[int], keep: frozenset[str] | None) -> None:
         directory = self.writer.directory
         try:
-            base = await asyncio.to_thread(compact_segments, directory, indexes, self.fold, self._cancelled)
+            base = await asyncio.to_thread(
+                compact_segments, directory, indexes, self.fold, self._cancelled, keep_queues=keep
+            )
         except CompactionCancelled:
             return
-        except Exception:
-            log.exception("compaction of segments %s..%s failed", indexes[0], indexes[-1])
+        except Exception as exc:
+            self._failed(indexes, exc)
             return
         self.writer.replace_sealed(indexes, base)
         self.runs += 1
-        log.info("compacted segments %d..%d into %d bytes", indexes[0], indexes[-1], base.size)
+        if self.failures:
+            log.info(
+                "compaction works again after %d failed attempt(s); compacted segments %d..%d into %d bytes",
+                self.failures,
+                indexes[0],
+                indexes[-1],
+                base.size,
+            )
+        else:
+            log.info("compacted segments %d..%d into %d bytes", indexes[0], indexes[-1], base.size)
+        self.failures, self.last_error, self.next_attempt = 0, None, None
+
+    def _failed(self, indexes: list[int], exc: Exception) -> None:
+        cause = f"{type(exc).__name__}: {exc}"
+        first = self.failures == 0 or cause != self.last_error
+        self.failures += 1
+        self.last_error = cause
+        # The exponent stops growing long before a float would overflow: a streak can last days.
+        wait = min(self.first_retry * 2.0 ** min(self.failures - 1, 64), self.max_retry)
+        self.next_attempt = self.clock.monotonic() + wait
+        if not first:
+            log.debug("compaction failed again (%d in a row): %s; next attempt in %.0f s", self.failures, cause, wait)
+            return
+        log.error(
+            "compaction of segments %d..%d failed: %s; the log keeps growing until it works, next attempt in "
+            "%.0f s (backing off up to %.0f s)",
+            indexes[0],
+            indexes[-1],
+            cause,
+            wait,
+            self.max_retry,
+            # A full disk or a damaged segment is explained by its message; anything else is a bug whose
+            # traceback is what it takes to fix it.
+            exc_info=None if isinstance(exc, OSError | CorruptSegment) else exc,
+        )
 
     async def close(self) -> None:
         """Abandon a running compaction (the log stays as it was) and wait for its thread to stop."""

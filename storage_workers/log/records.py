@@ -16,3 +16,12 @@ def decode(payload: bytes | memoryview) -> Record:
     if not isinstance(record, list) or not record or not isinstance(record[0], int):
         raise ValueError("log payload is not a record")
     return tuple(record)
+
+
+def readable(payload: bytes | memoryview) -> bool:
+    """Whether ``payload`` decodes to a record (how a resync scan tells a record from bytes that look like one)."""
+    try:
+        decode(payload)
+    except Exception:
+        return False
+    return True

@@ -16,7 +16,8 @@ from storage_workers.log.compaction import Compactor, compact_segments
 from storage_workers.log.format import BASE, HEADER_SIZE, CorruptSegment, encode_record
 from storage_workers.log.segments import TMP_SUFFIX, list_segments, recover, segment_path
 from storage_workers.log.writer import LogWriter
-from storage_workers.server import _fold
+from storage_workers.server import fold
+from tests.support.log_engine import new_engine, replayed
 
 RETENTION = 3600
 
@@ -126,10 +127,10 @@ def _busy_records(n: int) -> tuple[list[tuple], Engine]:
     """Records of a queue where most messages were sent and deleted, and the engine they leave."""
     records: list[tuple] = []
     clock = ManualClock()
-    engine = Engine(clock, on_record=records.append)
+    engine = new_engine(clock, on_record=records.append)
     for i in range(n):
         engine.send("busy", [[str(uuid.uuid4()), f"m{i}" * 20, {}, "md5", None, 0, {}]], RETENTION)
-        got = engine.receive("busy", 1, 30, RETENTION)
+        got = engine.poll("busy", 1, 30, RETENTION).rows
         if i % 10:
             engine.delete("busy", [got[0][1]])
         clock.advance(0.01)
@@ -143,14 +144,14 @@ def test_compaction_keeps_the_state_and_drops_the_history(tmp_path: Path) -> Non
     before = sum(segment_path(tmp_path, i).stat().st_size for i in list_segments(tmp_path))
     sealed = list_segments(tmp_path)[:-1]
     # when the sealed segments are compacted
-    base = compact_segments(tmp_path, sealed, _fold)
+    base = compact_segments(tmp_path, sealed, fold)
     # then one base segment replaces them, the log is much smaller, and it replays to the same state
     assert list_segments(tmp_path) == [sealed[-1], sealed[-1] + 1]
     assert base.flags == BASE and base.size == segment_path(tmp_path, base.index).stat().st_size
     after = sum(segment_path(tmp_path, i).stat().st_size for i in list_segments(tmp_path))
     assert after < before / 4
     got, _ = read_all(tmp_path)
-    assert Engine.replay(ManualClock(), got).state() == engine.state()
+    assert replayed(got).state() == engine.state()
 
 
 def test_leftovers_of_an_interrupted_compaction_are_cleaned_up(tmp_path: Path) -> None:
@@ -161,15 +162,15 @@ def test_leftovers_of_an_interrupted_compaction_are_cleaned_up(tmp_path: Path) -
     (tmp_path / f"{sealed[-1]:020d}{TMP_SUFFIX}").write_bytes(b"half a snapshot")
     got, _ = read_all(tmp_path)
     assert not any(p.name.endswith(TMP_SUFFIX) for p in tmp_path.iterdir())
-    assert Engine.replay(ManualClock(), got).state() == engine.state()
+    assert replayed(got).state() == engine.state()
     # ... and one that died after its switch but before deleting the old segments
-    compact_segments(tmp_path, sealed, _fold)
+    compact_segments(tmp_path, sealed, fold)
     for index in sealed[:-1]:
         segment_path(tmp_path, index).write_bytes(segment_path(tmp_path, sealed[-1]).read_bytes())
     got, segments = read_all(tmp_path)
     assert segments[0].index == sealed[-1]
     assert list_segments(tmp_path) == [s.index for s in segments]
-    assert Engine.replay(ManualClock(), got).state() == engine.state()
+    assert replayed(got).state() == engine.state()
 
 
 def test_a_log_without_its_beginning_is_refused(tmp_path: Path) -> None:
@@ -184,14 +185,14 @@ def test_an_always_busy_queue_does_not_grow_the_disk_forever(tmp_path: Path) -> 
     async def scenario() -> tuple[int, int, Engine]:
         writer = LogWriter(tmp_path, [], segment_bytes=16 * 1024, max_batch=64)
         clock = ManualClock()
-        engine = Engine(clock, on_record=writer.append)
-        compactor = Compactor(writer, _fold, lambda: engine.live_bytes, min_bytes=64 * 1024, ratio=4)
+        engine = new_engine(clock, on_record=writer.append)
+        compactor = Compactor(writer, fold, lambda: engine.live_bytes, min_bytes=64 * 1024, ratio=4)
         writer.on_commit = compactor.check
         peak = 0
         # when many messages pass through it, a few staying behind
         for i in range(4000):
             engine.send("busy", [[str(uuid.uuid4()), "p" * 200, {}, "md5", None, 0, {}]], RETENTION)
-            got = engine.receive("busy", 1, 30, RETENTION)
+            got = engine.poll("busy", 1, 30, RETENTION).rows
             if i % 100:
                 engine.delete("busy", [got[0][1]])
             clock.advance(0.001)
@@ -209,5 +210,5 @@ def test_an_always_busy_queue_does_not_grow_the_disk_forever(tmp_path: Path) -> 
     assert runs >= 2
     assert peak < 400 * 1024
     got, _ = read_all(tmp_path)
-    assert Engine.replay(ManualClock(), got).state() == engine.state()
+    assert replayed(got).state() == engine.state()
     assert len(engine.state()["busy"]) == 40

@@ -14,12 +14,13 @@ from storage_workers.engine import Engine
 from storage_workers.log.compaction import Compactor, compact_segments
 from storage_workers.log.segments import list_segments, recover
 from storage_workers.log.writer import LogWriter
-from storage_workers.server import _fold
+from storage_workers.server import fold
 from tests.support.engine_workload import RETENTION, drive
+from tests.support.log_engine import new_engine
 
 
 def recovered(directory: Path, clock: ManualClock) -> Engine:
-    engine = Engine(clock)
+    engine = new_engine(clock)
     recover(directory, engine.apply)
     return engine
 
@@ -27,7 +28,7 @@ def recovered(directory: Path, clock: ManualClock) -> Engine:
 async def drive_on_log(directory: Path, seed: int, steps: int, **writer_args: object) -> tuple[Engine, ManualClock]:
     clock = ManualClock()
     writer = LogWriter(directory, [], **writer_args)  # type: ignore[arg-type]
-    engine = Engine(clock, on_record=writer.append)
+    engine = new_engine(clock, on_record=writer.append)
     rng = random.Random(seed)
     for _ in range(steps // 50):
         drive(engine, clock, rng, 50)
@@ -52,7 +53,7 @@ def test_compacting_a_log_of_the_new_records_keeps_the_state(tmp_path: Path) -> 
     # given such a log, its sealed segments compacted into one base segment
     engine, clock = asyncio.run(drive_on_log(tmp_path, 33, 2000, segment_bytes=16 * 1024, max_batch=32))
     sealed = list_segments(tmp_path)[:-1]
-    compact_segments(tmp_path, sealed, _fold)
+    compact_segments(tmp_path, sealed, fold)
     # when it is recovered, then it is the same state
     again = recovered(tmp_path, clock)
     assert list_segments(tmp_path)[0] == sealed[-1]
@@ -64,8 +65,8 @@ def test_compaction_running_under_traffic_keeps_the_state(tmp_path: Path) -> Non
     async def scenario() -> tuple[Engine, ManualClock, int]:
         clock = ManualClock()
         writer = LogWriter(tmp_path, [], segment_bytes=8 * 1024, max_batch=16)
-        engine = Engine(clock, on_record=writer.append)
-        compactor = Compactor(writer, _fold, lambda: engine.live_bytes, min_bytes=32 * 1024, ratio=2)
+        engine = new_engine(clock, on_record=writer.append)
+        compactor = Compactor(writer, fold, lambda: engine.live_bytes, min_bytes=32 * 1024, ratio=2)
         writer.on_commit = compactor.check
         rng = random.Random(34)
         for _ in range(80):

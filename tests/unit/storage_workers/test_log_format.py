@@ -33,7 +33,9 @@ from storage_workers.log.format import (
     decode_header,
     encode_header,
     encode_record,
+    resync,
     scan_records,
+    spans,
 )
 
 ATTRS = {"bin": {"DataType": "Binary", "BinaryValue": b"\x00\x01\xff"}, "s": {"DataType": "String", "StringValue": "é"}}
@@ -107,3 +109,69 @@ def test_scan_stops_at_a_torn_or_damaged_tail() -> None:
 def test_empty_payloads_are_not_records() -> None:
     with pytest.raises(ValueError):
         encode_record(b"")
+
+
+def _frames(*records: tuple) -> list[bytes]:
+    return [encode_record(codec.encode(r)) for r in records]
+
+
+def _span_kinds(data: bytes) -> list[tuple[int, int, str]]:
+    return [(start, end, "record" if payload is not None else "damaged") for start, end, payload in
+            spans(data, codec.readable)]
+
+
+def test_resync_finds_the_next_intact_record_after_a_damaged_one() -> None:
+    # given three records, the second with a flipped payload byte
+    one, two, three = _frames((DELETED, "q", [1]), (DELETED, "q", [2]), (DELETED, "q", [3]))
+    data = bytearray(encode_header() + one + two + three)
+    second = HEADER_SIZE + len(one)
+    data[second + 10] ^= 0xFF
+    # when a resync starts just past the damaged record's start
+    found = resync(bytes(data), second + 1, codec.readable)
+    # then it lands where the third record starts
+    assert found == second + len(two)
+
+
+def test_resync_finds_nothing_in_zeros_garbage_or_a_cut_record() -> None:
+    tails = {
+        "zeros": b"\0" * 4096,
+        "text": b"a torn batch of plain text " * 50,
+        "cut record": encode_record(codec.encode((DELETED, "q", [1])))[:-1],
+        "too short": b"\0\0\0",
+    }
+    for name, tail in tails.items():
+        assert resync(tail, 0, codec.readable) is None, name
+
+
+def test_resync_skips_a_checked_out_frame_whose_payload_is_not_a_record() -> None:
+    # given a frame with a correct CRC around bytes that are not a record, then a record
+    junk = encode_record(b"\xc1 not msgpack")
+    (record,) = _frames((PURGED, "q"))
+    # when resyncing from the start, then the junk frame is passed over for the record
+    assert resync(junk + record, 0, codec.readable) == len(junk)
+
+
+def test_spans_cover_the_segment_with_records_and_damaged_ranges() -> None:
+    # given four records with the second and the third damaged, and a torn half record at the end
+    frames = _frames(*[(DELETED, "q", [i]) for i in range(1, 5)])
+    starts = [HEADER_SIZE + sum(len(f) for f in frames[:i]) for i in range(5)]
+    torn = _frames((PURGED, "q"))[0][:5]
+    data = bytearray(encode_header() + b"".join(frames) + torn)
+    data[starts[1] + 4] ^= 0x01  # second record's CRC
+    data[starts[2] + 9] ^= 0x01  # third record's payload
+    # when the data is covered with spans
+    got = _span_kinds(bytes(data))
+    # then the damaged records form one range, the torn half record another, and the rest are records
+    assert got == [
+        (starts[0], starts[1], "record"),
+        (starts[1], starts[3], "damaged"),
+        (starts[3], starts[4], "record"),
+        (starts[4], len(data), "damaged"),
+    ]
+
+
+def test_spans_of_an_intact_segment_are_its_records() -> None:
+    frames = _frames((PURGED, "a"), (PURGED, "b"))
+    data = encode_header() + b"".join(frames)
+    assert [k for _, _, k in _span_kinds(data)] == ["record", "record"]
+    assert list(spans(encode_header(), codec.readable)) == []

@@ -1,0 +1,286 @@
+"""Damage in the worker log on real files: recovery refuses what is not a torn tail, salvage cuts it explicitly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from storage_workers.engine.records import SENT
+from storage_workers.log import records as codec
+from storage_workers.log.format import HEADER_SIZE, CorruptSegment, encode_header, encode_record, scan_records
+from storage_workers.log.lock import DirectoryInUse, locked
+from storage_workers.log.salvage import SalvageRefused, salvage
+from storage_workers.log.segments import DamagedLog, list_segments, recover, segment_path
+from storage_workers.log.writer import LogWriter
+
+
+def sent(seq: int, body: str = "x") -> tuple:
+    return (SENT, "q", 1_700_000_000_000, seq, [[str(uuid.UUID(int=seq)), body, {}, "md5", None, 0, {}]])
+
+
+def frame(record: tuple) -> bytes:
+    return encode_record(codec.encode(record))
+
+
+def seqs(directory: Path) -> list[int]:
+    got: list[tuple] = []
+    recover(directory, got.append)
+    return [r[3] for r in got]
+
+
+async def _write(directory: Path, records: list[tuple], **kwargs: object) -> None:
+    writer = LogWriter(directory, recover(directory, lambda _: None), **kwargs)  # type: ignore[arg-type]
+    for record in records:
+        writer.append(record)
+        await writer.flush()  # each its own synced batch: every one of them was acknowledged
+    await writer.close()
+
+
+def write(directory: Path, records: list[tuple], **kwargs: object) -> None:
+    asyncio.run(_write(directory, records, **kwargs))
+
+
+def flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def record_offsets(records: list[tuple]) -> list[int]:
+    """Where each record starts in a segment holding just these records."""
+    offsets, at = [], HEADER_SIZE
+    for record in records:
+        offsets.append(at)
+        at += len(frame(record))
+    return [*offsets, at]
+
+
+def test_a_damaged_record_before_intact_ones_stops_recovery_and_cuts_nothing(tmp_path: Path) -> None:
+    # given three records, each synced, and one byte of the second flipped
+    records = [sent(1), sent(2), sent(3)]
+    write(tmp_path, records)
+    path = segment_path(tmp_path, 1)
+    starts = record_offsets(records)
+    flip(path, starts[1] + 20)
+    damaged = path.read_bytes()
+    # when the log is recovered
+    with pytest.raises(DamagedLog) as raised:
+        seqs(tmp_path)
+    # then the error names the segment, the offset and the damaged range
+    message = str(raised.value)
+    assert str(path) in message
+    assert f"offset {starts[1]}" in message
+    assert f"bytes {starts[1]}..{starts[2]} ({starts[2] - starts[1]} bytes)" in message
+    assert raised.value.ranges[0].offset == starts[1]
+    # and the segment is exactly as it was
+    assert path.read_bytes() == damaged
+
+
+def test_a_damaged_length_is_damage_too_when_an_intact_record_follows(tmp_path: Path) -> None:
+    # given a record whose length field is hit: the scan loses its footing there
+    records = [sent(i) for i in range(1, 6)]
+    write(tmp_path, records)
+    starts = record_offsets(records)
+    flip(segment_path(tmp_path, 1), starts[2])
+    # when recovered, then the resync still finds the records after it, so nothing is cut
+    with pytest.raises(DamagedLog) as raised:
+        seqs(tmp_path)
+    assert (raised.value.ranges[0].offset, raised.value.ranges[0].end) == (starts[2], starts[3])
+    assert segment_path(tmp_path, 1).stat().st_size == starts[-1]
+
+
+def test_every_damaged_range_is_counted_in_the_error(tmp_path: Path) -> None:
+    # given five records with the second and the fourth damaged
+    records = [sent(i) for i in range(1, 6)]
+    write(tmp_path, records)
+    starts = record_offsets(records)
+    flip(segment_path(tmp_path, 1), starts[1] + 20)
+    flip(segment_path(tmp_path, 1), starts[3] + 20)
+    # when recovered, then the error names the first range and counts the other
+    with pytest.raises(DamagedLog, match="1 more damaged range") as raised:
+        seqs(tmp_path)
+    assert [(r.offset, r.end) for r in raised.value.ranges] == [(starts[1], starts[2]), (starts[3], starts[4])]
+
+
+def test_a_torn_tail_with_nothing_intact_after_it_is_cut_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # given two synced records, then half a record and zeros, as a crash during the next batch leaves them
+    write(tmp_path, [sent(1), sent(2)])
+    path = segment_path(tmp_path, 1)
+    intact = path.stat().st_size
+    with open(path, "ab") as f:
+        f.write(frame(sent(3))[:30] + b"\0" * 4000)
+    # when the log is recovered
+    with caplog.at_level(logging.WARNING, logger="storage_workers.log.segments"):
+        assert seqs(tmp_path) == [1, 2]
+    # then the tail is cut, and the warning says how much
+    assert path.stat().st_size == intact
+    assert f"cutting a torn tail of 4030 bytes at offset {intact}" in caplog.text
+
+
+def test_damage_in_a_sealed_segment_names_its_range(tmp_path: Path) -> None:
+    # given a log over several segments, with damage at the end of the first (which was all synced)
+    write(tmp_path, [sent(i, "y" * 200) for i in range(1, 30)], segment_bytes=1024)
+    first = segment_path(tmp_path, list_segments(tmp_path)[0])
+    size = first.stat().st_size
+    flip(first, size - 3)
+    # when recovered, then the error names the segment and a range that runs to its end
+    with pytest.raises(DamagedLog) as raised:
+        seqs(tmp_path)
+    (damage,) = raised.value.ranges
+    assert damage.end == size
+    assert f"{first}: damaged record at offset {damage.offset}: bytes {damage.offset}..{size}" in str(raised.value)
+    assert "sealed" in str(raised.value)
+
+
+def test_a_last_segment_whose_header_is_damaged_under_records_is_not_removed(tmp_path: Path) -> None:
+    # given records in segment 2, whose header (synced before any record) is later damaged
+    write(tmp_path, [sent(1)], segment_bytes=1)
+    write(tmp_path, [sent(2), sent(3)])
+    assert list_segments(tmp_path) == [1, 2]
+    last = segment_path(tmp_path, 2)
+    flip(last, 3)
+    # when recovered, then that is an error, and the segment stays
+    with pytest.raises(CorruptSegment, match="nothing was removed"):
+        seqs(tmp_path)
+    assert list_segments(tmp_path) == [1, 2]
+
+
+def test_a_readable_checksum_around_an_unreadable_record_is_an_error_naming_its_offset(tmp_path: Path) -> None:
+    # given a record whose CRC matches but whose payload is not a record (written so, not damaged)
+    write(tmp_path, [sent(1)])
+    path = segment_path(tmp_path, 1)
+    at = path.stat().st_size
+    with open(path, "ab") as f:
+        f.write(encode_record(b"\xc1 not a record"))
+    # when recovered, then it is refused, with its offset
+    with pytest.raises(CorruptSegment, match=f"undecodable record at offset {at}"):
+        seqs(tmp_path)
+
+
+# --- salvage ---------------------------------------------------------------------------------------------
+
+
+def test_salvage_cuts_the_damaged_range_and_keeps_the_records_after_it(tmp_path: Path) -> None:
+    # given a log whose second record of five is damaged
+    records = [sent(i) for i in range(1, 6)]
+    write(tmp_path, records)
+    starts = record_offsets(records)
+    flip(segment_path(tmp_path, 1), starts[1] + 25)
+    # when it is salvaged
+    report = salvage(tmp_path)
+    # then the report names the range cut and the records kept
+    (segment,) = report.segments
+    assert segment.segment == segment_path(tmp_path, 1).name
+    assert [(r.offset, r.length) for r in segment.cut] == [(starts[1], starts[2] - starts[1])]
+    assert segment.records == 4
+    assert not report.dry_run
+    # and recovery succeeds with every record but the damaged one, and the log goes on
+    assert seqs(tmp_path) == [1, 3, 4, 5]
+    write(tmp_path, [sent(6)])
+    assert seqs(tmp_path) == [1, 3, 4, 5, 6]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_salvage_over_several_segments_cuts_every_range_and_leaves_intact_segments_alone(tmp_path: Path) -> None:
+    # given damage in a sealed segment and in the last one, and intact segments between
+    write(tmp_path, [sent(i, "z" * 300) for i in range(1, 21)], segment_bytes=1024)
+    write(tmp_path, [sent(21), sent(22)])
+    indexes = list_segments(tmp_path)
+    assert len(indexes) >= 3
+    first, middle, last = (segment_path(tmp_path, i) for i in (indexes[0], indexes[1], indexes[-1]))
+    lost = {seqs_in(first)[0], seqs_in(last)[0]}
+    middle_bytes = middle.read_bytes()
+    flip(first, HEADER_SIZE + 30)
+    flip(last, HEADER_SIZE + 30)
+    damaged = [segment_path(tmp_path, i).read_bytes() for i in indexes]
+    # when a dry run looks first
+    preview = salvage(tmp_path, dry_run=True)
+    # then it reports both ranges and changes nothing
+    assert [s.segment for s in preview.segments if s.cut] == [first.name, last.name]
+    assert [segment_path(tmp_path, i).read_bytes() for i in indexes] == damaged
+    assert preview.lines()[0].startswith(f"{first.name}: would cut ")
+    # and when salvage runs for real, it cuts just what the dry run reported
+    report = salvage(tmp_path)
+    assert report.as_dict()["segments"] == preview.as_dict()["segments"]
+    assert middle.read_bytes() == middle_bytes
+    got = seqs(tmp_path)
+    assert got == [s for s in range(1, 23) if s not in lost]
+    assert report.records == len(got)
+
+
+def seqs_in(path: Path) -> list[int]:
+    return [codec.decode(payload)[3] for _, payload in scan_records(path.read_bytes())]
+
+
+def test_salvage_cuts_a_record_whose_checksum_is_right_but_which_is_not_a_record(tmp_path: Path) -> None:
+    # given an unreadable frame with a correct CRC between two records (recovery refuses it)
+    write(tmp_path, [sent(1)])
+    path = segment_path(tmp_path, 1)
+    at = path.stat().st_size
+    junk = encode_record(b"\xc1 not a record")
+    with open(path, "ab") as f:
+        f.write(junk + frame(sent(2)))
+    with pytest.raises(CorruptSegment, match="undecodable"):
+        seqs(tmp_path)
+    # when salvaged, then exactly that frame is cut and both records remain
+    report = salvage(tmp_path)
+    assert [(r.offset, r.length) for r in report.ranges] == [(at, len(junk))]
+    assert seqs(tmp_path) == [1, 2]
+
+
+def test_salvage_of_an_intact_log_changes_nothing(tmp_path: Path) -> None:
+    write(tmp_path, [sent(1), sent(2)])
+    path = segment_path(tmp_path, 1)
+    before = (path.read_bytes(), path.stat().st_ino)
+    report = salvage(tmp_path)
+    assert report.ranges == [] and report.records == 2
+    assert (path.read_bytes(), path.stat().st_ino) == before
+    assert report.lines()[-1].endswith("no damage in 1 segment(s), 2 records")
+
+
+def test_salvage_refuses_while_a_worker_holds_the_directory(tmp_path: Path) -> None:
+    # given a damaged log whose directory lock is held (as a running worker holds it)
+    write(tmp_path, [sent(1), sent(2), sent(3)])
+    flip(segment_path(tmp_path, 1), HEADER_SIZE + 20)
+    damaged = segment_path(tmp_path, 1).read_bytes()
+    with locked(tmp_path):
+        # when salvage runs, for real or dry, then it refuses and changes nothing
+        with pytest.raises(DirectoryInUse):
+            salvage(tmp_path)
+        with pytest.raises(DirectoryInUse):
+            salvage(tmp_path, dry_run=True)
+    assert segment_path(tmp_path, 1).read_bytes() == damaged
+
+
+def test_salvage_refuses_a_directory_without_a_log_and_a_damaged_header(tmp_path: Path) -> None:
+    # a directory holding no segments (a mistyped path) is refused without leaving a LOCK file in it
+    with pytest.raises(SalvageRefused, match="no log segments"):
+        salvage(tmp_path)
+    assert not (tmp_path / "LOCK").exists()
+    # a sealed segment whose header is damaged cannot be salvaged by cutting records, and the refusal
+    # comes before any segment is rewritten, even one that precedes it
+    write(tmp_path, [sent(i, "y" * 300) for i in range(1, 10)], segment_bytes=1024)
+    flip(segment_path(tmp_path, 1), HEADER_SIZE + 30)
+    flip(segment_path(tmp_path, 2), 2)
+    before = [segment_path(tmp_path, i).read_bytes() for i in list_segments(tmp_path)]
+    with pytest.raises(SalvageRefused, match=f"{segment_path(tmp_path, 2)}: .*header"):
+        salvage(tmp_path)
+    assert [segment_path(tmp_path, i).read_bytes() for i in list_segments(tmp_path)] == before
+
+
+def test_salvage_leaves_a_last_segment_whose_header_never_completed_to_recovery(tmp_path: Path) -> None:
+    write(tmp_path, [sent(1)])
+    segment_path(tmp_path, 2).write_bytes(encode_header()[:7])
+    report = salvage(tmp_path)
+    assert report.ranges == []
+    assert "recovery removes it" in (report.segments[-1].note or "")
+    assert seqs(tmp_path) == [1]
+    assert list_segments(tmp_path) == [1]
+    assert os.path.exists(segment_path(tmp_path, 1))

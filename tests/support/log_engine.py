@@ -1,0 +1,23 @@
+"""The one place the log tests build a queue engine, so a change to its constructor is a change here only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from ferrymq.clock import Clock, ManualClock
+from storage_workers.engine import Engine
+from storage_workers.engine.records import Record
+
+RECEIPT_KEY = b"log-tests-receipt-key-0123456789"
+
+
+def new_engine(clock: Clock | None = None, on_record: Callable[[Record], None] | None = None) -> Engine:
+    return Engine(clock if clock is not None else ManualClock(), RECEIPT_KEY, on_record)
+
+
+def replayed(records: Iterable[Record]) -> Engine:
+    """An engine fed ``records`` (what recovery or a follower rebuilds from them)."""
+    engine = new_engine()
+    for record in records:
+        engine.apply(record)
+    return engine
