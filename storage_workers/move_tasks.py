@@ -8,8 +8,10 @@ it from where the log says it stood, and a batch sent but not recorded as moved 
 derived message ids, which the destination recognises as a resend.
 
 A task ends COMPLETED when none of its messages is left, CANCELLED after a cancel, FAILED (leaving the
-message where it is) when a message's destination cannot be found or refuses it.  While a destination is
-only unreachable, the task waits and tries again.
+message where it is) when a message's destination cannot be found or refuses it, and FAILED with
+``INTERNAL_FAILURE`` when anything else goes wrong: a task that stopped without ending would stay RUNNING,
+refusing every new task on its queue and every cancel, until the worker restarts.  Only while a destination
+or the queue catalog is unreachable (ServiceUnavailable) does the task wait and try again.
 """
 
 from __future__ import annotations
@@ -20,14 +22,17 @@ import logging
 from collections.abc import Callable
 
 from ferrymq.clock import Clock
-from ferrymq.errors import SqsError
+from ferrymq.destinations import QueueTarget
+from ferrymq.errors import ServiceUnavailable, SqsError
 from storage_workers.engine import Engine, Outgoing
 from storage_workers.engine.tasks import (
+    ACTIVE,
     CANCELLED,
     CANCELLING,
     COMPLETED,
     DLQ_SOURCE_ARN,
     FAILED,
+    INTERNAL_FAILURE,
     NO_QUEUE,
     NO_SOURCE,
     RUNNING,
@@ -36,9 +41,11 @@ from storage_workers.engine.tasks import (
 )
 from storage_workers.handover import send_to
 from storage_workers.log.writer import LogFailed
-from storage_workers.peers import Peers, QueueTarget
+from storage_workers.peers import Peers
 
 log = logging.getLogger(__name__)
+
+"""The FailureReason of a task that failed for a reason of FerryMQ's own, not its messages' or destination's."""
 
 UNLIMITED_BATCH = 100
 """Messages per round when the task has no rate limit (the loop yields to other requests between rounds)."""
@@ -142,9 +149,19 @@ class MoveTaskRunner:
         try:
             await self._move(queue_id, handle)
         except LogFailed:
+            # The worker is stopping; the log still says RUNNING, so a restarted worker resumes the task.
             return
         except Exception:
-            log.exception("move task %s of %s stopped", handle, queue_id)
+            log.exception("move task %s of %s failed", handle, queue_id)
+            self._end_failed(queue_id, handle)
+
+    def _end_failed(self, queue_id: str, handle: str) -> None:
+        task = self._engine.move_task(queue_id, handle)
+        if task is None or task.status not in ACTIVE:
+            return
+        # LogFailed: the worker is stopping, and the task resumes from the log when it starts again.
+        with contextlib.suppress(LogFailed):
+            self._engine.end_move_task(queue_id, handle, FAILED, INTERNAL_FAILURE)
 
     async def _move(self, queue_id: str, handle: str) -> None:
         engine, key = self._engine, (queue_id, handle)
@@ -176,14 +193,16 @@ class MoveTaskRunner:
             except _TaskFailed as failed:
                 engine.end_move_task(queue_id, handle, FAILED, failed.reason)
                 return
-            except SqsError as exc:
-                if exc.sender:
-                    # The destination refuses these messages for good: stop, as SQS does, with its reason.
-                    engine.end_move_task(queue_id, handle, FAILED, exc.query_code)
-                    return
+            except ServiceUnavailable as exc:
                 log.warning("move task %s of %s waits: %s", handle, queue_id, exc.message)
                 await self._sleep(key, RETRY_SECONDS)
                 continue
+            except SqsError as exc:
+                if not exc.sender:
+                    raise
+                # The destination refuses these messages for good: stop, as SQS does, with its reason.
+                engine.end_move_task(queue_id, handle, FAILED, exc.query_code)
+                return
             delay = pacer.moved(moved)
             if delay > 0:
                 await self._sleep(key, delay)
@@ -203,9 +222,7 @@ class MoveTaskRunner:
             live = await self._peers.queue(str(d["arn"]))
             if live is None or live.queue_id != d["queue_id"]:
                 raise _TaskFailed(NO_QUEUE)
-            return QueueTarget(
-                str(d["queue_id"]), int(d["partition"]), bool(d["fifo"]), int(d["retention_seconds"]), str(d["arn"])
-            )
+            return QueueTarget.from_wire(d)
         arn = c.system.get(DLQ_SOURCE_ARN)
         if not isinstance(arn, str):
             raise _TaskFailed(NO_SOURCE)
@@ -225,7 +242,8 @@ class MoveTaskRunner:
                 engine.hold(queue_id, seqs, self._hold_seconds)
                 try:
                     await send_to(self._peers, target, [moved_copy(c, handle) for c in originals])
-                except SqsError:
+                except Exception:
+                    # Visible again at once: the task retries them now or, failed, leaves them where they were.
                     engine.hold(queue_id, seqs, 0)
                     raise
                 engine.moved(queue_id, handle, seqs)

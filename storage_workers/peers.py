@@ -5,40 +5,40 @@ task sends messages to a destination queue, or back to the queues their ``DeadLe
 :class:`Peers` is what the worker needs for that: a client for the worker leading a partition, and a queue
 found by its ARN.  :class:`ClusterPeers` answers from the partition map and the queue catalog in DynamoDB,
 caching both for a short while; :class:`IsolatedPeers` stands for no cluster at all; tests pass their own,
-built like :class:`ClusterPeers` on :class:`LeaderClients`, which keeps the clients.
+built like :class:`ClusterPeers` on :class:`LeaderClients`, which keeps the clients (one per partition, in the
+shared :class:`ferrymq.rpc.leaders.LeaderClients` the front end uses too).
+
+Only outages become ServiceUnavailable here (a move task waits on those and tries again); any other failure
+of a lookup, a bug included, propagates as it is, so the task ends instead of retrying it for ever.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+
+from ferrymq.arn import parse_queue_arn
 from ferrymq.clock import Clock, SystemClock
-from ferrymq.errors import ServiceUnavailable, SqsError
-from ferrymq.rpc.client import WorkerClient
+from ferrymq.destinations import QueueTarget, target_of
+from ferrymq.errors import ServiceUnavailable
+from ferrymq.rpc import leaders
+from ferrymq.rpc.client import DEFAULT_REQUEST_TIMEOUT, WorkerClient
+from ferrymq.ttl_cache import TtlCache
 
 if TYPE_CHECKING:
     from ferrymq.aws.partitions import PartitionMap
     from ferrymq.aws.queue_store import QueueStore
     from ferrymq.settings import Settings
-
-DEFAULT_RETENTION_SECONDS = 345600
-
-
-@dataclass(frozen=True, slots=True)
-class QueueTarget:
-    """Where a queue's messages live, and what storing one there needs."""
-
-    queue_id: str
-    partition: int
-    fifo: bool
-    retention_seconds: int
-    arn: str
-
 
 class Peers(Protocol):
     partition: int
@@ -57,14 +57,6 @@ class Peers(Protocol):
         ...
 
     async def close(self) -> None: ...
-
-
-def parse_queue_arn(arn: str) -> tuple[str, str, str] | None:
-    """``(region, account, name)`` of ``arn:aws:sqs:<region>:<account>:<name>``, or None."""
-    parts = arn.split(":", 5)
-    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sqs" or not parts[4] or not parts[5]:
-        return None
-    return parts[3], parts[4], parts[5]
 
 
 class IsolatedPeers:
@@ -87,41 +79,49 @@ class IsolatedPeers:
 
 
 class LeaderClients(ABC):
-    """The client half of :class:`Peers`: one client per partition's leader, made when first needed and kept
-    until it fails.  Subclasses say where a partition's leader listens."""
+    """The client half of :class:`Peers`: one client per partition's leader, made when first needed, looked up
+    again ``leader_cache_seconds`` later or after it failed, and replaced when the leader moved.  Subclasses
+    say where a partition's leader listens."""
 
-    def __init__(self, partition: int, *, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        partition: int,
+        *,
+        connect_timeout: float,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        clock: Clock | None = None,
+        leader_cache_seconds: float = 30.0,
+    ) -> None:
         self.partition = partition
-        self._connect_timeout = connect_timeout
-        self._clients: dict[int, WorkerClient] = {}
+        self._clock = clock or SystemClock()
+        self._leaders = leaders.LeaderClients(
+            self._endpoint,
+            clock=self._clock,
+            ttl=leader_cache_seconds,
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+        )
 
     @abstractmethod
     async def leader_address(self, partition: int) -> tuple[str, int] | None:
         """``(host, port)`` of the worker leading ``partition``, None when no worker does."""
 
-    async def worker(self, partition: int) -> WorkerClient:
-        client = self._clients.get(partition)
-        if client is not None:
-            return client
+    async def _endpoint(self, partition: int) -> leaders.Endpoint | None:
         address = await self.leader_address(partition)
-        if address is None:
-            raise ServiceUnavailable(f"No storage worker serves partition {partition}.")
-        # Another request may have made one while the address was looked up.
-        client = self._clients.get(partition)
-        if client is None:
-            client = self._clients[partition] = WorkerClient(*address, connect_timeout=self._connect_timeout)
-        return client
+        return None if address is None else leaders.Endpoint(*address)
+
+    def clients(self) -> dict[int, WorkerClient]:
+        """The client held for each partition (a copy)."""
+        return self._leaders.clients()
+
+    async def worker(self, partition: int) -> WorkerClient:
+        return await self._leaders.client(partition)
 
     async def forget(self, partition: int) -> None:
-        client = self._clients.pop(partition, None)
-        if client is not None:
-            await client.close()
+        self._leaders.forget(partition)
 
     async def close(self) -> None:
-        clients, self._clients = self._clients, {}
-        for client in clients.values():
-            with contextlib.suppress(Exception):
-                await client.close()
+        await self._leaders.close()
 
 
 class ClusterPeers(LeaderClients):
@@ -136,16 +136,24 @@ class ClusterPeers(LeaderClients):
         queue_store: Callable[[], QueueStore],
         clock: Clock | None = None,
         cache_seconds: float = 2.0,
+        max_queues: int = 4096,
         connect_timeout: float = 5.0,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        leader_cache_seconds: float = 30.0,
     ) -> None:
-        super().__init__(partition, connect_timeout=connect_timeout)
+        super().__init__(
+            partition,
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            clock=clock,
+            leader_cache_seconds=leader_cache_seconds,
+        )
         self._make_map = partition_map
         self._make_store = queue_store
         self._map: PartitionMap | None = None
         self._store: QueueStore | None = None
-        self._clock = clock or SystemClock()
-        self._ttl = cache_seconds
-        self._queues: dict[str, tuple[float, QueueTarget | None]] = {}
+        # A 1-tuple, so that "no such queue" is cached as well as a queue.
+        self._queues: TtlCache[str, tuple[QueueTarget | None]] = TtlCache(self._clock, cache_seconds, max_queues)
 
     @classmethod
     def from_settings(cls, settings: Settings, partition: int) -> ClusterPeers:
@@ -158,6 +166,8 @@ class ClusterPeers(LeaderClients):
             partition_map=lambda: PartitionMap.from_settings(settings),
             queue_store=lambda: QueueStore(session.client("dynamodb", settings), settings.queues_table),
             connect_timeout=settings.worker_connect_timeout_seconds,
+            request_timeout=settings.worker_request_timeout_seconds,
+            leader_cache_seconds=settings.metadata_cache_seconds,
         )
 
     def _lookup(self, partition: int) -> Any:
@@ -171,32 +181,46 @@ class ClusterPeers(LeaderClients):
         return self._store.get(account, name)
 
     async def leader_address(self, partition: int) -> tuple[str, int] | None:
-        address = await asyncio.to_thread(self._lookup, partition)
+        address = await _outages_unavailable("The partition map", self._lookup, partition)
         return None if address is None else (address.host, address.port)
 
     async def queue(self, arn: str) -> QueueTarget | None:
         hit = self._queues.get(arn)
-        now = self._clock.monotonic()
-        if hit is not None and hit[0] > now:
-            return hit[1]
+        if hit is not None:
+            return hit[0]
         parsed = parse_queue_arn(arn)
         if parsed is None:
             return None
         _, account, name = parsed
-        try:
-            record = await asyncio.to_thread(self._get_queue, account, name)
-        except SqsError:
-            raise
-        except Exception as exc:  # botocore ClientErrors other than outages: still nothing to decide on
-            raise ServiceUnavailable(f"The queue catalog could not be read: {exc}") from None
-        target = _target(record, arn) if record is not None and record.deleted_at is None else None
-        self._queues[arn] = (now + self._ttl, target)
+        record = await _outages_unavailable("The queue catalog", self._get_queue, account, name)
+        target = target_of(record, arn) if record is not None and record.deleted_at is None else None
+        self._queues.put(arn, (target,))
         return target
 
 
-def _target(record: Any, arn: str) -> QueueTarget:
+_TRANSPORT_ERRORS = (EndpointConnectionError, ConnectTimeoutError, ConnectionClosedError, ReadTimeoutError)
+_OUTAGE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+    }
+)
+
+R = TypeVar("R")
+
+
+async def _outages_unavailable(what: str, call: Callable[..., R], *args: Any) -> R:
+    """``call(*args)`` in a thread, with DynamoDB unreachable or throttling as ServiceUnavailable (the
+    adapters report most outages so already) and everything else left as it is."""
     try:
-        retention = int(record.attributes.get("MessageRetentionPeriod", DEFAULT_RETENTION_SECONDS))
-    except ValueError:
-        retention = DEFAULT_RETENTION_SECONDS
-    return QueueTarget(record.queue_id, record.partition, record.name.endswith(".fifo"), retention, arn)
+        return await asyncio.to_thread(call, *args)
+    except _TRANSPORT_ERRORS as exc:
+        raise ServiceUnavailable(f"{what} could not be read: {exc}") from exc
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in _OUTAGE_CODES:
+            raise ServiceUnavailable(f"{what} could not be read: {exc}") from exc
+        raise
+

@@ -10,6 +10,7 @@ from pathlib import Path
 from ferrymq.rpc.client import WorkerClient
 from storage_workers.peers import LeaderClients, QueueTarget
 from storage_workers.server import StorageWorker, WorkerConfig
+from tests.support.engine_requests import RECEIPT_KEY
 
 
 class StandInPeers(LeaderClients):
@@ -42,6 +43,7 @@ async def worker(
     for it, both closed on exit."""
     server = StorageWorker(
         WorkerConfig(data_dir=data_dir, partition=partition, port=port, register=False, transfer_hold_seconds=1),
+        RECEIPT_KEY,
         peers=peers,
     )
     host, bound = await server.start()

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from ferrymq.destinations import QueueTarget
 from ferrymq.errors import InvalidParameterValue, ResourceNotFound
 from ferrymq.rpc.client import WorkerClient
-from storage_workers.peers import QueueTarget
 from tests.functional.storage_workers.in_process import StandInPeers, worker
 from tests.functional.storage_workers.worker_calls import RETENTION, drain, eventually, task_listing
 
@@ -33,15 +33,7 @@ def task(handle: str, *, destination: QueueTarget | None = None, rate: int | Non
     return {
         "task_handle": handle,
         "source_arn": DLQ_ARN,
-        "destination": None
-        if destination is None
-        else {
-            "queue_id": destination.queue_id,
-            "partition": destination.partition,
-            "fifo": destination.fifo,
-            "arn": destination.arn,
-            "retention_seconds": destination.retention_seconds,
-        },
+        "destination": None if destination is None else destination.as_wire(),
         "max_per_second": rate,
         "started_ts": int(time.time() * 1000),
     }
@@ -64,6 +56,22 @@ async def progressed(client: WorkerClient, handle: str, timeout: float = 10.0) -
         return (await task_listing(client, DLQ, handle))["moved"] > 0
 
     await eventually(task_moved_one, timeout)
+
+
+async def hold_one(client: WorkerClient) -> str:
+    """Receive one DLQ message for ten minutes, as a consumer would; returns its receipt handle.
+
+    A task waits for messages in flight, so it cannot finish while this one is held: whatever else the test
+    does meanwhile, the task is still part of the way through, however fast it moves the rest."""
+    (held,) = await client.receive(
+        DLQ, max_messages=1, visibility_timeout=600, wait_seconds=0, retention_seconds=RETENTION
+    )
+    return held["receipt"]
+
+
+async def give_back(client: WorkerClient, receipt: str) -> None:
+    """The consumer makes the held message visible again, for the task to take."""
+    assert await client.change_visibility(DLQ, [(receipt, 0)]) == [None]
 
 
 def test_messages_go_back_to_their_source_queues_on_the_same_worker(tmp_path: Path) -> None:
@@ -118,19 +126,20 @@ def test_only_one_task_runs_at_a_time_and_a_cancelled_one_stops(tmp_path: Path) 
         peers.add_queue(QueueTarget(SRC, 0, False, RETENTION, SRC_ARN))
         async with worker(tmp_path, peers=peers) as (_, client):
             await client.send(DLQ, [dead_letter(f"m{i}") for i in range(40)], retention_seconds=RETENTION)
-            # given a task moving two messages a second
+            # given a task moving two messages a second, which cannot finish while a consumer holds one of them
+            await hold_one(client)
             await client.start_move_task(DLQ, task("slow", rate=2))
             # then a second task cannot start while it runs
             with pytest.raises(InvalidParameterValue, match="There is already a task running"):
                 await client.start_move_task(DLQ, task("second"))
             await progressed(client, "slow")
-            # when it is cancelled, then it stops having moved a few, and the rest stays
+            # when it is cancelled, then it stops having moved some, and the rest stays
             cancelled = await client.cancel_move_task(DLQ, "slow")
             done = await finished(client, "slow")
             assert done["status"] == "CANCELLED"
             assert 1 <= cancelled["moved"] <= done["moved"] < 40
             left = await client.stats(DLQ, retention_seconds=RETENTION)
-            assert left["visible"] == 40 - done["moved"]
+            assert (left["visible"], left["in_flight"]) == (39 - done["moved"], 1)
             # and cancelling it again is not possible
             with pytest.raises(ResourceNotFound):
                 await client.cancel_move_task(DLQ, "slow")
@@ -188,9 +197,14 @@ def test_a_task_whose_destination_is_deleted_fails(tmp_path: Path) -> None:
         peers.add_queue(destination)
         async with worker(tmp_path, peers=peers) as (_, client):
             await client.send(DLQ, [dead_letter(f"m{i}") for i in range(30)], retention_seconds=RETENTION)
+            # given a task under way, which cannot finish while a consumer holds one of its messages
+            held = await hold_one(client)
             await client.start_move_task(DLQ, task("t-1", destination=destination, rate=10))
             await progressed(client, "t-1")
+            # when its destination is deleted, and the held message comes back for the task to move
             peers.drop_queue(OTHER_ARN)
+            await give_back(client, held)
+            # then the task fails part of the way through
             done = await finished(client, "t-1")
             assert (done["status"], done["failure_reason"]) == ("FAILED", "AWS.SimpleQueueService.NonExistentQueue")
             assert 0 < done["moved"] < 30
@@ -202,17 +216,48 @@ def test_a_worker_opened_again_resumes_the_task(tmp_path: Path) -> None:
     async def scenario() -> None:
         peers = StandInPeers(0)
         peers.add_queue(QueueTarget(SRC, 0, False, RETENTION, SRC_ARN))
-        # given a task moving five messages a second, stopped with the worker part of the way through
+        # given a task moving five messages a second, stopped with the worker part of the way through (it
+        # cannot finish while a consumer holds one of its messages)
         async with worker(tmp_path, peers=peers) as (_, client):
             await client.send(DLQ, [dead_letter(f"m{i}") for i in range(12)], retention_seconds=RETENTION)
+            held = await hold_one(client)
             await client.start_move_task(DLQ, task("t-1", rate=5))
             await progressed(client, "t-1")
-        # when a worker opens the same log, then the task is still running where it stood, and completes
+        # when a worker opens the same log, then the task is still running where it stood
         async with worker(tmp_path, peers=peers) as (_, client):
             (listed,) = await client.list_move_tasks(DLQ)
             assert listed["status"] == "RUNNING" and 0 < listed["moved"] < 12
+            # and once the held message comes back, the task completes
+            await give_back(client, held)
             done = await finished(client, "t-1")
             assert (done["status"], done["moved"]) == ("COMPLETED", 12)
             assert sorted(m["body"] for m in await drain(client, SRC)) == sorted(f"m{i}" for i in range(12))
+
+    asyncio.run(scenario())
+
+
+class BrokenCatalogPeers(StandInPeers):
+    """Peers whose queue lookups fail with an error nothing expects (a bug, not an outage)."""
+
+    async def queue(self, arn: str) -> QueueTarget | None:
+        raise KeyError(arn)
+
+
+def test_a_task_that_crashes_ends_failed_and_a_new_task_can_start(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        peers = BrokenCatalogPeers(0)
+        async with worker(tmp_path, peers=peers) as (_, client):
+            # given dead letters, and a task whose destination lookup crashes
+            await client.send(DLQ, [dead_letter("stays")], retention_seconds=RETENTION)
+            await client.start_move_task(DLQ, task("t-1"))
+            # then the task ends FAILED with an internal reason, as ListMessageMoveTasks shows it
+            done = await finished(client, "t-1")
+            assert (done["status"], done["failure_reason"], done["moved"]) == (
+                "FAILED", "AWS.SimpleQueueService.InternalError", 0
+            )
+            # and a new task is accepted, and the message is still in the DLQ
+            assert (await client.start_move_task(DLQ, task("t-2")))["status"] == "RUNNING"
+            assert (await finished(client, "t-2"))["status"] == "FAILED"
+            assert [m["body"] for m in await drain(client, DLQ)] == ["stays"]
 
     asyncio.run(scenario())

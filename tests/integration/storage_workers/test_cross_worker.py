@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ferrymq.aws import session
 from ferrymq.aws.queue_store import QueueRecord, QueueStore
+from ferrymq.destinations import QueueTarget, redrive_option
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
 from tests.functional.storage_workers.worker_calls import RETENTION, drain, eventually, task_listing
@@ -44,14 +45,9 @@ def test_redrive_to_another_worker_and_a_move_task_back(
     dlq_id, dlq_arn = make_queue(aws_settings, f"{name}-dlq", 21)
     worker_a = start_worker(tmp_path / "a", worker_id="w-20", partition=20)
     worker_b = start_worker(tmp_path / "b", worker_id="w-21", partition=21)
-    redrive = {
-        "max_receive_count": 1,
-        "dlq_queue_id": dlq_id,
-        "dlq_partition": 21,
-        "dlq_fifo": False,
-        "source_arn": source_arn,
-        "dlq_retention_seconds": RETENTION,
-    }
+    redrive = redrive_option(
+        QueueTarget(dlq_id, 21, False, RETENTION, dlq_arn), max_receive_count=1, source_arn=source_arn
+    )
 
     async def scenario() -> None:
         a, b = WorkerClient(worker_a.host, worker_a.port), WorkerClient(worker_b.host, worker_b.port)
@@ -115,18 +111,20 @@ def test_a_move_task_survives_kill_9_and_moves_nothing_twice(
     task = {
         "task_handle": "crashy",
         "source_arn": dlq_arn,
-        "destination": {"queue_id": dest_id, "partition": 23, "fifo": False, "arn": dest_arn,
-                        "retention_seconds": RETENTION},
+        "destination": QueueTarget(dest_id, 23, False, RETENTION, dest_arn).as_wire(),
         "max_per_second": 40,
         "started_ts": int(time.time() * 1000),
     }
 
-    async def start_and_crash() -> int:
+    async def start_and_crash() -> tuple[int, str]:
         a = WorkerClient(worker_a.host, worker_a.port)
         try:
             system = {"DeadLetterQueueSourceArn": dest_arn}
             for i in range(0, 150, 10):
                 await a.send(dlq_id, [message(b, system) for b in bodies[i : i + 10]], retention_seconds=RETENTION)
+            # and one of them in a consumer's hands: the task waits for it, so it cannot finish before the kill
+            (held,) = await a.receive(dlq_id, max_messages=1, visibility_timeout=600, wait_seconds=0,
+                                      retention_seconds=RETENTION)
             started = await a.start_move_task(dlq_id, task)
             assert started["to_move"] == 150
 
@@ -137,19 +135,21 @@ def test_a_move_task_survives_kill_9_and_moves_nothing_twice(
             await eventually(under_way)
             moved = (await task_listing(a, dlq_id, "crashy"))["moved"]
             worker_a.kill9()
-            return moved
+            return moved, held["receipt"]
         finally:
             await a.close()
 
-    moved_before = asyncio.run(start_and_crash())
+    moved_before, held_receipt = asyncio.run(start_and_crash())
     assert moved_before < 150
     restarted = start_worker(tmp_path / "a", worker_id="w-22", partition=22, extra_args=hold)
 
     async def after_restart() -> None:
         a, b = WorkerClient(restarted.host, restarted.port), WorkerClient(worker_b.host, worker_b.port)
         try:
-            # then the restarted worker knows the task and its progress, and carries it to the end
+            # then the restarted worker knows the task and its progress
             assert (await task_listing(a, dlq_id, "crashy"))["moved"] >= moved_before
+            # and once the consumer gives the held message back, it carries the task to the end
+            assert await a.change_visibility(dlq_id, [(held_receipt, 0)]) == [None]
 
             async def completed() -> bool:
                 return (await task_listing(a, dlq_id, "crashy"))["status"] == "COMPLETED"

@@ -55,3 +55,18 @@ def test_a_missing_table_is_service_unavailable(aws_settings: Settings) -> None:
     partitions = PartitionMap.from_settings(aws_settings.with_(table_prefix="no-such-prefix-"))
     with pytest.raises(ServiceUnavailable):
         partitions.lookup(0)
+
+
+def test_receipt_key_is_made_once_and_outlives_the_partitions_workers(aws_settings: Settings) -> None:
+    # Given a partition nobody asked a key for yet
+    partitions = PartitionMap.from_settings(aws_settings)
+    # When two workers ask for it, one registering in between
+    first = partitions.receipt_key(103)
+    assert partitions.lookup(103) is None, "a key alone is not a registered worker"
+    assert partitions.register(103, "w-a", "127.0.0.1", 7001) == 1
+    assert partitions.register(103, "w-b", "127.0.0.1", 7002) == 2
+    second = PartitionMap.from_settings(aws_settings).receipt_key(103)
+    # Then both got the same random 32 bytes, and another partition has its own
+    assert first == second and len(first) == 32
+    assert partitions.receipt_key(104) != first
+    assert [a.partition for a in partitions.all()].count(103) == 1

@@ -10,6 +10,8 @@ Table ``settings.partitions_table`` (created from ``template.yaml``), one item p
     epoch        N     1 for the first worker, +1 each time a worker takes the partition; the write is
                        conditional on the epoch read just before, so two workers racing cannot get the same one
     updated_at   N     when the partition was taken, ms since the epoch
+    receipt_key  B     32 random bytes that key the partition's receipt handles; written once, by the first
+                       worker to ask (``if_not_exists``), and kept when the partition changes hands
 
 Reads are strongly consistent.  botocore errors become FerryMQ errors: an unreachable or throttling DynamoDB
 is :class:`~ferrymq.errors.ServiceUnavailable` (see :func:`ferrymq.aws.errors.translate_client_errors`),
@@ -19,6 +21,7 @@ anything else :class:`~ferrymq.errors.InternalError`.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +37,7 @@ from ferrymq.settings import Settings
 log = logging.getLogger(__name__)
 
 _REGISTER_ATTEMPTS = 5
+RECEIPT_KEY_BYTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,32 +62,36 @@ class PartitionMap:
         return cls(session.client("dynamodb", settings), settings.partitions_table)
 
     def register(self, partition: int, worker_id: str, host: str, port: int) -> int:
-        """Take ``partition`` for this worker; returns the new epoch."""
+        """Take ``partition`` for this worker; returns the new epoch.
+
+        An update, not a put: the item also holds the partition's receipt key, which outlives its workers.
+        """
         for _ in range(_REGISTER_ATTEMPTS):
             current = self.lookup(partition)
             epoch = (current.epoch if current is not None else 0) + 1
-            if current is None:
-                condition = {
-                    "ConditionExpression": "attribute_not_exists(#p)",
-                    "ExpressionAttributeNames": {"#p": "partition"},
-                }
-            else:
-                condition = {
-                    "ConditionExpression": "#e = :seen",
-                    "ExpressionAttributeNames": {"#e": "epoch"},
-                    "ExpressionAttributeValues": {":seen": {"N": str(current.epoch)}},
-                }
-            item = {
-                "partition": {"N": str(partition)},
-                "worker_id": {"S": worker_id},
-                "host": {"S": host},
-                "port": {"N": str(port)},
-                "epoch": {"N": str(epoch)},
-                "updated_at": {"N": str(int(self._clock.now() * 1000))},
+            names = {"#e": "epoch", "#w": "worker_id", "#h": "host", "#p": "port", "#u": "updated_at"}
+            values: dict[str, Any] = {
+                ":w": {"S": worker_id},
+                ":h": {"S": host},
+                ":p": {"N": str(port)},
+                ":e": {"N": str(epoch)},
+                ":u": {"N": str(int(self._clock.now() * 1000))},
             }
+            if current is None:
+                condition = "attribute_not_exists(#e)"
+            else:
+                condition = "#e = :seen"
+                values[":seen"] = {"N": str(current.epoch)}
             with _translated():
                 try:
-                    self._client.put_item(TableName=self.table_name, Item=item, **condition)
+                    self._client.update_item(
+                        TableName=self.table_name,
+                        Key={"partition": {"N": str(partition)}},
+                        UpdateExpression="SET #w = :w, #h = :h, #p = :p, #e = :e, #u = :u",
+                        ConditionExpression=condition,
+                        ExpressionAttributeNames=names,
+                        ExpressionAttributeValues=values,
+                    )
                 except ClientError as exc:
                     if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                         raise
@@ -92,13 +100,30 @@ class PartitionMap:
             return epoch
         raise ServiceUnavailable(f"Partition {partition} keeps changing hands; could not register {worker_id}.")
 
+    def receipt_key(self, partition: int) -> bytes:
+        """The key that authenticates the partition's receipt handles, made by whoever asks first.
+
+        It lives with the partition, not beside any worker's log, so a handle issued by one worker stays
+        valid on every worker that serves the partition later, across restarts.
+        """
+        with _translated():
+            resp = self._client.update_item(
+                TableName=self.table_name,
+                Key={"partition": {"N": str(partition)}},
+                UpdateExpression="SET #k = if_not_exists(#k, :k)",
+                ExpressionAttributeNames={"#k": "receipt_key"},
+                ExpressionAttributeValues={":k": {"B": secrets.token_bytes(RECEIPT_KEY_BYTES)}},
+                ReturnValues="ALL_NEW",
+            )
+        return bytes(resp["Attributes"]["receipt_key"]["B"])
+
     def lookup(self, partition: int) -> WorkerAddress | None:
         with _translated():
             resp = self._client.get_item(
                 TableName=self.table_name, Key={"partition": {"N": str(partition)}}, ConsistentRead=True
             )
         item = resp.get("Item")
-        return _address(item) if item else None
+        return _address(item) if item and "worker_id" in item else None
 
     def all(self) -> list[WorkerAddress]:
         """Every registered partition's worker, ordered by partition."""
@@ -107,7 +132,7 @@ class PartitionMap:
         with _translated():
             while True:
                 resp = self._client.scan(**kwargs)
-                out.extend(_address(item) for item in resp.get("Items", []))
+                out.extend(_address(item) for item in resp.get("Items", []) if "worker_id" in item)
                 last = resp.get("LastEvaluatedKey")
                 if not last:
                     break

@@ -1,0 +1,17 @@
+"""The storage worker process, one module per concern.
+
+- :mod:`.config`: what a worker is configured with;
+- :mod:`.worker`: :class:`StorageWorker`, its life cycle (recover, listen, close) and request dispatch;
+- :mod:`.connection`: the RPC transport (frames in, batched replies out);
+- :mod:`.handlers`: one handler per RPC operation, with its argument checks;
+- :mod:`.long_poll`: receives that wait for their queue;
+- :mod:`.maintenance`: compaction's fold and periodic sweeps;
+- :mod:`.process`: process start-up, registration and shutdown (:func:`run_worker`).
+"""
+
+from storage_workers.server.config import WorkerConfig
+from storage_workers.server.maintenance import fold
+from storage_workers.server.process import READY_LINE, run_worker
+from storage_workers.server.worker import StorageWorker
+
+__all__ = ["READY_LINE", "StorageWorker", "WorkerConfig", "fold", "run_worker"]

@@ -1,0 +1,92 @@
+"""The worker RPC's transport: one coroutine per client connection, reading frames and queuing replies.
+
+Requests are read in chunks and handed to ``dispatch`` synchronously, in arrival order; replies are queued
+on the :class:`Connection` and go out in one write per event-loop turn, however many became ready in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+
+from ferrymq.rpc.framing import FrameDecoder, FrameError
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 256 * 1024
+_WRITE_HIGH_WATER = 8 * 1024 * 1024
+
+Dispatch = Callable[["Connection", int, int, bytes], None]
+"""``dispatch(connection, request_id, op, payload)``: handle one request; the reply goes to the connection."""
+
+
+class Connection:
+    """One client connection: replies are queued and written once per event-loop turn."""
+
+    __slots__ = ("closed", "loop", "out", "scheduled", "tasks", "transport")
+
+    def __init__(self, transport: asyncio.WriteTransport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self.loop = loop
+        self.out: list[bytes] = []
+        self.scheduled = False
+        self.closed = False
+        self.tasks: set[asyncio.Task[None]] = set()
+        """Long polls waiting on behalf of this connection: cancelled when it closes."""
+
+    def write(self, frame: bytes) -> None:
+        if self.closed:
+            return
+        self.out.append(frame)
+        if not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.scheduled = False
+        out, self.out = self.out, []
+        if out and not self.closed:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def start(self, task: asyncio.Task[None]) -> None:
+        """Tie ``task`` to this connection: it is cancelled when the connection goes."""
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def cancel_tasks(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+
+
+async def serve_connection(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    dispatch: Dispatch,
+    registry: set[Connection],
+) -> None:
+    """Serve one accepted connection until the client closes it or sends something that is not a frame."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    transport = writer.transport
+    conn = Connection(transport, asyncio.get_running_loop())
+    registry.add(conn)
+    decoder = FrameDecoder()
+    try:
+        while True:
+            data = await reader.read(READ_CHUNK)
+            if not data:
+                break
+            for request_id, op, payload in decoder.feed(data):
+                dispatch(conn, request_id, op, payload)
+            if transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+                await writer.drain()
+    except (OSError, FrameError) as exc:
+        log.debug("connection closed: %s", exc)
+    finally:
+        conn.closed = True
+        conn.cancel_tasks()
+        registry.discard(conn)
+        writer.close()

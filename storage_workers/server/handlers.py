@@ -1,0 +1,313 @@
+"""One handler per worker RPC operation: check the arguments, call the engine, shape the result.
+
+The front end has validated every request already; these checks only keep a broken or hostile request out
+of the engine and the log (a malformed one gets InvalidParameterValue and changes nothing).  A handler
+returns its result, which the worker sends once the log is durable, or :data:`DEFERRED` when a long poll
+answers later by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ferrymq.destinations import DESTINATION_FIELDS, QueueTarget
+from ferrymq.limits import (
+    MAX_DELAY_SECONDS,
+    MAX_MESSAGES_PER_RECEIVE,
+    MAX_VISIBILITY_TIMEOUT_SECONDS,
+    MAX_WAIT_TIME_SECONDS,
+)
+from ferrymq.rpc.codec import REDRIVE_FIELDS
+from ferrymq.rpc.framing import Op
+from storage_workers.engine import Engine, Redrive
+from storage_workers.handover import DeadLetterForwarder
+from storage_workers.move_tasks import MoveTaskRunner
+from storage_workers.server.connection import Connection
+from storage_workers.server.long_poll import LongPolls
+
+DEFERRED = object()
+"""Returned by a handler whose reply is sent later (a long poll that found nothing yet)."""
+
+Reply = Callable[[Connection, int, Any], None]
+Handler = Callable[[Connection, int, Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiveOptions:
+    attempt_id: str | None = None
+    redrive: Redrive | None = None
+    dlq: QueueTarget | None = None
+    max_in_flight: int | None = None
+
+
+class Handlers:
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        partition: int,
+        long_polls: LongPolls,
+        forwarder: DeadLetterForwarder,
+        mover: MoveTaskRunner,
+        reply: Reply,
+        fail: Callable[[Connection, int, BaseException], None],
+        status: Callable[[], dict],
+    ) -> None:
+        self.engine = engine
+        self.partition = partition
+        self.long_polls = long_polls
+        self.forwarder = forwarder
+        self.mover = mover
+        self._reply = reply
+        self._fail = fail
+        self._status = status
+
+    def table(self) -> dict[int, Handler]:
+        return {
+            Op.PING: self.ping,
+            Op.SEND: self.send,
+            Op.RECEIVE: self.receive,
+            Op.DELETE: self.delete,
+            Op.CHANGE_VISIBILITY: self.change_visibility,
+            Op.PURGE: self.purge,
+            Op.DROP_QUEUE: self.drop_queue,
+            Op.STATS: self.stats,
+            Op.START_MOVE_TASK: self.start_move_task,
+            Op.LIST_MOVE_TASKS: self.list_move_tasks,
+            Op.CANCEL_MOVE_TASK: self.cancel_move_task,
+        }
+
+    def ping(self, conn: Connection, request_id: int, args: Any) -> dict:
+        return self._status()
+
+    def send(self, conn: Connection, request_id: int, args: Any) -> list:
+        queue_id, messages, retention = args[0], args[1], args[2]
+        fifo = bool(args[3]) if len(args) > 3 else False
+        if check_send(queue_id, messages, retention, fifo):
+            sent_ts = self.engine.send(queue_id, messages, retention)
+            self.long_polls.wake(queue_id)
+            return [[m[0], sent_ts] for m in messages]
+        incoming = [(*m[:7], *m[7:9], _origin(m[9])) if len(m) > 7 else (*m, None, None, None) for m in messages]
+        results = self.engine.store(queue_id, incoming, retention, fifo=fifo)
+        self.long_polls.wake(queue_id)
+        return [[message_id, sent_ts, f"{seq:020d}", duplicate] for message_id, sent_ts, seq, duplicate in results]
+
+    def receive(self, conn: Connection, request_id: int, args: Any) -> Any:
+        queue_id, max_messages, visibility, wait, retention = args[:5]
+        _check_str(queue_id)
+        options = self._receive_options(args[5]) if len(args) > 5 and args[5] else ReceiveOptions()
+        n = min(max(int(max_messages), 1), MAX_MESSAGES_PER_RECEIVE)
+        visibility = min(max(int(visibility), 0), MAX_VISIBILITY_TIMEOUT_SECONDS)
+        retention = int(retention)
+        wait = min(float(wait), float(MAX_WAIT_TIME_SECONDS))
+        found = self._poll(queue_id, n, visibility, retention, options, short_poll=not wait > 0)
+        if found or not wait > 0:
+            return found
+        task = asyncio.get_running_loop().create_task(
+            self._long_poll(conn, request_id, queue_id, n, visibility, retention, wait, options)
+        )
+        conn.start(task)
+        return DEFERRED
+
+    def _receive_options(self, options: Any) -> ReceiveOptions:
+        if not isinstance(options, dict):
+            raise TypeError("receive options must be a map")
+        attempt_id = options.get("attempt_id")
+        if attempt_id is not None and not isinstance(attempt_id, str):
+            raise TypeError("attempt_id must be a string")
+        if not options.get("fifo"):
+            attempt_id = None
+        max_in_flight = options.get("max_in_flight")
+        if max_in_flight is not None:
+            max_in_flight = int(max_in_flight)
+        redrive = options.get("redrive")
+        if redrive is None:
+            return ReceiveOptions(attempt_id, None, None, max_in_flight)
+        if not isinstance(redrive, dict) or set(REDRIVE_FIELDS) - set(redrive):
+            raise ValueError(f"redrive needs {', '.join(REDRIVE_FIELDS)}")
+        # The hand-over to a dead-letter queue goes by queue id and partition; the ARN field is the source's,
+        # which is what messages moved there name (DeadLetterQueueSourceArn).
+        dlq = QueueTarget(
+            str(redrive["dlq_queue_id"]),
+            int(redrive["dlq_partition"]),
+            bool(redrive["dlq_fifo"]),
+            int(redrive["dlq_retention_seconds"]),
+            str(redrive["source_arn"]),
+        )
+        policy = Redrive(
+            max(int(redrive["max_receive_count"]), 1),
+            dlq.queue_id,
+            dlq.fifo,
+            str(redrive["source_arn"]),
+            dlq.partition == self.partition,
+        )
+        return ReceiveOptions(attempt_id, policy, dlq, max_in_flight)
+
+    def _poll(
+        self, queue_id: str, n: int, visibility: int, retention: int, options: ReceiveOptions, *, short_poll: bool
+    ) -> list:
+        polled = self.engine.poll(
+            queue_id,
+            n,
+            visibility,
+            retention,
+            attempt_id=options.attempt_id,
+            redrive=options.redrive,
+            max_in_flight=options.max_in_flight,
+            short_poll=short_poll,
+        )
+        if options.redrive is not None and options.dlq is not None:
+            if polled.dead_letters:
+                self.forwarder.submit(queue_id, options.dlq, polled.dead_letters)
+            elif options.redrive.local:
+                self.long_polls.wake(options.dlq.queue_id)
+        return polled.rows
+
+    async def _long_poll(
+        self,
+        conn: Connection,
+        request_id: int,
+        queue_id: str,
+        n: int,
+        visibility: int,
+        retention: int,
+        wait: float,
+        options: ReceiveOptions,
+    ) -> None:
+        def poll() -> list:
+            return self._poll(queue_id, n, visibility, retention, options, short_poll=False)
+
+        try:
+            found = await self.long_polls.wait_for(queue_id, wait, poll, options.max_in_flight)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(conn, request_id, exc)
+            return
+        self._reply(conn, request_id, found)
+
+    def delete(self, conn: Connection, request_id: int, args: Any) -> list:
+        queue_id, handles = args
+        _check_str(queue_id)
+        if not isinstance(handles, list):
+            raise TypeError("receipts must be a list")
+        results = self.engine.delete(queue_id, handles)
+        # A delete may unlock a FIFO group or bring a queue back under its in-flight limit.
+        self.long_polls.wake(queue_id)
+        return results
+
+    def change_visibility(self, conn: Connection, request_id: int, args: Any) -> list:
+        queue_id, entries = args
+        _check_str(queue_id)
+        checked = [(handle, min(max(int(timeout), 0), MAX_VISIBILITY_TIMEOUT_SECONDS)) for handle, timeout in entries]
+        results = self.engine.change_visibility(queue_id, checked)
+        if any(r is None for r in results):
+            self.long_polls.wake(queue_id)
+        return results
+
+    def purge(self, conn: Connection, request_id: int, args: Any) -> None:
+        (queue_id,) = args
+        _check_str(queue_id)
+        self.engine.purge(queue_id)
+
+    def drop_queue(self, conn: Connection, request_id: int, args: Any) -> None:
+        (queue_id,) = args
+        _check_str(queue_id)
+        self.engine.drop_queue(queue_id)
+
+    def stats(self, conn: Connection, request_id: int, args: Any) -> tuple[int, int, int]:
+        queue_id, retention = args
+        _check_str(queue_id)
+        return self.engine.stats(queue_id, int(retention))
+
+    def start_move_task(self, conn: Connection, request_id: int, args: Any) -> dict:
+        queue_id, task = args
+        _check_str(queue_id)
+        _check_move_task(task)
+        started = self.engine.start_move_task(queue_id, task)
+        if started["status"] == "RUNNING":
+            self.mover.launch(queue_id, started["task_handle"])
+        return started
+
+    def list_move_tasks(self, conn: Connection, request_id: int, args: Any) -> list[dict]:
+        (queue_id,) = args
+        _check_str(queue_id)
+        return self.engine.list_move_tasks(queue_id)
+
+    def cancel_move_task(self, conn: Connection, request_id: int, args: Any) -> dict:
+        queue_id, handle = args
+        _check_str(queue_id)
+        _check_str(handle)
+        moved = self.engine.cancel_move_task(queue_id, handle)
+        self.mover.poke(queue_id, handle)
+        return {"moved": moved}
+
+
+def _check_str(value: Any) -> None:
+    if not isinstance(value, str):
+        raise TypeError("queue id must be a string")
+
+
+def check_send(queue_id: Any, messages: Any, retention: Any, fifo: bool) -> bool:
+    """Whether these are plain messages of a standard queue (else: FIFO or handed-over ones)."""
+    _check_str(queue_id)
+    if not isinstance(messages, list) or not isinstance(retention, int):
+        raise TypeError("messages must be a list and retention an integer")
+    plain = not fifo
+    for m in messages:
+        if not (
+            isinstance(m, list)
+            and len(m) in (7, 10)
+            and isinstance(m[0], str)
+            and isinstance(m[1], str)
+            and isinstance(m[2], dict)
+            and isinstance(m[3], str)
+            and (m[4] is None or isinstance(m[4], str))
+            and isinstance(m[5], int)
+            and 0 <= m[5] <= MAX_DELAY_SECONDS
+            and isinstance(m[6], dict)
+        ):
+            raise ValueError("malformed message")
+        for value in m[2].values():
+            if not isinstance(value, dict):
+                raise ValueError("malformed message attribute")
+        if len(m) == 10:
+            plain = False
+            if not (m[7] is None or isinstance(m[7], str)) or not (m[8] is None or isinstance(m[8], str)):
+                raise ValueError("malformed message group or deduplication id")
+            if m[9] is not None and not isinstance(m[9], dict):
+                raise ValueError("malformed message origin")
+        if fifo and (len(m) != 10 or not isinstance(m[7], str)):
+            raise ValueError("a FIFO message needs a group")
+    return plain
+
+
+def _origin(origin: dict | None) -> tuple[int | None, int, int] | None:
+    if origin is None:
+        return None
+    sent_ts = origin.get("sent_ts")
+    return (
+        int(sent_ts) if sent_ts is not None else None,
+        int(origin.get("receive_count") or 0),
+        int(origin.get("first_receive_ts") or 0),
+    )
+
+
+def _check_move_task(task: Any) -> None:
+    if not isinstance(task, dict) or not isinstance(task.get("task_handle"), str):
+        raise ValueError("a move task needs a task_handle")
+    if not isinstance(task.get("source_arn"), str):
+        raise ValueError("a move task needs a source_arn")
+    destination = task.get("destination")
+    if destination is not None:
+        if not isinstance(destination, dict):
+            raise ValueError("a move task destination must be a map")
+        missing = set(DESTINATION_FIELDS) - set(destination)
+        if missing:
+            raise ValueError(f"a move task destination needs {', '.join(sorted(missing))}")
+    rate = task.get("max_per_second")
+    if rate is not None and (not isinstance(rate, int) or rate < 1):
+        raise ValueError("max_per_second must be a positive integer")

@@ -1,0 +1,33 @@
+"""Background upkeep of a worker's state and log: compaction's fold, and periodic sweeps.
+
+Compaction (when and how, see :mod:`storage_workers.log.compaction`) needs a fold that turns sealed segments
+into the records that rebuild their state: replay them into a fresh engine and snapshot it.  Sweeps prune
+what only time makes dead (resend ids, receive attempts, idle queue states) without a record, since nothing
+replayed depends on entries past their window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Iterator
+
+from storage_workers.engine import PartitionState
+from storage_workers.engine.records import Record
+
+log = logging.getLogger(__name__)
+
+
+def fold(records: Iterator[Record]) -> Iterable[Record]:
+    """Compaction's fold: replay into a fresh partition state, then snapshot it."""
+    return PartitionState.replay(records).snapshot()
+
+
+async def every(name: str, interval: float, action: Callable[[], object]) -> None:
+    """Run ``action`` every ``interval`` seconds until cancelled; a failing run is logged, not fatal."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            action()
+        except Exception:
+            log.exception("%s failed", name)

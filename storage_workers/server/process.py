@@ -1,0 +1,90 @@
+"""The worker process: open the log, listen, register in the partition map, serve until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import signal
+import sys
+from typing import TextIO
+
+from ferrymq.aws import session
+from ferrymq.aws.partitions import RECEIPT_KEY_BYTES, PartitionMap
+from ferrymq.aws.queue_store import QueueStore
+from ferrymq.errors import SqsError
+from ferrymq.orphan_watch import wait_until_orphaned
+from ferrymq.settings import Settings
+from storage_workers.peers import ClusterPeers
+from storage_workers.server.config import WorkerConfig
+from storage_workers.server.worker import StorageWorker
+
+log = logging.getLogger(__name__)
+
+READY_LINE = "FERRYMQ_WORKER_READY"
+
+
+async def _stop_when_orphaned(worker: StorageWorker, parent_pid: int) -> None:
+    if await wait_until_orphaned(parent_pid, worker.stopped.is_set):
+        log.info("parent process %d is gone; stopping", parent_pid)
+        worker.stopped.set()
+
+
+async def run_worker(
+    config: WorkerConfig, settings: Settings, *, out: TextIO | None = None, parent_pid: int | None = None
+) -> int:
+    """Run a worker until SIGTERM or SIGINT, or until ``parent_pid`` is no longer its parent; returns the
+    process exit status."""
+    out = out if out is not None else sys.stdout
+    partition_map = PartitionMap.from_settings(settings) if config.register else None
+    try:
+        receipt_key = (
+            await asyncio.to_thread(partition_map.receipt_key, config.partition)
+            if partition_map is not None
+            # A worker outside any partition map (benchmarks, experiments): its handles die with the process.
+            else secrets.token_bytes(RECEIPT_KEY_BYTES)
+        )
+    except SqsError as exc:
+        log.error("could not read the partition's receipt key: %s", exc.__cause__ or exc.message)
+        return 1
+    worker = StorageWorker(config, receipt_key, peers=ClusterPeers.from_settings(settings, config.partition))
+    try:
+        worker.open()
+        host, port = await worker.start()
+    except Exception as exc:
+        log.error("storage worker could not start: %s", exc)
+        await worker.close()
+        return 1
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, worker.stopped.set)
+    if partition_map is not None:
+        try:
+            worker.epoch = await asyncio.to_thread(
+                partition_map.register, config.partition, config.worker_id, host, port
+            )
+        except SqsError as exc:
+            # Outages come with the generic message clients see; the botocore failure behind one says what broke.
+            log.error("could not register in the partition map: %s", exc.__cause__ or exc.message)
+            await worker.close()
+            return 1
+        worker.run_pending_drops(QueueStore(session.client("dynamodb", settings), settings.queues_table))
+    log.info(
+        "worker %s serves partition %d at %s:%d (epoch %d)",
+        config.worker_id,
+        config.partition,
+        host,
+        port,
+        worker.epoch,
+    )
+    if not worker.stopped.is_set():
+        print(f"{READY_LINE} {host} {port}", file=out, flush=True)
+    watch = asyncio.create_task(_stop_when_orphaned(worker, parent_pid)) if parent_pid is not None else None
+    await worker.stopped.wait()
+    if watch is not None:
+        watch.cancel()
+    await worker.close()
+    if worker.fatal is not None:
+        log.critical("stopped after a log failure: %s", worker.fatal)
+        return 1
+    return 0
