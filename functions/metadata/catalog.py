@@ -20,8 +20,10 @@ import zlib
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
+from ferrymq.arn import queue_arn
 from ferrymq.aws.queue_store import QueueRecord, QueueStore, StaleQueueRecord
 from ferrymq.clock import Clock
+from ferrymq.destinations import FIFO_SUFFIX, is_fifo
 from ferrymq.errors import (
     InvalidAttributeName,
     InvalidAttributeValue,
@@ -38,7 +40,6 @@ from functions.metadata import tags as tag_rules
 T = TypeVar("T")
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
-FIFO_SUFFIX = ".fifo"
 MAX_NAME_LENGTH = 80
 DELETE_COOLDOWN_SECONDS = 60.0
 PURGE_COOLDOWN_SECONDS = 60.0
@@ -60,10 +61,6 @@ def check_queue_name(name: str, *, fifo: bool) -> None:
         )
 
 
-def is_fifo(name: str) -> bool:
-    return name.endswith(FIFO_SUFFIX)
-
-
 class QueueCatalog:
     def __init__(self, store: QueueStore, clock: Clock, *, partitions: int, ttl: float, region: str,
                  max_entries: int = 10_000) -> None:
@@ -74,7 +71,7 @@ class QueueCatalog:
         self._cache: TtlCache[tuple[str, str], QueueRecord] = TtlCache(clock, ttl, max_entries)
 
     def arn(self, account: str, name: str) -> str:
-        return str(redrive.QueueArn(self._region, account, name))
+        return queue_arn(self._region, account, name)
 
     async def _io(self, fn: Callable[..., T], *args: object) -> T:
         # boto3 is blocking; a cache miss must not stall every other request on the event loop.
@@ -242,8 +239,18 @@ class QueueCatalog:
         return await self._update(account, name, change)
 
     async def delete(self, account: str, name: str) -> QueueRecord:
-        """Tombstone the queue; returns the deleted record so its messages can be dropped."""
-        return await self._update(account, name, lambda r: r.evolve(deleted_at=self._clock.now()))
+        """Tombstone the queue; returns the deleted record so its messages can be dropped.
+
+        The tombstone and a pending drop of the queue id are one transaction, so the partition's worker drops
+        the messages even when it cannot be told now; :meth:`clear_pending_drop` once it has been told.
+        """
+        return await self._update(
+            account, name, lambda r: r.evolve(deleted_at=self._clock.now()), write=self._store.tombstone
+        )
+
+    async def clear_pending_drop(self, deleted: QueueRecord) -> None:
+        """Forget the pending drop :meth:`delete` recorded, after the worker has dropped the queue id."""
+        await self._io(self._store.clear_pending_drop, deleted.partition, deleted.queue_id)
 
     async def mark_purged(self, account: str, name: str) -> QueueRecord:
         def change(record: QueueRecord) -> QueueRecord:
@@ -256,7 +263,17 @@ class QueueCatalog:
 
         return await self._update(account, name, change)
 
-    async def _update(self, account: str, name: str, change: Callable[[QueueRecord], QueueRecord]) -> QueueRecord:
+    async def _update(
+        self,
+        account: str,
+        name: str,
+        change: Callable[[QueueRecord], QueueRecord],
+        *,
+        write: Callable[[QueueRecord, QueueRecord], None] | None = None,
+    ) -> QueueRecord:
+        """Apply ``change`` to the live record with ``write`` (a conditional replace unless given), retrying
+        a lost race on a fresh read."""
+        write = write or self._store.replace
         self.invalidate(account, name)
         for _ in range(_WRITE_RETRIES):
             current = await self._io(self._store.get, account, name)
@@ -264,7 +281,7 @@ class QueueCatalog:
                 raise QueueDoesNotExist()
             new = change(current)
             try:
-                await self._io(self._store.replace, current, new)
+                await self._io(write, current, new)
             except StaleQueueRecord:
                 continue
             stored = new.evolve(version=current.version + 1)

@@ -97,9 +97,17 @@ async def delete_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str,
             deleted, lambda w: w.drop_queue(deleted.queue_id), idempotent=True
         )
     except SqsError:
-        # The catalog no longer names this queue id, so its messages can never be reached again; the
-        # worker reclaims them when it is next told to drop the id or compacts.
-        log.warning("could not drop messages of deleted queue %s", deleted.queue_id, exc_info=True)
+        # The delete stands: the pending drop written with the tombstone makes the partition's worker drop
+        # the id at its next sweep.
+        log.warning("could not drop messages of deleted queue %s now; its worker will", deleted.queue_id,
+                    exc_info=True)
+        return {}
+    try:
+        await ctx.services.catalog.clear_pending_drop(deleted)
+    except Exception:
+        # The queue is deleted and its messages dropped, so no failure here may turn into an error for the
+        # caller; the worker's sweep finds the id dropped already and clears the item itself.
+        log.warning("pending drop of queue %s left for its worker to clear", deleted.queue_id, exc_info=True)
     return {}
 
 

@@ -13,6 +13,22 @@ Table ``settings.queues_table``, one item per queue name and owning account::
     purged_at (N, optional)   last PurgeQueue, for the 60-second PurgeQueueInProgress rule
     deleted_at (N, optional)  tombstone: kept so a create within 60 s can answer QueueDeletedRecently
     version (N)               bumped by every write; writes are conditional on it
+
+Pending drops live in the same table, under the pseudo-account ``#drops`` (real accounts are 12 digits, so no
+caller's Query can name it), one item per deleted queue whose messages a storage worker still has to drop::
+
+    account (S, hash key)     "#drops"
+    name (S, range key)       "<partition, zero-padded to 6 digits>#<queue_id>": a worker reads its partition's
+                              items with one Query, begins_with(name, "<partition>#")
+    queue_id (S)              the deleted incarnation
+    partition (N)             the partition whose worker holds its messages
+    queue_account (S), queue_name (S)   the deleted queue, for the operator reading the table
+    deleted_at (N)            when DeleteQueue ran; also makes the item read as a tombstone should anything
+                              ever read it as a queue record, so it can never show up as a live queue
+
+DeleteQueue writes the tombstone and the pending drop in one transaction, so a deleted queue always leaves
+an item its worker will act on, whether or not the worker could be told at once.  Whoever drops the id in
+the worker (the front end after a successful drop call, or the worker's own sweep) deletes the item.
 """
 
 from __future__ import annotations
@@ -23,6 +39,16 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ferrymq.aws.errors import translate_client_errors
+from ferrymq.errors import ServiceUnavailable
+
+DROPS_ACCOUNT = "#drops"
+"""The pseudo-account holding pending drops; a real account id is 12 digits and can never equal it."""
+
+_PARTITION_DIGITS = 6
+# Reasons a transaction was cancelled that mean "read again and retry", as for a failed conditional put.
+_LOST_RACE_REASONS = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
+# Reasons that are an outage, as the same codes are for a single write (see ferrymq.aws.errors).
+_OUTAGE_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"})
 
 
 class StaleQueueRecord(Exception):
@@ -51,6 +77,17 @@ class QueueRecord:
         return replace(self, **changes)
 
 
+@dataclass(frozen=True, slots=True)
+class PendingDrop:
+    """A deleted queue whose messages the worker of ``partition`` has not yet been known to drop."""
+
+    partition: int
+    queue_id: str
+    account: str
+    name: str
+    deleted_at: float
+
+
 class QueueStore:
     def __init__(self, client: Any, table_name: str) -> None:
         self._client = client
@@ -58,6 +95,9 @@ class QueueStore:
 
     def get(self, account: str, name: str) -> QueueRecord | None:
         """The record for ``name``, tombstones included."""
+        if account == DROPS_ACCOUNT:
+            # Pending drops are no queue, whoever asks (see the module docstring).
+            return None
         with translate_client_errors():
             item = self._client.get_item(
                 TableName=self._table, Key=_key(account, name), ConsistentRead=True
@@ -67,6 +107,9 @@ class QueueStore:
     def list(self, account: str, prefix: str = "", limit: int | None = None, start_after: str | None = None,
              ) -> list[QueueRecord]:
         """Live queues of ``account`` whose names start with ``prefix``, in name order."""
+        if account == DROPS_ACCOUNT:
+            # Pending drops are no queue, whoever asks (see the module docstring).
+            return []
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "ConsistentRead": True,
@@ -110,6 +153,60 @@ class QueueStore:
         """Overwrite ``old`` with ``new`` unless someone else wrote in between."""
         self._conditional_put(new.evolve(version=old.version + 1), "version = :v", {":v": {"N": str(old.version)}})
 
+    def tombstone(self, old: QueueRecord, deleted: QueueRecord) -> None:
+        """Overwrite live ``old`` with its tombstone ``deleted`` and record a pending drop of its queue id, in one
+        transaction: either both are written or, when someone else wrote ``old`` in between, neither is
+        (StaleQueueRecord)."""
+        stored = deleted.evolve(version=old.version + 1)
+        if stored.deleted_at is None:
+            raise ValueError("a tombstone needs deleted_at")
+        transaction = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": _to_item(stored),
+                    "ConditionExpression": "version = :v",
+                    "ExpressionAttributeValues": {":v": {"N": str(old.version)}},
+                }
+            },
+            {"Put": {"TableName": self._table, "Item": _drop_item(stored, stored.deleted_at)}},
+        ]
+        with translate_client_errors():
+            try:
+                self._client.transact_write_items(TransactItems=transaction)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                reasons = {r.get("Code") for r in exc.response.get("CancellationReasons", [])}
+                if reasons & _LOST_RACE_REASONS:
+                    raise StaleQueueRecord(old.name) from exc
+                if reasons & _OUTAGE_REASONS:
+                    raise ServiceUnavailable() from exc
+                raise
+
+    def pending_drops(self, partition: int) -> list[PendingDrop]:
+        """Every pending drop of ``partition``, read strongly consistent and across pages."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "ConsistentRead": True,
+            "KeyConditionExpression": "#a = :a AND begins_with(#n, :p)",
+            "ExpressionAttributeNames": {"#a": "account", "#n": "name"},
+            "ExpressionAttributeValues": {":a": {"S": DROPS_ACCOUNT}, ":p": {"S": _drop_prefix(partition)}},
+        }
+        out: list[PendingDrop] = []
+        with translate_client_errors():
+            while True:
+                page = self._client.query(**kwargs)
+                out.extend(_drop_from_item(item) for item in page.get("Items", []))
+                if "LastEvaluatedKey" not in page:
+                    return out
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def clear_pending_drop(self, partition: int, queue_id: str) -> None:
+        """Forget the pending drop of ``queue_id`` once its worker has dropped it durably (no-op when gone)."""
+        with translate_client_errors():
+            self._client.delete_item(TableName=self._table, Key=_key(DROPS_ACCOUNT, _drop_name(partition, queue_id)))
+
     def _conditional_put(self, record: QueueRecord, condition: str, values: dict[str, Any] | None) -> None:
         kwargs: dict[str, Any] = {
             "TableName": self._table,
@@ -131,6 +228,35 @@ class QueueStore:
 
 def _key(account: str, name: str) -> dict[str, Any]:
     return {"account": {"S": account}, "name": {"S": name}}
+
+
+def _drop_prefix(partition: int) -> str:
+    return f"{partition:0{_PARTITION_DIGITS}d}#"
+
+
+def _drop_name(partition: int, queue_id: str) -> str:
+    return _drop_prefix(partition) + queue_id
+
+
+def _drop_item(r: QueueRecord, deleted_at: float) -> dict[str, Any]:
+    return {
+        **_key(DROPS_ACCOUNT, _drop_name(r.partition, r.queue_id)),
+        "queue_id": {"S": r.queue_id},
+        "partition": {"N": str(r.partition)},
+        "queue_account": {"S": r.account},
+        "queue_name": {"S": r.name},
+        "deleted_at": {"N": repr(deleted_at)},
+    }
+
+
+def _drop_from_item(item: dict[str, Any]) -> PendingDrop:
+    return PendingDrop(
+        partition=int(item["partition"]["N"]),
+        queue_id=item["queue_id"]["S"],
+        account=item["queue_account"]["S"],
+        name=item["queue_name"]["S"],
+        deleted_at=float(item["deleted_at"]["N"]),
+    )
 
 
 def _to_item(r: QueueRecord) -> dict[str, Any]:
