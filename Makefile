@@ -1,7 +1,8 @@
 # FerryMQ developer commands.
 #
 #   make up     create .venv if needed, install FerryMQ into it, run the local stack (`ferrymq up`)
-#   make test   the same install (and the e2e tests' npm packages), then ruff and the whole test suite
+#   make test   the same install (and the e2e tests' npm packages and botocore's query-protocol SQS model),
+#               then ruff and the whole test suite; the tests themselves download nothing
 #   make dist   a wheel in dist/ (what the storage-worker instances install)
 #
 # build-FrontendFunction and build-FerryMQLayer are called by `sam build` (BuildMethod: makefile in
@@ -15,8 +16,11 @@ INSTALLED := $(VENV)/.ferrymq-installed
 # The AWS SDK for JavaScript for tests/e2e/test_js_sdk.py, exactly as the committed lock file pins it.
 JS_DIR := tests/e2e/js
 JS_INSTALLED := $(JS_DIR)/node_modules/.ferrymq-installed
+# botocore 1.31.80's query-protocol SQS model, which the wire-protocol and e2e tests check against
+# (tests/support/legacy_sqs_model.py); extracted into .cache only while it is missing.
+SQS_QUERY_MODEL := .cache/models/sqs/2012-11-05/service-2.json
 
-.PHONY: install up test lint dist build-FrontendFunction build-FerryMQLayer
+.PHONY: install up test lint sqs-query-model dist build-FrontendFunction build-FerryMQLayer
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,13 +36,19 @@ $(JS_INSTALLED): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
 	cd $(JS_DIR) && npm ci --no-audit --no-fund
 	touch $(JS_INSTALLED)
 
+# Order-only on the install: a reinstall does not fetch the model again.
+$(SQS_QUERY_MODEL): | $(INSTALLED)
+	$(BIN)/python -m tests.support.legacy_sqs_model --install
+
+sqs-query-model: $(SQS_QUERY_MODEL)
+
 up: $(INSTALLED)
 	$(BIN)/ferrymq up
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
 
-test: lint $(JS_INSTALLED)
+test: lint $(JS_INSTALLED) $(SQS_QUERY_MODEL)
 	$(BIN)/pytest
 
 dist: $(INSTALLED)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES
 from infra.standin.server import serve
+from infra.standin.ttl_sweeper import DEFAULT_INTERVAL_SECONDS
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -19,12 +20,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--journal-limit-bytes", type=int, default=DEFAULT_JOURNAL_LIMIT_BYTES,
                         help="take a snapshot once the journal grows past this size")
     parser.add_argument("--parent-pid", type=int, help="stop (cleanly) once this process is no longer the parent")
+    parser.add_argument("--ttl-sweep-seconds", type=_positive_seconds, default=DEFAULT_INTERVAL_SECONDS,
+                        help="how often expired items of DynamoDB tables with TTL enabled are deleted")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=os.environ.get("FERRYMQ_LOG_LEVEL", "WARNING").upper(),
         format="%(asctime)s standin %(levelname)s %(name)s: %(message)s",
     )
-    serve(args.host, args.port, args.data_dir, args.journal_limit_bytes, parent_pid=args.parent_pid)
+    serve(args.host, args.port, args.data_dir, args.journal_limit_bytes, parent_pid=args.parent_pid,
+          ttl_sweep_seconds=args.ttl_sweep_seconds)
+
+
+def _positive_seconds(text: str) -> float:
+    seconds = float(text)
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return seconds
 
 
 if __name__ == "__main__":

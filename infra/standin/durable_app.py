@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from moto.core.request import PRESERVED_HEADER_NAMES_ENVIRON_KEY
 
@@ -39,6 +39,7 @@ from infra.standin.replay_clock import ReplayClock
 log = logging.getLogger(__name__)
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+T = TypeVar("T")
 
 # The request variables a journal record keeps besides the HTTP_* headers.
 _JOURNALED_CGI_KEYS = ("REQUEST_METHOD", "SCRIPT_NAME", "PATH_INFO", "QUERY_STRING", "RAW_URI", "REQUEST_URI",
@@ -175,6 +176,11 @@ class DurableApp:
             with self._gate.shared():
                 return _call(self._app, environ)
         return self._apply_mutation(environ, body, durability)
+
+    def with_writes_held(self, look: Callable[[], T]) -> T:
+        """Run ``look``, which only reads moto's state, while no write is applied (reads may still run)."""
+        with self._write_lock:
+            return look()
 
     def _apply_mutation(self, environ: dict[str, Any], body: bytes, durability: Durability) -> Response:
         journaled_environ = _journaled_environ(environ, len(body))

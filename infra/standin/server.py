@@ -18,6 +18,7 @@ from infra.standin.asgi_bridge import StandinAsgiApp
 from infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES, DurableApp
 from infra.standin.layout import LOCK_FILE, READY_PREFIX
 from infra.standin.snapshot import DURABLE_SERVICES
+from infra.standin.ttl_sweeper import DEFAULT_INTERVAL_SECONDS, TtlSweeper
 
 log = logging.getLogger(__name__)
 
@@ -75,19 +76,25 @@ def build_durable_app(data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL
 
 
 def serve(host: str, port: int, data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES,
-          parent_pid: int | None = None) -> None:
-    """Recover state from ``data_dir``, serve until SIGTERM/SIGINT (or ``parent_pid`` is gone), then snapshot."""
+          parent_pid: int | None = None, ttl_sweep_seconds: float = DEFAULT_INTERVAL_SECONDS) -> None:
+    """Recover state from ``data_dir``, serve until SIGTERM/SIGINT (or ``parent_pid`` is gone), then snapshot.
+
+    Expired items of DynamoDB tables with TTL enabled are deleted every ``ttl_sweep_seconds``
+    (:mod:`infra.standin.ttl_sweeper`)."""
     with exclusive_data_dir(data_dir):
         durable = build_durable_app(data_dir, journal_limit_bytes)
         replayed = durable.recover()
         log.info("recovered %s: %d journal records replayed", data_dir, replayed)
         sock = asgi_serving.bind_socket(host, port)
         executor = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="standin")
+        sweeper = TtlSweeper(durable, ttl_sweep_seconds)
+        sweeper.start()
         try:
             app = StandinAsgiApp(durable, executor)
             asgi_serving.serve_asgi(app, sock, f"{READY_PREFIX} {asgi_serving.socket_url(sock)}", lifespan="off",
                                     parent_pid=parent_pid)
         finally:
             sock.close()
+            sweeper.stop()
             executor.shutdown(wait=True)
             durable.close()

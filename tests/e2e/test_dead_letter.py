@@ -83,6 +83,8 @@ def test_move_task_to_a_chosen_destination_can_be_cancelled(sqs: Any) -> None:
     _queue(sqs, "csrc", RedrivePolicy=_redrive(dlq_arn, 1))
     dest_url, dest_arn = _queue(sqs, "cdst")
     sqs.send_message_batch(QueueUrl=dlq_url, Entries=[{"Id": str(i), "MessageBody": f"c{i}"} for i in range(10)])
+    # one of them in a consumer's hands: the task waits for it, so it cannot finish before it is cancelled
+    assert len(sqs.receive_message(QueueUrl=dlq_url, VisibilityTimeout=600)["Messages"]) == 1
     handle = sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=dest_arn,
                                          MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
     expect_error(lambda: sqs.start_message_move_task(SourceArn=dlq_arn), "InvalidParameterValue", 400,

@@ -1,9 +1,12 @@
-"""The durable AWS stand-in as a real process: state survives kill -9, clean stops and torn journals."""
+"""The durable AWS stand-in as a real process: state survives kill -9, clean stops and torn journals; expired
+items of tables with TTL enabled are deleted, for good."""
 
 from __future__ import annotations
 
 import datetime
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +185,50 @@ def test_dates_survive_as_utc(tmp_path: Path) -> None:
         again = _client("dynamodb", standin).describe_table(TableName=TABLE)["Table"]["CreationDateTime"]
     assert again == created
     assert isinstance(again, datetime.datetime)
+
+
+def _until(condition: Callable[[], bool], what: str, attempts: int = 400) -> None:
+    """Poll ``condition`` every 50 ms; give up after ``attempts`` looks (a guard against hanging, not a timing)."""
+    for _ in range(attempts):
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} never happened")
+
+
+def test_expired_items_of_ttl_tables_are_deleted_and_stay_deleted(tmp_path: Path) -> None:
+    now = int(time.time())
+    # given a stand-in sweeping every 0.2 s, and a table with TTL on "expires" holding an item that expires in an
+    # hour and one whose "expires" is not a number; and a table without TTL holding an item expired by its clock
+    with _standin(tmp_path, "--ttl-sweep-seconds", "0.2") as standin:
+        dynamodb = _client("dynamodb", standin)
+        _create_table(dynamodb)
+        dynamodb.update_time_to_live(TableName=TABLE,
+                                     TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires"})
+        live = {"pk": {"S": "live"}, "expires": {"N": str(now + 3600)}}
+        text = {"pk": {"S": "text"}, "expires": {"S": str(now - 3600)}}
+        dynamodb.put_item(TableName=TABLE, Item=live)
+        dynamodb.put_item(TableName=TABLE, Item=text)
+        dynamodb.create_table(
+            TableName="no-ttl",
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        )
+        untimed = {"pk": {"S": "untimed"}, "expires": {"N": str(now - 3600)}}
+        dynamodb.put_item(TableName="no-ttl", Item=untimed)
+        # when an item that expired an hour ago is put last, and a sweep runs
+        dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": "expired"}, "expires": {"N": str(now - 3600)}})
+        _until(lambda: _item(dynamodb, "expired") is None, "a sweep deleting the expired item")
+        # then the sweep that deleted it, which saw every item, left the others
+        assert _item(dynamodb, "live") == live
+        assert _item(dynamodb, "text") == text
+        assert dynamodb.get_item(TableName="no-ttl", Key={"pk": {"S": "untimed"}})["Item"] == untimed
+        standin.kill9()
+    # and after kill -9 and a restart with no sweep due for an hour, the expired item is still gone: its
+    # delete was journaled, not only applied in memory
+    with _standin(tmp_path, "--ttl-sweep-seconds", "3600") as standin:
+        dynamodb = _client("dynamodb", standin)
+        assert _item(dynamodb, "expired") is None
+        assert _item(dynamodb, "live") == live
+        assert dynamodb.scan(TableName=TABLE, Select="COUNT")["Count"] == 2

@@ -67,16 +67,24 @@ def test_send_receive_delete_and_long_poll_over_loopback(
             assert await client.delete("q", [m["receipt"] for m in got]) == [None, None]
             assert await client.stats("q", retention_seconds=RETENTION) == {"visible": 0, "in_flight": 0, "delayed": 0}
 
-            # a long poll is answered as soon as a message is sent
-            poll = asyncio.ensure_future(
-                client.receive("q", max_messages=1, visibility_timeout=30, wait_seconds=10, retention_seconds=RETENTION)
-            )
+            # a long poll is answered as soon as a message is sent: before a marker, a long poll of the same
+            # length started first on a queue nothing reaches, which ends before the poll's own time would run out
+            def long_poll(queue_id: str) -> asyncio.Future[list[dict]]:
+                return asyncio.ensure_future(
+                    client.receive(
+                        queue_id, max_messages=1, visibility_timeout=30, wait_seconds=10, retention_seconds=RETENTION
+                    )
+                )
+
+            marker = long_poll("quiet")
+            poll = long_poll("q")
             await asyncio.sleep(0.3)
-            started = time.monotonic()
             await client.send("q", [message("three")], retention_seconds=RETENTION)
-            got = await asyncio.wait_for(poll, 5)
+            got = await poll
             assert [m["body"] for m in got] == ["three"]
-            assert time.monotonic() - started < 1.0
+            assert not marker.done()
+            await client.send("quiet", [message("for the marker")], retention_seconds=RETENTION)
+            assert [m["body"] for m in await marker] == ["for the marker"]
         finally:
             await client.close()
 

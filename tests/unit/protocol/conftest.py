@@ -17,5 +17,5 @@ def json_model() -> ServiceModel:
 
 @pytest.fixture(scope="session")
 def query_model() -> ServiceModel:
-    """The 2012-11-05 query-protocol SQS model (botocore 1.31.80), fetched once and cached."""
+    """The 2012-11-05 query-protocol SQS model (botocore 1.31.80), extracted by `make sqs-query-model`."""
     return legacy_query_model()
