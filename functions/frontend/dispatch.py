@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from ferrymq.aws.queue_store import QueueRecord
-from ferrymq.errors import ServiceUnavailable
+from ferrymq.errors import QueueDoesNotExist, ServiceUnavailable
 from ferrymq.rpc.client import WorkerClient, WorkerTimeout
 from ferrymq.rpc.leaders import LeaderClients
 
@@ -15,8 +15,11 @@ T = TypeVar("T")
 
 
 class Dispatcher:
-    def __init__(self, leaders: LeaderClients) -> None:
+    def __init__(self, leaders: LeaderClients, *, on_queue_gone: Callable[[QueueRecord], None] | None = None) -> None:
+        """``on_queue_gone``: told when a worker answers that a queue id is gone (deleted since this front end
+        cached the queue), so the cache is dropped and the next request reads the catalog."""
         self._leaders = leaders
+        self._on_queue_gone = on_queue_gone
 
     async def call(self, queue: QueueRecord, op: Callable[[WorkerClient], Awaitable[T]], *, idempotent: bool) -> T:
         """Run ``op`` against the worker leading the queue's partition.
@@ -31,6 +34,10 @@ class Dispatcher:
         try:
             client = await self._leaders.client(queue.partition)
             return await op(client)
+        except QueueDoesNotExist:
+            if self._on_queue_gone is not None:
+                self._on_queue_gone(queue)
+            raise
         except ServiceUnavailable as exc:
             self._leaders.forget(queue.partition)
             if not idempotent:

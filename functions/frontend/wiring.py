@@ -38,7 +38,7 @@ def build_frontend(settings: Settings, clock: Clock | None = None) -> Frontend:
         settings=settings,
         clock=clock,
         catalog=catalog,
-        dispatcher=Dispatcher(leaders),
+        dispatcher=Dispatcher(leaders, on_queue_gone=lambda q: catalog.invalidate(q.account, q.name)),
         dedup=DedupStore(dynamodb, settings.dedup_table),
     )
     authenticator = Authenticator(

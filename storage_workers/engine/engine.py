@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from ferrymq.clock import Clock
-from ferrymq.errors import OverLimit
+from ferrymq.errors import OverLimit, QueueDoesNotExist
+from ferrymq.limits import MAX_RETENTION_SECONDS
 from storage_workers.engine.answers import (
     NOT_IN_FLIGHT,
     OVER_LIMIT_MESSAGE,
@@ -146,9 +147,18 @@ class Engine(MoveTaskRequests):
         return self.partition.meta_state()
 
     def sweep(self) -> int:
-        """Forget what has outlived its window (see :meth:`PartitionState.sweep`); returns how many idle
-        queues were forgotten.  The worker calls this now and then: it records nothing."""
-        return self.partition.sweep(self.now_ms())
+        """Expire messages whose retention ended in queues nobody asked for since, then forget what has
+        outlived its window (see :meth:`PartitionState.sweep`); returns how many idle queues were forgotten.
+        The worker calls this now and then.
+
+        A queue's retention is the one its last request named; before any request (just after a restart) it
+        is SQS's longest, which no queue's messages outlive.
+        """
+        now = self.now_ms()
+        for q in list(self.partition.queues.values()):
+            if q.order:
+                self._expire(q, now, q.retention_seconds or MAX_RETENTION_SECONDS, sweeping=True)
+        return self.partition.sweep(now)
 
     # --- requests: read, decide, record ------------------------------------------------------------
 
@@ -170,10 +180,9 @@ class Engine(MoveTaskRequests):
         now = self.now_ms()
         if not messages:
             return now
-        q = self.partition.queues.get(queue_id)
-        if q is not None and q.order:
-            self._expire(q, now, retention_seconds)
+        self._before_store(queue_id, now, retention_seconds)
         self._commit((SENT, queue_id, now, self.partition.next_seq, messages))
+        self.partition.queues[queue_id].retention_seconds = retention_seconds
         return now
 
     def store(
@@ -187,9 +196,7 @@ class Engine(MoveTaskRequests):
         not stored again: its result is the original's, with ``duplicate`` true.
         """
         now = self.now_ms()
-        q = self.partition.queues.get(queue_id)
-        if q is not None and q.order:
-            self._expire(q, now, retention_seconds)
+        q = self._before_store(queue_id, now, retention_seconds)
         seq = self.partition.next_seq
         items: list[tuple] = []
         results: list[tuple[str, int, int, bool]] = []
@@ -393,8 +400,9 @@ class Engine(MoveTaskRequests):
             self._commit((PURGED, queue_id))
 
     def drop_queue(self, queue_id: str) -> None:
-        if queue_id in self.partition.queues:
-            self._commit((DROPPED, queue_id))
+        """Forget the queue, and refuse sends to its id for DROPPED_QUEUE_MEMORY_SECONDS (late senders)."""
+        if queue_id in self.partition.queues or queue_id not in self.partition.dropped:
+            self._commit((DROPPED, queue_id, self.now_ms()))
 
     def stats(self, queue_id: str, retention_seconds: int) -> tuple[int, int, int]:
         """``(visible, in_flight, delayed)``, expired messages left out."""
@@ -419,7 +427,18 @@ class Engine(MoveTaskRequests):
             return now / 1000.0
         return q.timers[0][0] / 1000.0 if q.timers else None
 
-    def _expire(self, q: QueueState, now: int, retention_seconds: int) -> None:
+    def _before_store(self, queue_id: str, now: int, retention_seconds: int) -> QueueState | None:
+        """Refuse a queue id dropped a moment ago, and expire what its retention ended; returns the queue."""
+        if queue_id in self.partition.dropped:
+            raise QueueDoesNotExist()
+        q = self.partition.queues.get(queue_id)
+        if q is not None and q.order:
+            self._expire(q, now, retention_seconds)
+        return q
+
+    def _expire(self, q: QueueState, now: int, retention_seconds: int, *, sweeping: bool = False) -> None:
+        if not sweeping:
+            q.retention_seconds = retention_seconds
         order, msgs = q.order, q.msgs
         cutoff = now - retention_seconds * 1000
         expired: list[int] = []

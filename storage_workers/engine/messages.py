@@ -135,6 +135,7 @@ class QueueState:
         "order",
         "queue_id",
         "recent",
+        "retention_seconds",
         "returned",
         "tasks",
         "timers",
@@ -153,6 +154,9 @@ class QueueState:
         """Message id -> (seq, sent_ts, stored_ts) of messages stored idempotently, oldest first."""
         self.tasks: list[MoveTask] = []
         """Message move tasks of this queue, oldest first (the last few only)."""
+        self.retention_seconds: int | None = None
+        """The retention period the last request named (requests carry it; records do not), so that sweeps can
+        expire messages of a queue nobody asks for; None until a request names one."""
 
     def clear(self) -> None:
         self.msgs = {}

@@ -15,7 +15,8 @@ clock when the record was made, so applying the same records always gives the sa
     VISIBILITY    (VISIBILITY, queue_id, [(seq, deadline), ...])      in flight until deadline (<= now: visible)
     EXPIRED       (EXPIRED, queue_id, [seq, ...])                     dropped because retention ran out
     PURGED        (PURGED, queue_id)                                  every message of the queue dropped
-    DROPPED       (DROPPED, queue_id)                                 the queue forgotten
+    DROPPED       (DROPPED, queue_id [, ts])                          the queue forgotten; with ts (when), sends to
+                                                                      its id are refused for a while after
     RESTORED      (RESTORED, queue_id, [(seq, id, body, attrs, md5_body, md5_attrs, system, sent_ts,
                    visible_at, receive_count, first_receive_ts [, group, dedup_id, attempt_id]), ...])
                   live messages, written by compaction (FIFO messages carry the three last fields)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ferrymq.limits import DROPPED_QUEUE_MEMORY_SECONDS
 from storage_workers.engine.fifo import Attempt, FifoQueue
 from storage_workers.engine.messages import DELAYED, IN_FLIGHT, READY, Message, QueueState
 from storage_workers.engine.records import (
@@ -52,6 +53,9 @@ class PartitionState:
         self.next_seq = 1
         self.live_bytes = 0
         """Rough size of the live messages, to tell when the log is worth compacting."""
+        self.dropped: dict[str, int] = {}
+        """Queue id -> when it was dropped (ms), oldest first, for DROPPED_QUEUE_MEMORY_SECONDS: sends to it
+        are refused meanwhile."""
 
     @classmethod
     def replay(cls, records: Iterable[Record]) -> PartitionState:
@@ -99,6 +103,9 @@ class PartitionState:
             q = self.queues.pop(record[1], None)
             if q is not None:
                 self.live_bytes -= q.live_bytes
+            if len(record) > 2:
+                self.dropped.pop(record[1], None)
+                self.dropped[record[1]] = record[2]
         elif kind == RENEWED:
             self._apply_renewed(record)
         elif kind == RESTORED:
@@ -264,6 +271,12 @@ class PartitionState:
                 idle.append(queue_id)
         for queue_id in idle:
             del self.queues[queue_id]
+        dropped, cutoff = self.dropped, now - DROPPED_QUEUE_MEMORY_SECONDS * 1000
+        while dropped:
+            oldest = next(iter(dropped))
+            if dropped[oldest] > cutoff:
+                break
+            del dropped[oldest]
         return len(idle)
 
     # --- snapshots ---------------------------------------------------------------------------------
@@ -271,6 +284,8 @@ class PartitionState:
     def snapshot(self) -> Iterator[Record]:
         """Records that rebuild the current state from nothing (what compaction writes)."""
         yield (SEQUENCE, self.next_seq)
+        for queue_id, ts in self.dropped.items():
+            yield (DROPPED, queue_id, ts)
         for queue_id, q in self.queues.items():
             if q.fifo or q.recent or q.tasks:
                 yield (QUEUE_META, queue_id, q.fifo, [t.as_record() for t in q.tasks])

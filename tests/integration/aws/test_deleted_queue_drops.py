@@ -2,9 +2,9 @@
 drops the messages when it sweeps its pending drops later; with its worker up, the messages go at once and no
 pending drop is left behind.
 
-The first test runs the sweeper beside an in-process :class:`~storage_workers.server.StorageWorker`, as the
-worker process does not start one yet, with the real front end over tables of the test's own, so that the
-partition map names no worker but the one the test put there.  The second runs a worker process.
+The first test runs the sweeper beside an in-process :class:`~storage_workers.server.StorageWorker` (a worker
+process starts one once it has registered), with the real front end over tables of the test's own, so that the
+partition map names no worker but the one the test put there.  The others run a worker process.
 """
 
 from __future__ import annotations
@@ -152,3 +152,39 @@ def test_a_queue_deleted_while_its_worker_is_up_leaves_no_pending_drop(
     assert after == NO_MESSAGES
     # and the front end cleared the pending drop, so the worker's sweep has nothing left to do for it
     assert queue.queue_id not in {d.queue_id for d in store.pending_drops(queue.partition)}
+
+
+def test_a_front_end_that_still_caches_a_deleted_queue_cannot_send_to_it(
+    aws_settings: Settings, start_worker: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    # given a worker process, and two front ends (as behind a load balancer) each with the queue in its cache
+    worker = start_worker(tmp_path / "worker", worker_id="worker-late-send", partition=0)
+    account = "123456789014"
+
+    async def scenario() -> tuple[QueueRecord, dict]:
+        first, second = build_frontend(aws_settings, SystemClock()), build_frontend(aws_settings, SystemClock())
+        credential = Credential("AKIATESTLATE", "secret", account, "dev")
+        a = RequestContext(first.services, credential, "http://127.0.0.1")
+        b = RequestContext(second.services, credential, "http://127.0.0.1")
+        client = WorkerClient(worker.host, worker.port, connect_timeout=5.0)
+        try:
+            url = (await create_queue(a, {"QueueName": f"late-{uuid.uuid4().hex[:8]}"}))["QueueUrl"]
+            await send_message(a, {"QueueUrl": url, "MessageBody": "cached"})
+            await send_message(b, {"QueueUrl": url, "MessageBody": "cached too"})
+            queue = await first.services.catalog.get(account, url.rsplit("/", 1)[1])
+            # when the second deletes the queue, and the first, still caching it, sends to it twice
+            await delete_queue(b, {"QueueUrl": url})
+            for _ in range(2):
+                # then both sends are refused as SQS refuses sends to a deleted queue (the first by the
+                # worker, which remembers the dropped id; the second by the catalog, read again)
+                with pytest.raises(QueueDoesNotExist):
+                    await send_message(a, {"QueueUrl": url, "MessageBody": "late"})
+            return queue, await client.stats(queue.queue_id, retention_seconds=RETENTION)
+        finally:
+            await client.close()
+            await first.services.dispatcher.close()
+            await second.services.dispatcher.close()
+
+    _, after = asyncio.run(scenario())
+    # and nothing lives on under the deleted queue's id
+    assert after == NO_MESSAGES

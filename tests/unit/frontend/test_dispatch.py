@@ -10,7 +10,7 @@ import pytest
 
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.clock import ManualClock
-from ferrymq.errors import InvalidParameterValue, ServiceUnavailable, SqsError
+from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ServiceUnavailable, SqsError
 from ferrymq.rpc.client import WorkerClient, WorkerTimeout
 from ferrymq.rpc.leaders import Endpoint, LeaderClients
 from functions.frontend.dispatch import Dispatcher
@@ -122,5 +122,21 @@ def test_errors_of_the_request_are_not_retried() -> None:
         with pytest.raises(InvalidParameterValue):
             await d.call(QUEUE, op, idempotent=True)
         assert len(seen) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_saying_the_queue_is_gone_drops_it_from_the_cache_and_is_not_retried() -> None:
+    async def scenario() -> None:
+        # given a dispatcher told where to report queues gone
+        gone: list[QueueRecord] = []
+        d = Dispatcher(LeaderClients(Leaders().lookup, clock=ManualClock(), ttl=60), on_queue_gone=gone.append)
+        seen: list[WorkerClient] = []
+        # when the worker answers that the queue id was dropped (deleted since the front end cached it)
+        with pytest.raises(QueueDoesNotExist):
+            await d.call(QUEUE, failing([QueueDoesNotExist()], seen), idempotent=True)
+        # then the caller gets the error once, and the queue is reported so the next request reads the catalog
+        assert len(seen) == 1
+        assert gone == [QUEUE]
 
     asyncio.run(scenario())

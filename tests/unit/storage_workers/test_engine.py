@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import uuid
 
 import pytest
 
 from ferrymq.clock import ManualClock
-from ferrymq.errors import InvalidParameterValue, MessageNotInflight, ReceiptHandleIsInvalid
+from ferrymq.errors import InvalidParameterValue, MessageNotInflight, QueueDoesNotExist, ReceiptHandleIsInvalid
 from storage_workers.engine import Engine
 from storage_workers.engine.records import EXPIRED, PURGED, RECEIVED, SENT
 from storage_workers.log import records as codec
@@ -262,7 +263,9 @@ def test_stats_count_visible_in_flight_and_delayed(engine: Engine, clock: Manual
 
 def test_requests_that_change_nothing_record_nothing(engine: Engine, records: list) -> None:
     engine.purge("nobody")
-    engine.drop_queue("nobody")
+    engine.drop_queue("dropped")
+    records.clear()
+    engine.drop_queue("dropped")
     engine.delete(Q, ["garbled"])
     engine.change_visibility(Q, [("garbled", 5)])
     receive(engine)
@@ -300,11 +303,13 @@ def _random_workload(engine: Engine, clock: ManualClock, rng: random.Random, ste
         q = rng.choice(queues)
         op = rng.random()
         if op < 0.35:
-            engine.send(
-                q,
-                [message(f"m{rng.random()}", delay=rng.choice([0, 0, 0, 2, 5])) for _ in range(rng.randint(1, 4))],
-                120,
-            )
+            # A queue dropped a moment ago refuses sends, as the worker answers a late front end.
+            with contextlib.suppress(QueueDoesNotExist):
+                engine.send(
+                    q,
+                    [message(f"m{rng.random()}", delay=rng.choice([0, 0, 0, 2, 5])) for _ in range(rng.randint(1, 4))],
+                    120,
+                )
         elif op < 0.65:
             got = engine.poll(q, rng.randint(1, 10), rng.choice([0, 1, 3, 30]), 120).rows
             handles[q].extend(row[1] for row in got)

@@ -55,3 +55,8 @@ RESEND_WINDOW_MS = (DEDUP_WINDOW_SECONDS + MAX_CLOCK_DIFFERENCE_SECONDS) * 1000
 
 RECEIVE_ATTEMPT_WINDOW_MS = 5 * 60 * 1000
 """How long a FIFO ReceiveRequestAttemptId can be replayed."""
+
+DROPPED_QUEUE_MEMORY_SECONDS = 600
+"""How long a storage worker refuses sends to a queue id it dropped.  A front end that still has the deleted
+queue in its metadata cache (30 s by default) keeps sending to its id for that long; without this the
+messages would live on under an id nothing can reach.  Keep FERRYMQ_METADATA_CACHE_SECONDS well below it."""
