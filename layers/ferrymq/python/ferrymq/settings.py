@@ -55,6 +55,11 @@ class Settings:
     # Deadline of every worker RPC (a long poll gets its wait on top): a hung worker, unlike a dead one, never
     # closes the connection, so without one a request would wait for it forever.
     worker_request_timeout_seconds: float = 5.0
+    # Replica sets: a leader renews its lease well within it; another in-sync replica may claim the partition
+    # once it has lapsed. Workers heartbeat every interval, and one silent for the grace period is dead.
+    leader_lease_seconds: float = 5.0
+    worker_heartbeat_seconds: float = 1.0
+    worker_grace_seconds: float = 10.0
 
     @property
     def queues_table(self) -> str:
@@ -71,6 +76,10 @@ class Settings:
     @property
     def dedup_table(self) -> str:
         return f"{self.table_prefix}dedup"
+
+    @property
+    def workers_table(self) -> str:
+        return f"{self.table_prefix}workers"
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -113,4 +122,7 @@ class Settings:
             worker_request_timeout_seconds=float(
                 get("WORKER_REQUEST_TIMEOUT_SECONDS", str(defaults.worker_request_timeout_seconds))
             ),
+            leader_lease_seconds=float(get("LEADER_LEASE_SECONDS", str(defaults.leader_lease_seconds))),
+            worker_heartbeat_seconds=float(get("WORKER_HEARTBEAT_SECONDS", str(defaults.worker_heartbeat_seconds))),
+            worker_grace_seconds=float(get("WORKER_GRACE_SECONDS", str(defaults.worker_grace_seconds))),
         )
