@@ -1,1 +1,2 @@
-"""The worker's append-only log: segment format, record codec, recovery, group commit and compaction."""
+"""The worker's append-only log: segment format (:mod:`.format`), record codec, recovery, reading from an
+offset, group commit, truncation, the epoch history and compaction."""

@@ -3,9 +3,11 @@
 Compaction replays the sealed segments into a fresh state while the worker's own state stays in memory, so
 folding the records as they are would hold every live body twice.  Instead, the records go to the fold
 with each sizeable body and its attributes replaced by a :class:`BodyRef` naming where they lie on disk
-(segment, payload offset and length, position in the record), and the fold's output is streamed through
-:func:`resolve_bodies`, which reads each referenced body back from its sealed segment just before it is
-written to the new base segment.  The fold's peak is the live messages' metadata, not their bodies.
+(segment, the byte position and length of the frame's payload, position in the record), and the fold's
+output is streamed through :func:`resolve_bodies`, which reads each referenced body back from its sealed
+segment just before it is written to the new base segment.  The fold's peak is the live messages'
+metadata, not their bodies.  Both frame formats hold a record's payload in one piece, so a payload's
+position and length are all it takes to read it back.
 
 Which fields hold bodies follows the record layouts of :mod:`storage_workers.engine.records`: items of
 ``SENT`` and ``STORED`` carry ``body, attrs`` at positions 1 and 2, items of ``RESTORED`` at 2 and 3;
@@ -21,7 +23,9 @@ from typing import Any, NamedTuple
 
 from storage_workers.engine.records import BATCH, RESTORED, SENT, STORED, Record
 from storage_workers.log import records as codec
-from storage_workers.log.segments import read_located, segment_path
+from storage_workers.log.format import ENGINE_FLAGS
+from storage_workers.log.reading import SealedSegments, decode
+from storage_workers.log.segments import segment_path
 
 INLINE_BODY_CHARS = 64
 """Bodies this short (without attributes) stay in place: a reference would not be smaller."""
@@ -36,17 +40,19 @@ _NO_ATTRS: dict[str, Any] = {}
 class BodyRef(NamedTuple):
     segment: int
     offset: int
+    """Where the record's payload starts in the segment file, in bytes (past the frame's head)."""
     length: int
     inner: int
     """Position of the record inside a BATCH, -1 for a record of its own."""
     item: int
 
 
-def records_without_bodies(directory: Path, indexes: list[int]) -> Iterator[Record]:
-    """The records of sealed segments ``indexes``, sizeable bodies replaced by :class:`BodyRef`."""
-    for index in indexes:
-        for offset, length, record in read_located(segment_path(directory, index)):
-            yield _strip(record, index, offset, length, -1)
+def records_without_bodies(sealed: SealedSegments) -> Iterator[Record]:
+    """The engine records of sealed segments, sizeable bodies replaced by :class:`BodyRef`."""
+    for index, frame in sealed:
+        if frame.flags in ENGINE_FLAGS:
+            record = decode(frame, segment_path(sealed.directory, index))
+            yield _strip(record, index, frame.end - len(frame.payload), len(frame.payload), -1)
 
 
 def _strip(record: Record, segment: int, offset: int, length: int, inner: int) -> Record:

@@ -5,8 +5,10 @@ the log is compacted when it is much larger than the live state:
 
 1. the sealed segments ``[first .. last]`` (the active segment keeps taking appends) are read and folded into
    the state they describe, by replaying them into a fresh engine, in a thread, off the event loop;
-2. that state is written as records (``SEQUENCE``, ``RESTORED``) to ``<last>.seg.tmp`` with the ``BASE``
-   flag, and fsynced;
+2. that state is written as snapshot frames (records ``SEQUENCE``, ``RESTORED``, ...) to ``<last>.seg.tmp``
+   with the ``BASE`` flag, and fsynced.  Its header names the offset and epoch of the last record folded
+   (the snapshot is the state as of that offset) and starts the log at the offset after it; an ``EPOCHS``
+   frame keeps the epoch history up to there, whose records are gone;
 3. the file is renamed over segment ``last`` (atomic) and the directory fsynced: from here on recovery
    starts at ``last`` and ignores everything before it;
 4. segments ``first .. last-1`` are deleted.
@@ -30,10 +32,20 @@ from itertools import chain
 from pathlib import Path
 
 from ferrymq.clock import Clock, SystemClock
-from storage_workers.engine.records import SEQUENCE, Record
+from storage_workers.engine.records import DROPPED, SEQUENCE, Record
 from storage_workers.log import records as codec
 from storage_workers.log.body_refs import records_without_bodies, resolve_bodies
-from storage_workers.log.format import BASE, CorruptSegment, encode_header, encode_record
+from storage_workers.log.format import (
+    BASE,
+    EPOCHS,
+    SNAPSHOT,
+    VERSION,
+    CorruptSegment,
+    committed,
+    encode_frame,
+    encode_header,
+)
+from storage_workers.log.reading import SealedSegments
 from storage_workers.log.segments import SegmentInfo, fsync_dir, replace_segment, segment_path
 from storage_workers.log.writer import LogWriter
 
@@ -62,16 +74,31 @@ def compact_segments(
     out, since whatever the log holds after these segments can only re-create such a queue from nothing.
     """
     last = indexes[-1]
-    records = _watch(records_without_bodies(directory, indexes), cancelled)
-    folded: Iterable[Record] = fold(records)
+    sealed = SealedSegments(directory, indexes)
+    records = _watch(records_without_bodies(sealed), cancelled)
+    folded = iter(fold(records))
+    first = next(folded, None)
+    if not sealed.finished:
+        # The header and the snapshot frames name the offset the state is as of, known once every record
+        # was read: a fold that yields earlier would have its state written under a later offset's name.
+        raise RuntimeError("compaction's fold yielded records before it read every record")
+    snapshot: Iterable[Record] = chain([first], folded) if first is not None else ()
     if keep_queues is not None:
-        folded = (r for r in folded if r[0] == SEQUENCE or r[1] in keep_queues)
-    frames = (encode_record(codec.encode(r)) for r in _watch(resolve_bodies(folded, directory), cancelled))
-    size = replace_segment(directory, last, chain([encode_header(BASE)], frames))
+        snapshot = (r for r in snapshot if r[0] in (SEQUENCE, DROPPED) or r[1] in keep_queues)
+    offset, epoch = sealed.last_offset, sealed.last_epoch
+    frames = chain(
+        [encode_frame(EPOCHS, epoch, offset, sealed.history.upto(offset).encode())],
+        (
+            encode_frame(SNAPSHOT, epoch, offset, codec.encode(r))
+            for r in _watch(resolve_bodies(snapshot, directory), cancelled)
+        ),
+    )
+    header = encode_header(BASE, offset + 1, offset, epoch)
+    size = replace_segment(directory, last, chain([header], committed(frames, epoch, offset)))
     for index in indexes[:-1]:
         segment_path(directory, index).unlink()
     fsync_dir(directory)
-    return SegmentInfo(last, size, BASE)
+    return SegmentInfo(last, size, BASE, VERSION, offset + 1, offset + 1)
 
 
 def _watch(records: Iterable[Record], cancelled: threading.Event | None) -> Iterator[Record]:
@@ -166,16 +193,20 @@ class Compactor:
 
     async def _run(self, indexes: list[int], keep: frozenset[str] | None) -> None:
         directory = self.writer.directory
-        try:
-            base = await asyncio.to_thread(
-                compact_segments, directory, indexes, self.fold, self._cancelled, keep_queues=keep
-            )
-        except CompactionCancelled:
-            return
-        except Exception as exc:
-            self._failed(indexes, exc)
-            return
-        self.writer.replace_sealed(indexes, base)
+        async with self.writer.segment_lock:
+            if not set(indexes) <= {s.index for s in self.writer.sealed_segments()}:
+                # A truncation cut the log since these segments were chosen: the next check chooses again.
+                return
+            try:
+                base = await asyncio.to_thread(
+                    compact_segments, directory, indexes, self.fold, self._cancelled, keep_queues=keep
+                )
+            except CompactionCancelled:
+                return
+            except Exception as exc:
+                self._failed(indexes, exc)
+                return
+            self.writer.replace_sealed(indexes, base)
         self.runs += 1
         if self.failures:
             log.info(

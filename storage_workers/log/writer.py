@@ -1,19 +1,26 @@
 """Group commit: many appends, one write and one ``fdatasync`` in an I/O thread, then all of them acknowledged.
 
-``append`` is synchronous and cheap: it encodes the record into the pending batch and returns the log
-position just past it.  While one batch is being written and synced in the I/O thread, the event loop keeps
-accepting requests and appending; when the sync returns, the next batch (everything appended meanwhile) goes
-at once, and the callbacks of every position now durable run in order.  Positions count bytes appended since
-the writer was opened; they only order events and never leave the process.
+``append`` is synchronous and cheap: it gives the record the log's next offset, encodes it into the pending
+batch and returns that offset.  While one batch is being written and synced in the I/O thread, the event
+loop keeps accepting requests and appending; when the sync returns, the next batch (everything appended
+meanwhile) goes at once, and the callbacks of everything now durable run in order.  Each batch is written
+with its commit frame (:mod:`.format`) in one write, which is what lets recovery tell a torn last batch from
+damage.
+
+Two ways to wait: by byte position (``end``, ``when_durable``: positions count record bytes appended since
+the writer was opened, only order events and never leave the process) and by offset (``end_offset``,
+``when_offset_durable``: what replication will wait on, "durable up to offset N").
 
 Segments roll when the active one passes ``segment_bytes`` (or when compaction asks), always at a batch
-boundary, so a record never spans two files and a sealed segment is entirely durable before the next one exists.
+boundary, so a frame never spans two files and a sealed segment is entirely durable before the next one
+exists.  The writer never appends to a version 1 segment: on a log that ends with one, it starts a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -23,10 +30,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ferrymq.replication_rules import EpochEnd
 from storage_workers.engine.records import Record
 from storage_workers.log import records as codec
-from storage_workers.log.format import BASE, encode_record
-from storage_workers.log.segments import SegmentInfo, create_segment, open_for_append, write_all
+from storage_workers.log.epochs import EpochHistory
+from storage_workers.log.format import BASE, RECORD, VERSION, encode_commit, encode_frame
+from storage_workers.log.reading import LogReader, OffsetCompacted
+from storage_workers.log.recovery import RecoveredLog
+from storage_workers.log.segments import SegmentInfo, create_segment, list_segments, open_for_append, write_all
+from storage_workers.log.truncation import cut_after
 
 log = logging.getLogger(__name__)
 
@@ -37,27 +49,46 @@ class LogFailed(Exception):
     """A write or sync failed: what the log holds on disk is no longer known, so nothing more is acknowledged."""
 
 
+class OffsetMismatch(ValueError):
+    """A replicated record's offset is not the one the log's end calls for."""
+
+
 class LogWriter:
     def __init__(
         self,
         directory: Path,
-        segments: list[SegmentInfo],
+        recovered: RecoveredLog | None = None,
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         max_batch: int = 1024,
         on_fatal: Callable[[BaseException], None] | None = None,
     ) -> None:
-        """Continue the log in ``directory`` whose remaining segments :func:`recover` returned."""
+        """Continue the log in ``directory`` that :func:`~.recovery.recover` returned, or start one in an
+        empty directory (``recovered`` None)."""
+        if recovered is None:
+            directory.mkdir(parents=True, exist_ok=True)
+            if list_segments(directory):
+                raise ValueError(f"{directory} holds a log: recover it and pass what recovery returned")
+            recovered = RecoveredLog([], EpochHistory(), 0)
         self.directory = directory
         self.segment_bytes = segment_bytes
         self.max_batch = max(1, max_batch)
         self.on_fatal = on_fatal
         self.on_commit: Callable[[], None] | None = None
         """Called in the event loop after each batch is durable (compaction checks hang here)."""
-        self.segments: list[SegmentInfo] = list(segments)
+        self.segment_lock = asyncio.Lock()
+        """Held while sealed segments are rewritten (compaction) or cut (truncation): never both at once."""
+        self.epochs = recovered.epochs.copy()
+        """Epoch history of the records appended so far."""
+        self._next_offset = recovered.end_offset
+        self._durable_offset = self._next_offset
+        self.segments: list[SegmentInfo] = list(recovered.segments)
         if not self.segments:
-            self._fd = create_segment(directory, 1, BASE)
+            self._fd = create_segment(directory, 1, 1, BASE)
             self.segments.append(SegmentInfo(1, os.fstat(self._fd).st_size, BASE))
+        elif self.segments[-1].version != VERSION:
+            # Frames of two formats never share a segment: the log goes on in a segment of today's.
+            self._fd = self._new_segment(self.segments[-1].index + 1)
         else:
             self._fd = open_for_append(directory, self.segments[-1].index)
         # Touched only by the I/O thread once running:
@@ -67,19 +98,28 @@ class LogWriter:
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ferrymq-log")
-        self._pending: list[bytes] = []
+        self._pending: list[tuple[bytes, int, int]] = []
+        """Frames not yet handed to the I/O thread, with their epoch and offset."""
         self._end = 0
         self._handed = 0
         self._durable = 0
         self._committing = False
         self._scheduled = False
+        self._truncating = False
         self._waiters: deque[tuple[int, Callable[[Any], None], Any]] = deque()
+        self._offset_waiters: deque[tuple[int, Callable[[Any], None], Any]] = deque()
         self.failed: BaseException | None = None
         self.closed = False
         self.batches = 0
         """Batches written and synced so far (each one fdatasync)."""
 
-    # --- positions ---------------------------------------------------------------------------------
+    def _new_segment(self, index: int) -> int:
+        fd = create_segment(self.directory, index, self._next_offset)
+        size = os.fstat(fd).st_size
+        self.segments.append(SegmentInfo(index, size, 0, VERSION, self._next_offset, self._next_offset))
+        return fd
+
+    # --- positions and offsets ------------------------------------------------------------------------
 
     @property
     def end(self) -> int:
@@ -92,8 +132,32 @@ class LogWriter:
         return self._durable
 
     @property
+    def end_offset(self) -> int:
+        """The offset after the last record appended: the next record's."""
+        return self._next_offset
+
+    @property
+    def durable_offset(self) -> int:
+        """The offset after the last durable record."""
+        return self._durable_offset
+
+    @property
+    def start_offset(self) -> int:
+        """The first offset whose record the log still holds; the state before it is the base's snapshot."""
+        return self.segments[0].first_offset
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the last record (what an append may not go below)."""
+        return self.epochs.latest or 0
+
+    def end_offset_for_epoch(self, epoch: int) -> EpochEnd | None:
+        """This log's answer to a follower asking about ``epoch`` (see ``EpochHistory.end_offset_for``)."""
+        return self.epochs.end_offset_for(epoch, self._next_offset)
+
+    @property
     def total_bytes(self) -> int:
-        """Size of the log on disk once the pending records are written."""
+        """Size of the log on disk once the pending records are written (their commit frames aside)."""
         return sum(s.size for s in self.segments) + (self._end - self._handed)
 
     def sealed_segments(self) -> list[SegmentInfo]:
@@ -101,18 +165,38 @@ class LogWriter:
 
     # --- appending ---------------------------------------------------------------------------------
 
-    def append(self, record: Record) -> int:
+    def append(self, record: Record, epoch: int) -> int:
+        """Append ``record`` under leader ``epoch`` at the next offset; returns that offset."""
+        return self._append(epoch, self._next_offset, codec.encode(record))
+
+    def append_replicated(self, epoch: int, offset: int, payload: bytes | memoryview) -> int:
+        """Append a record a leader appended at ``offset`` under ``epoch`` (a follower's append); ``offset``
+        must be the log's next, and ``payload`` an engine record's bytes."""
+        if offset != self._next_offset:
+            raise OffsetMismatch(
+                f"replicated record at offset {offset}, but the log's next offset is {self._next_offset}"
+            )
+        if not codec.readable(payload):
+            raise ValueError(f"replicated payload at offset {offset} is not a record")
+        return self._append(epoch, offset, bytes(payload))
+
+    def _append(self, epoch: int, offset: int, payload: bytes) -> int:
         if self.failed is not None or self.closed:
             raise LogFailed("the log is closed" if self.failed is None else f"the log failed: {self.failed}")
-        frame = encode_record(codec.encode(record))
-        self._pending.append(frame)
+        if self._truncating:
+            raise LogFailed("the log is being truncated")
+        frame = encode_frame(RECORD, epoch, offset, payload)
+        # Refuses an epoch older than the last record's (EpochRegressed) before anything changes.
+        self.epochs.observe(epoch, offset)
+        self._next_offset = offset + 1
+        self._pending.append((frame, epoch, offset))
         self._end += len(frame)
         if not self._scheduled and not self._committing:
             self._scheduled = True
             if self._loop is None:
                 self._loop = asyncio.get_running_loop()
             self._loop.call_soon(self._start_commit)
-        return self._end
+        return offset
 
     def when_durable(self, position: int, callback: Callable[[Any], None], arg: Any) -> None:
         """Call ``callback(arg)`` once everything up to ``position`` is on disk (now, if it already is)."""
@@ -121,14 +205,29 @@ class LogWriter:
         else:
             self._waiters.append((position, callback, arg))
 
+    def when_offset_durable(self, offset: int, callback: Callable[[Any], None], arg: Any) -> None:
+        """Call ``callback(arg)`` once the record at ``offset`` and all before it are on disk."""
+        if offset < self._durable_offset:
+            callback(arg)
+        else:
+            self._offset_waiters.append((offset, callback, arg))
+
     async def wait_durable(self, position: int | None = None) -> None:
         position = self._end if position is None else position
         if position <= self._durable:
             return
+        await self._future(self._waiters, position)
+
+    async def wait_offset_durable(self, offset: int) -> None:
+        if offset < self._durable_offset:
+            return
+        await self._future(self._offset_waiters, offset)
+
+    async def _future(self, waiters: deque[tuple[int, Callable[[Any], None], Any]], at: int) -> None:
         if self.failed is not None:
             raise LogFailed(str(self.failed))
         fut = asyncio.get_running_loop().create_future()
-        self._waiters.append((position, _resolve, fut))
+        waiters.append((at, _resolve, fut))
         await fut
 
     async def flush(self) -> None:
@@ -150,14 +249,18 @@ class LogWriter:
             batch, self._pending = pending[: self.max_batch], pending[self.max_batch :]
         else:
             batch, self._pending = pending, []
-        data = batch[0] if len(batch) == 1 else b"".join(batch)
+        data = batch[0][0] if len(batch) == 1 else b"".join(frame for frame, _, _ in batch)
+        _, epoch, offset = batch[-1]
+        written = data + encode_commit(data, epoch, offset)
         self._handed += len(data)
         self._committing = True
         assert self._loop is not None
-        fut = self._loop.run_in_executor(self._io, self._write_and_sync, data)
-        fut.add_done_callback(functools.partial(self._committed, target=self._handed, size=len(data)))
+        fut = self._loop.run_in_executor(self._io, self._write_and_sync, written, offset + 1)
+        fut.add_done_callback(
+            functools.partial(self._committed, target=self._handed, size=len(written), next_offset=offset + 1)
+        )
 
-    def _write_and_sync(self, data: bytes) -> SegmentInfo | None:
+    def _write_and_sync(self, data: bytes, next_offset: int) -> SegmentInfo | None:
         """In the I/O thread: append, sync, and roll to a new segment when due; returns the new segment."""
         write_all(self._fd, data)
         os.fdatasync(self._fd)
@@ -166,13 +269,13 @@ class LogWriter:
             return None
         self._roll_requested = False
         index = self._io_index + 1
-        fd = create_segment(self.directory, index)
+        fd = create_segment(self.directory, index, next_offset)
         os.close(self._fd)
         self._fd, self._io_index = fd, index
         self._io_size = os.fstat(fd).st_size
-        return SegmentInfo(index, self._io_size, 0)
+        return SegmentInfo(index, self._io_size, 0, VERSION, next_offset, next_offset)
 
-    def _committed(self, fut: asyncio.Future, *, target: int, size: int) -> None:
+    def _committed(self, fut: asyncio.Future, *, target: int, size: int, next_offset: int) -> None:
         self._committing = False
         exc = fut.exception()
         if exc is not None:
@@ -180,31 +283,77 @@ class LogWriter:
             return
         self.batches += 1
         self.segments[-1].size += size
+        self.segments[-1].end_offset = next_offset
         rolled = fut.result()
         if rolled is not None:
             self.segments.append(rolled)
         self._durable = target
+        self._durable_offset = next_offset
         if self._pending:
             self._start_commit()
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= target:
-            _, callback, arg = waiters.popleft()
-            try:
-                callback(arg)
-            except Exception:
-                log.exception("durability callback failed")
+        _fire(self._waiters, lambda position: position <= target)
+        _fire(self._offset_waiters, lambda offset: offset < next_offset)
         if self.on_commit is not None:
             self.on_commit()
 
     def _fail(self, exc: BaseException) -> None:
         log.critical("log write failed; no further request can be acknowledged: %s", exc)
         self.failed = exc
-        waiters, self._waiters = self._waiters, deque()
-        for _, callback, arg in waiters:
-            if callback is _resolve and not arg.done():
-                arg.set_exception(LogFailed(str(exc)))
+        for waiters in (self._waiters, self._offset_waiters):
+            for _, callback, arg in waiters:
+                if callback is _resolve and not arg.done():
+                    arg.set_exception(LogFailed(str(exc)))
+            waiters.clear()
         if self.on_fatal is not None:
             self.on_fatal(exc)
+
+    # --- replication: reading and truncating --------------------------------------------------------------
+
+    def read_from(self, offset: int) -> LogReader:
+        """The durable records from ``offset`` on, as ``(epoch, offset, payload bytes)``; raises
+        :class:`~.reading.OffsetCompacted` when ``offset`` is before the log's start (send a snapshot)."""
+        if offset > self._next_offset:
+            raise ValueError(f"offset {offset} is past the end of the log (offset {self._next_offset})")
+        segments = [dataclasses.replace(s) for s in self.segments]
+        return LogReader(self.directory, segments, min(offset, segments[-1].end_offset))
+
+    async def truncate_after(self, offset: int) -> None:
+        """Cut every record after ``offset``, durably, across segments; the log goes on at ``offset + 1``.
+
+        Waits for what was appended to be durable and for a running compaction to end; appending meanwhile
+        fails.  The caller's state still holds the records cut: it rebuilds it by recovery.
+        """
+        if self.failed is not None or self.closed:
+            raise LogFailed("the log is closed" if self.failed is None else f"the log failed: {self.failed}")
+        if offset + 1 < self.start_offset:
+            raise OffsetCompacted(f"offset {offset} is before the log's start ({self.start_offset}): compacted away")
+        if offset + 1 >= self._next_offset:
+            return
+        self._truncating = True
+        try:
+            await self.flush()
+            async with self.segment_lock:
+                if offset + 1 < self.start_offset:
+                    raise OffsetCompacted(f"offset {offset} was compacted away while the truncation waited")
+                loop = asyncio.get_running_loop()
+                self.segments = await loop.run_in_executor(self._io, self._cut, offset)
+        finally:
+            self._truncating = False
+        self._next_offset = self._durable_offset = offset + 1
+        self.epochs.truncate_after(offset)
+
+    def _cut(self, offset: int) -> list[SegmentInfo]:
+        """In the I/O thread: cut the files, then go on appending to the segment that holds the cut."""
+        kept = cut_after(self.directory, self.segments, offset)
+        os.close(self._fd)
+        last = kept[-1]
+        if last.version != VERSION:
+            self._fd = create_segment(self.directory, last.index + 1, offset + 1)
+            kept.append(SegmentInfo(last.index + 1, os.fstat(self._fd).st_size, 0, VERSION, offset + 1, offset + 1))
+        else:
+            self._fd = open_for_append(self.directory, last.index)
+        self._io_index, self._io_size = kept[-1].index, kept[-1].size
+        return kept
 
     # --- after compaction and at the end ----------------------------------------------------------------
 
@@ -225,6 +374,15 @@ class LogWriter:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._io, os.close, self._fd)
         self._io.shutdown(wait=True)
+
+
+def _fire(waiters: deque[tuple[int, Callable[[Any], None], Any]], due: Callable[[int], bool]) -> None:
+    while waiters and due(waiters[0][0]):
+        _, callback, arg = waiters.popleft()
+        try:
+            callback(arg)
+        except Exception:
+            log.exception("durability callback failed")
 
 
 def _resolve(fut: asyncio.Future) -> None:

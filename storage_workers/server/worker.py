@@ -29,7 +29,7 @@ from storage_workers.engine import Engine
 from storage_workers.handover import DeadLetterForwarder
 from storage_workers.log.compaction import Compactor
 from storage_workers.log.lock import locked
-from storage_workers.log.segments import recover
+from storage_workers.log.recovery import recover
 from storage_workers.log.writer import LogFailed, LogWriter
 from storage_workers.move_tasks import MoveTaskRunner
 from storage_workers.peers import IsolatedPeers, Peers
@@ -90,15 +90,17 @@ class StorageWorker:
         directory = self.config.data_dir
         directory.mkdir(parents=True, exist_ok=True)
         self._lock.enter_context(locked(directory))
-        segments = recover(directory, self.engine.apply)
-        self.log = LogWriter(
+        recovered = recover(directory, self.engine.apply)
+        self.log = wal = LogWriter(
             directory,
-            segments,
+            recovered,
             segment_bytes=self.config.segment_bytes,
             max_batch=self.config.group_commit_max_batch,
             on_fatal=self._on_log_failure,
         )
-        self.engine.on_record = self.log.append
+        # Epoch 0 until epochs are fenced and kept beside the log (replication): the partition map's epoch is
+        # not yet, and one rebuilt under a kept log would start lower than the log's, which it refuses.
+        self.engine.on_record = lambda record: wal.append(record, 0)
         self.compactor = Compactor(
             self.log,
             fold,
@@ -112,7 +114,7 @@ class StorageWorker:
             "recovered %d queues, %d messages from %d segments in %s",
             len(self.engine.queues),
             sum(len(q.msgs) for q in self.engine.queues.values()),
-            len(segments),
+            len(recovered.segments),
             directory,
         )
 

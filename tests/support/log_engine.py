@@ -1,4 +1,5 @@
-"""The one place the log tests build a queue engine, so a change to its constructor is a change here only."""
+"""The one place the log tests build a queue engine, so a change to its constructor (or to how the engine's
+records reach a log) is a change here only."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable, Iterable
 from ferrymq.clock import Clock, ManualClock
 from storage_workers.engine import Engine
 from storage_workers.engine.records import Record
+from storage_workers.log.writer import LogWriter
 
 RECEIPT_KEY = b"log-tests-receipt-key-0123456789"
 
@@ -21,3 +23,12 @@ def replayed(records: Iterable[Record]) -> Engine:
     for record in records:
         engine.apply(record)
     return engine
+
+
+def appending(writer: LogWriter, epoch: int = 0) -> Callable[[Record], None]:
+    """An engine's ``on_record`` that appends to ``writer`` under ``epoch``, as the worker's does."""
+
+    def append(record: Record) -> None:
+        writer.append(record, epoch)
+
+    return append

@@ -14,7 +14,7 @@ import pytest
 from ferrymq.clock import ManualClock
 from storage_workers.engine.records import SENT, Record
 from storage_workers.log.compaction import Compactor
-from storage_workers.log.segments import recover
+from storage_workers.log.recovery import recover
 from storage_workers.log.writer import LogWriter
 from tests.support.log_engine import replayed
 
@@ -45,9 +45,9 @@ def disk_full() -> OSError:
 
 async def sealed_log(directory: Path) -> LogWriter:
     """A writer whose log has several sealed segments, all worth compacting."""
-    writer = LogWriter(directory, [], segment_bytes=512)
+    writer = LogWriter(directory, segment_bytes=512)
     for seq in range(1, 20):
-        writer.append(sent(seq))
+        writer.append(sent(seq), 0)
         await writer.flush()
     assert len(writer.sealed_segments()) >= 2
     return writer
@@ -105,7 +105,7 @@ def test_a_failure_is_reported_once_and_compaction_resumes_after_the_backoff(
         statuses = []
         # when compaction is asked for after every commit while the clock moves on
         for seq in range(20, 60):
-            writer.append(sent(seq))
+            writer.append(sent(seq), 0)
             await writer.flush()  # the worker keeps serving: appends stay durable meanwhile
             written.append(seq)
             compactor.check()

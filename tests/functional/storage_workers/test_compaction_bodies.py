@@ -11,7 +11,8 @@ from storage_workers.engine import Redrive
 from storage_workers.engine.records import BATCH, RESTORED, SENT, STORED, Record
 from storage_workers.log.body_refs import BodyRef
 from storage_workers.log.compaction import compact_segments
-from storage_workers.log.segments import list_segments, recover
+from storage_workers.log.recovery import recover
+from storage_workers.log.segments import list_segments
 from storage_workers.log.writer import LogWriter
 from storage_workers.server import fold
 from tests.support.engine_requests import fifo_message
@@ -28,7 +29,7 @@ def _attrs(n: int) -> dict:
 async def _write(directory: Path, records: list[Record]) -> None:
     writer = LogWriter(directory, recover(directory, lambda r: None), segment_bytes=16 * 1024, max_batch=8)
     for record in records:
-        writer.append(record)
+        writer.append(record, 0)
     await writer.close()
 
 

@@ -13,11 +13,12 @@ from ferrymq.clock import ManualClock
 from storage_workers.engine import Engine
 from storage_workers.engine.records import SENT
 from storage_workers.log.compaction import Compactor, compact_segments
-from storage_workers.log.format import BASE, HEADER_SIZE, CorruptSegment, encode_record
-from storage_workers.log.segments import TMP_SUFFIX, list_segments, recover, segment_path
+from storage_workers.log.format import BASE, HEADER_SIZE, CorruptSegment, encode_frame
+from storage_workers.log.recovery import recover
+from storage_workers.log.segments import TMP_SUFFIX, SegmentInfo, list_segments, segment_path
 from storage_workers.log.writer import LogWriter
 from storage_workers.server import fold
-from tests.support.log_engine import new_engine, replayed
+from tests.support.log_engine import appending, new_engine, replayed
 
 RETENTION = 3600
 
@@ -26,17 +27,16 @@ def sent(queue: str, seq: int, body: str = "x") -> tuple:
     return (SENT, queue, 1_700_000_000_000, seq, [[str(uuid.uuid4()), body, {}, "md5", None, 0, {}]])
 
 
-def read_all(directory: Path) -> tuple[list[tuple], list]:
+def read_all(directory: Path) -> tuple[list[tuple], list[SegmentInfo]]:
     got: list[tuple] = []
-    segments = recover(directory, got.append)
+    segments = recover(directory, got.append).segments
     return got, segments
 
 
 async def write(directory: Path, records: list[tuple], **kwargs: object) -> LogWriter:
-    _, segments = read_all(directory)
-    writer = LogWriter(directory, segments, **kwargs)  # type: ignore[arg-type]
-    positions = [writer.append(r) for r in records]
-    await writer.wait_durable(positions[-1] if positions else 0)
+    writer = LogWriter(directory, recover(directory, lambda _: None), **kwargs)  # type: ignore[arg-type]
+    offsets = [writer.append(r, 0) for r in records]
+    await writer.wait_offset_durable(offsets[-1] if offsets else 0)
     await writer.close()
     return writer
 
@@ -55,18 +55,23 @@ def test_appended_records_come_back_in_order(tmp_path: Path) -> None:
 
 def test_durability_callbacks_fire_in_order_after_the_sync(tmp_path: Path) -> None:
     async def scenario() -> list[int]:
-        writer = LogWriter(tmp_path, [])
-        fired: list[int] = []
+        writer = LogWriter(tmp_path)
+        fired: list[object] = []
         for i in range(1, 6):
-            position = writer.append(sent("q", i))
-            assert writer.durable < position
+            offset = writer.append(sent("q", i), 0)
+            position = writer.end
+            assert writer.durable < position and writer.durable_offset <= offset
             writer.when_durable(position, fired.append, i)
+            writer.when_offset_durable(offset, fired.append, f"offset {offset}")
         assert fired == []
         await writer.flush()
         await writer.close()
         return fired
 
-    assert asyncio.run(scenario()) == [1, 2, 3, 4, 5]
+    # by position and by offset, each in the order they were asked for
+    fired = asyncio.run(scenario())
+    assert [f for f in fired if isinstance(f, int)] == [1, 2, 3, 4, 5]
+    assert [f for f in fired if isinstance(f, str)] == [f"offset {i}" for i in range(1, 6)]
 
 
 def test_a_torn_tail_is_cut_at_recovery_and_the_log_goes_on(tmp_path: Path) -> None:
@@ -75,7 +80,7 @@ def test_a_torn_tail_is_cut_at_recovery_and_the_log_goes_on(tmp_path: Path) -> N
     path = segment_path(tmp_path, 1)
     intact = path.stat().st_size
     with open(path, "ab") as f:
-        f.write(encode_record(b"\x93\x01\xa1q" + b"\0" * 100)[:50])
+        f.write(encode_frame(0, 0, 3, b"\x93\x01\xa1q" + b"\0" * 100)[:50])
     # when it is recovered
     got, segments = read_all(tmp_path)
     # then the intact records come back and the file is cut where they end
@@ -109,10 +114,9 @@ def test_segments_roll_at_the_size_limit_and_replay_across_them(tmp_path: Path) 
     records = [sent("q", i, "z" * 300) for i in range(1, 101)]
 
     async def scenario() -> None:
-        _, segments = read_all(tmp_path)
-        writer = LogWriter(tmp_path, segments, segment_bytes=4096, max_batch=4)
+        writer = LogWriter(tmp_path, recover(tmp_path, lambda _: None), segment_bytes=4096, max_batch=4)
         for r in records:
-            writer.append(r)
+            writer.append(r, 0)
             await asyncio.sleep(0)
         await writer.close()
 
@@ -183,9 +187,9 @@ def test_a_log_without_its_beginning_is_refused(tmp_path: Path) -> None:
 def test_an_always_busy_queue_does_not_grow_the_disk_forever(tmp_path: Path) -> None:
     # given a worker log with small segments and compaction policy, behind a live engine
     async def scenario() -> tuple[int, int, Engine]:
-        writer = LogWriter(tmp_path, [], segment_bytes=16 * 1024, max_batch=64)
+        writer = LogWriter(tmp_path, segment_bytes=16 * 1024, max_batch=64)
         clock = ManualClock()
-        engine = new_engine(clock, on_record=writer.append)
+        engine = new_engine(clock, on_record=appending(writer))
         compactor = Compactor(writer, fold, lambda: engine.live_bytes, min_bytes=64 * 1024, ratio=4)
         writer.on_commit = compactor.check
         peak = 0
@@ -212,3 +216,12 @@ def test_an_always_busy_queue_does_not_grow_the_disk_forever(tmp_path: Path) -> 
     got, _ = read_all(tmp_path)
     assert replayed(got).state() == engine.state()
     assert len(engine.state()["busy"]) == 40
+
+
+def test_a_writer_for_a_new_log_refuses_a_directory_that_holds_one(tmp_path: Path) -> None:
+    # given a directory with a log in it
+    asyncio.run(write(tmp_path, [sent("q", 1)]))
+    # when a writer is opened on it as if it were empty, then it refuses rather than write over segment 1
+    with pytest.raises(ValueError, match="holds a log"):
+        LogWriter(tmp_path)
+    assert [r[3] for r in read_all(tmp_path)[0]] == [1]

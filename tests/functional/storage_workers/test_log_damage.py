@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import uuid
@@ -10,21 +9,36 @@ from pathlib import Path
 
 import pytest
 
-from storage_workers.engine.records import SENT
+from storage_workers.engine.records import PURGED, SENT
 from storage_workers.log import records as codec
-from storage_workers.log.format import HEADER_SIZE, CorruptSegment, encode_header, encode_record, scan_records
+from storage_workers.log.epochs import EpochHistory
+from storage_workers.log.format import (
+    BASE,
+    EPOCHS,
+    HEADER_SIZE,
+    RECORD,
+    SNAPSHOT,
+    CorruptSegment,
+    encode_commit,
+    encode_frame,
+    encode_header,
+    scan_frames,
+)
 from storage_workers.log.lock import DirectoryInUse, locked
+from storage_workers.log.recovery import recover
 from storage_workers.log.salvage import SalvageRefused, salvage
-from storage_workers.log.segments import DamagedLog, list_segments, recover, segment_path
-from storage_workers.log.writer import LogWriter
+from storage_workers.log.segments import DamagedLog, list_segments, segment_path
+from tests.support.log_files import flip, frames_of, write_batches, write_v1_log
 
 
 def sent(seq: int, body: str = "x") -> tuple:
     return (SENT, "q", 1_700_000_000_000, seq, [[str(uuid.UUID(int=seq)), body, {}, "md5", None, 0, {}]])
 
 
-def frame(record: tuple) -> bytes:
-    return encode_record(codec.encode(record))
+def batch(*frames: bytes) -> bytes:
+    """``frames`` and their commit, as the writer writes a batch."""
+    data = b"".join(frames)
+    return data + encode_commit(data, 0, 0)
 
 
 def seqs(directory: Path) -> list[int]:
@@ -33,78 +47,61 @@ def seqs(directory: Path) -> list[int]:
     return [r[3] for r in got]
 
 
-async def _write(directory: Path, records: list[tuple], **kwargs: object) -> None:
-    writer = LogWriter(directory, recover(directory, lambda _: None), **kwargs)  # type: ignore[arg-type]
-    for record in records:
-        writer.append(record)
-        await writer.flush()  # each its own synced batch: every one of them was acknowledged
-    await writer.close()
-
-
 def write(directory: Path, records: list[tuple], **kwargs: object) -> None:
-    asyncio.run(_write(directory, records, **kwargs))
+    """Each record its own synced batch: every one of them was acknowledged."""
+    write_batches(directory, [[r] for r in records], **kwargs)
 
 
-def flip(path: Path, offset: int) -> None:
-    data = bytearray(path.read_bytes())
-    data[offset] ^= 0xFF
-    path.write_bytes(bytes(data))
-
-
-def record_offsets(records: list[tuple]) -> list[int]:
-    """Where each record starts in a segment holding just these records."""
-    offsets, at = [], HEADER_SIZE
-    for record in records:
-        offsets.append(at)
-        at += len(frame(record))
-    return [*offsets, at]
+def record_spans(path: Path) -> list[tuple[int, int]]:
+    """``(start, end)`` of each record frame of segment ``path``."""
+    return [(f.start, f.end) for f in frames_of(path) if f.flags == RECORD]
 
 
 def test_a_damaged_record_before_intact_ones_stops_recovery_and_cuts_nothing(tmp_path: Path) -> None:
     # given three records, each synced, and one byte of the second flipped
-    records = [sent(1), sent(2), sent(3)]
-    write(tmp_path, records)
+    write(tmp_path, [sent(1), sent(2), sent(3)])
     path = segment_path(tmp_path, 1)
-    starts = record_offsets(records)
-    flip(path, starts[1] + 20)
+    (_, _), (start, end), _ = record_spans(path)
+    flip(path, start + 30)
     damaged = path.read_bytes()
     # when the log is recovered
     with pytest.raises(DamagedLog) as raised:
         seqs(tmp_path)
-    # then the error names the segment, the offset and the damaged range
+    # then the error names the segment, the byte position and the damaged range (up to its batch's commit)
     message = str(raised.value)
     assert str(path) in message
-    assert f"offset {starts[1]}" in message
-    assert f"bytes {starts[1]}..{starts[2]} ({starts[2] - starts[1]} bytes)" in message
-    assert raised.value.ranges[0].offset == starts[1]
+    assert f"at byte {start}" in message
+    assert f"bytes {start}..{end} ({end - start} bytes)" in message
+    assert raised.value.ranges[0].offset == start
     # and the segment is exactly as it was
     assert path.read_bytes() == damaged
 
 
 def test_a_damaged_length_is_damage_too_when_an_intact_record_follows(tmp_path: Path) -> None:
     # given a record whose length field is hit: the scan loses its footing there
-    records = [sent(i) for i in range(1, 6)]
-    write(tmp_path, records)
-    starts = record_offsets(records)
-    flip(segment_path(tmp_path, 1), starts[2])
-    # when recovered, then the resync still finds the records after it, so nothing is cut
+    write(tmp_path, [sent(i) for i in range(1, 6)])
+    path = segment_path(tmp_path, 1)
+    spans = record_spans(path)
+    size = path.stat().st_size
+    flip(path, spans[2][0])
+    # when recovered, then the resync still finds the frames after it, so nothing is cut
     with pytest.raises(DamagedLog) as raised:
         seqs(tmp_path)
-    assert (raised.value.ranges[0].offset, raised.value.ranges[0].end) == (starts[2], starts[3])
-    assert segment_path(tmp_path, 1).stat().st_size == starts[-1]
+    assert (raised.value.ranges[0].offset, raised.value.ranges[0].end) == spans[2]
+    assert path.stat().st_size == size
 
 
 def test_every_damaged_range_is_counted_in_the_error(tmp_path: Path) -> None:
     # given five records with the second and the fourth damaged
-    records = [sent(i) for i in range(1, 6)]
-    write(tmp_path, records)
-    starts = record_offsets(records)
-    flip(segment_path(tmp_path, 1), starts[1] + 20)
-    flip(segment_path(tmp_path, 1), starts[3] + 20)
+    write(tmp_path, [sent(i) for i in range(1, 6)])
+    path = segment_path(tmp_path, 1)
+    spans = record_spans(path)
+    flip(path, spans[1][0] + 30)
+    flip(path, spans[3][0] + 30)
     # when recovered, then the error names the first range and counts the other
     with pytest.raises(DamagedLog, match="1 more damaged range") as raised:
         seqs(tmp_path)
-    assert [(r.offset, r.end) for r in raised.value.ranges] == [(starts[1], starts[2]), (starts[3], starts[4])]
+    assert [(r.offset, r.end) for r in raised.value.ranges] == [spans[1], spans[3]]
 
 
 def test_a_torn_tail_with_nothing_intact_after_it_is_cut_with_a_warning(
@@ -115,13 +112,13 @@ def test_a_torn_tail_with_nothing_intact_after_it_is_cut_with_a_warning(
     path = segment_path(tmp_path, 1)
     intact = path.stat().st_size
     with open(path, "ab") as f:
-        f.write(frame(sent(3))[:30] + b"\0" * 4000)
+        f.write(encode_frame(RECORD, 0, 3, codec.encode(sent(3)))[:30] + b"\0" * 4000)
     # when the log is recovered
-    with caplog.at_level(logging.WARNING, logger="storage_workers.log.segments"):
+    with caplog.at_level(logging.WARNING, logger="storage_workers.log.recovery"):
         assert seqs(tmp_path) == [1, 2]
     # then the tail is cut, and the warning says how much
     assert path.stat().st_size == intact
-    assert f"cutting a torn tail of 4030 bytes at offset {intact}" in caplog.text
+    assert f"cutting a torn tail of 4030 bytes at byte {intact}" in caplog.text
 
 
 def test_damage_in_a_sealed_segment_names_its_range(tmp_path: Path) -> None:
@@ -135,7 +132,7 @@ def test_damage_in_a_sealed_segment_names_its_range(tmp_path: Path) -> None:
         seqs(tmp_path)
     (damage,) = raised.value.ranges
     assert damage.end == size
-    assert f"{first}: damaged record at offset {damage.offset}: bytes {damage.offset}..{size}" in str(raised.value)
+    assert f"{first}: damaged frame at byte {damage.offset}: bytes {damage.offset}..{size}" in str(raised.value)
     assert "sealed" in str(raised.value)
 
 
@@ -153,15 +150,88 @@ def test_a_last_segment_whose_header_is_damaged_under_records_is_not_removed(tmp
 
 
 def test_a_readable_checksum_around_an_unreadable_record_is_an_error_naming_its_offset(tmp_path: Path) -> None:
-    # given a record whose CRC matches but whose payload is not a record (written so, not damaged)
+    # given a committed frame whose CRC matches but whose payload is not a record (written so, not damaged)
     write(tmp_path, [sent(1)])
     path = segment_path(tmp_path, 1)
     at = path.stat().st_size
     with open(path, "ab") as f:
-        f.write(encode_record(b"\xc1 not a record"))
-    # when recovered, then it is refused, with its offset
-    with pytest.raises(CorruptSegment, match=f"undecodable record at offset {at}"):
+        f.write(batch(encode_frame(RECORD, 0, 2, b"\xc1 not a record")))
+    # when recovered, then it is refused, with its position
+    with pytest.raises(CorruptSegment, match=f"undecodable record at byte {at}"):
         seqs(tmp_path)
+
+
+def _frame(flags: int, epoch: int, offset: int, record: tuple = (PURGED, "q")) -> bytes:
+    return encode_frame(flags, epoch, offset, codec.encode(record))
+
+
+def _segment(header: bytes, *frames: bytes) -> bytes:
+    return header + (batch(*frames) if frames else b"")
+
+
+CONTRADICTIONS = {
+    "offsets going back": ([_segment(encode_header(BASE, 1), _frame(RECORD, 0, 2), _frame(RECORD, 0, 2))],
+                           "already at offset 3"),
+    "an epoch going back": ([_segment(encode_header(BASE, 1), _frame(RECORD, 3, 1), _frame(RECORD, 2, 2))],
+                            "lower than epoch 3"),
+    "a record inside the snapshot": ([_segment(encode_header(BASE, 5, 4), _frame(RECORD, 0, 4))],
+                                     "already at offset 5"),
+    "a snapshot outside a base": (
+        [_segment(encode_header(BASE, 1)), _segment(encode_header(0, 1), _frame(SNAPSHOT, 0, 0))],
+        "a base segment's frame",
+    ),
+    "a snapshot of another offset": ([_segment(encode_header(BASE, 8, 7), _frame(SNAPSHOT, 0, 6))], "is of offset 6"),
+    "a base not starting after its snapshot": ([_segment(encode_header(BASE, 9, 7))], "snapshot is of offset 7"),
+    "epochs past the snapshot": (
+        [_segment(encode_header(BASE, 8, 7), encode_frame(EPOCHS, 0, 7, EpochHistory([(0, 1), (1, 8)]).encode()))],
+        "epoch history beyond the snapshot",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CONTRADICTIONS, ids=list(CONTRADICTIONS))
+def test_frames_that_check_out_but_contradict_the_log_are_refused(tmp_path: Path, case: str) -> None:
+    # given segments whose frames are intact and committed but were never written so by a writer
+    segments, message = CONTRADICTIONS[case]
+    for index, data in enumerate(segments, start=1):
+        segment_path(tmp_path, index).write_bytes(data)
+    # when recovered, then that is refused, saying what does not add up, and nothing is cut
+    with pytest.raises(CorruptSegment, match=message):
+        seqs(tmp_path)
+    assert [segment_path(tmp_path, i).read_bytes() for i in range(1, len(segments) + 1)] == segments
+
+
+def test_a_version_1_log_keeps_version_1s_rules(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # given version 1 logs (no commit frames): one damaged before an intact record, one with a torn tail
+    damaged, torn = tmp_path / "damaged", tmp_path / "torn"
+    write_v1_log(damaged, [[sent(1), sent(2), sent(3)]])
+    write_v1_log(torn, [[sent(1), sent(2)]])
+    frames = frames_of(segment_path(damaged, 1))
+    flip(segment_path(damaged, 1), frames[1].start + 20)
+    intact = segment_path(torn, 1).stat().st_size
+    with open(segment_path(torn, 1), "ab") as f:
+        f.write(frames[2].payload.tobytes()[:10])
+    # when they are recovered, then the damage is refused and the torn tail cut
+    with pytest.raises(DamagedLog, match=f"intact records follow at byte {frames[2].start}"):
+        seqs(damaged)
+    with caplog.at_level(logging.WARNING, logger="storage_workers.log.recovery"):
+        assert seqs(torn) == [1, 2]
+    assert segment_path(torn, 1).stat().st_size == intact
+    # and salvage cuts version 1 damage the version 1 way, keeping the frames as they are
+    report = salvage(damaged)
+    assert [(r.offset, r.end) for r in report.ranges] == [(frames[1].start, frames[2].start)]
+    assert seqs(damaged) == [1, 3]
+
+
+def test_a_version_1_last_segment_with_a_damaged_header_over_a_small_record_is_not_removed(tmp_path: Path) -> None:
+    # given a version 1 last segment holding one small record, whose 16-byte header is damaged
+    write_v1_log(tmp_path, [[sent(1)], [(PURGED, "q")]])
+    flip(segment_path(tmp_path, 2), 14)
+    assert segment_path(tmp_path, 2).stat().st_size < HEADER_SIZE
+    # when recovered, then it is refused rather than taken for a header that never completed
+    with pytest.raises(CorruptSegment, match="nothing was removed"):
+        seqs(tmp_path)
+    assert list_segments(tmp_path) == [1, 2]
 
 
 # --- salvage ---------------------------------------------------------------------------------------------
@@ -169,16 +239,15 @@ def test_a_readable_checksum_around_an_unreadable_record_is_an_error_naming_its_
 
 def test_salvage_cuts_the_damaged_range_and_keeps_the_records_after_it(tmp_path: Path) -> None:
     # given a log whose second record of five is damaged
-    records = [sent(i) for i in range(1, 6)]
-    write(tmp_path, records)
-    starts = record_offsets(records)
-    flip(segment_path(tmp_path, 1), starts[1] + 25)
+    write(tmp_path, [sent(i) for i in range(1, 6)])
+    spans = record_spans(segment_path(tmp_path, 1))
+    flip(segment_path(tmp_path, 1), spans[1][0] + 25)
     # when it is salvaged
     report = salvage(tmp_path)
     # then the report names the range cut and the records kept
     (segment,) = report.segments
     assert segment.segment == segment_path(tmp_path, 1).name
-    assert [(r.offset, r.length) for r in segment.cut] == [(starts[1], starts[2] - starts[1])]
+    assert [(r.offset, r.end) for r in segment.cut] == [spans[1]]
     assert segment.records == 4
     assert not report.dry_run
     # and recovery succeeds with every record but the damaged one, and the log goes on
@@ -216,7 +285,7 @@ def test_salvage_over_several_segments_cuts_every_range_and_leaves_intact_segmen
 
 
 def seqs_in(path: Path) -> list[int]:
-    return [codec.decode(payload)[3] for _, payload in scan_records(path.read_bytes())]
+    return [codec.decode(f.payload)[3] for f in scan_frames(path.read_bytes(), HEADER_SIZE) if f.flags == RECORD]
 
 
 def test_salvage_cuts_a_record_whose_checksum_is_right_but_which_is_not_a_record(tmp_path: Path) -> None:
@@ -224,9 +293,9 @@ def test_salvage_cuts_a_record_whose_checksum_is_right_but_which_is_not_a_record
     write(tmp_path, [sent(1)])
     path = segment_path(tmp_path, 1)
     at = path.stat().st_size
-    junk = encode_record(b"\xc1 not a record")
+    junk = encode_frame(RECORD, 0, 2, b"\xc1 not a record")
     with open(path, "ab") as f:
-        f.write(junk + frame(sent(2)))
+        f.write(batch(junk, encode_frame(RECORD, 0, 3, codec.encode(sent(2)))))
     with pytest.raises(CorruptSegment, match="undecodable"):
         seqs(tmp_path)
     # when salvaged, then exactly that frame is cut and both records remain
@@ -277,7 +346,7 @@ def test_salvage_refuses_a_directory_without_a_log_and_a_damaged_header(tmp_path
 
 def test_salvage_leaves_a_last_segment_whose_header_never_completed_to_recovery(tmp_path: Path) -> None:
     write(tmp_path, [sent(1)])
-    segment_path(tmp_path, 2).write_bytes(encode_header()[:7])
+    segment_path(tmp_path, 2).write_bytes(encode_header(0, 2)[:30])
     report = salvage(tmp_path)
     assert report.ranges == []
     assert "recovery removes it" in (report.segments[-1].note or "")

@@ -12,11 +12,12 @@ import pytest
 from ferrymq.clock import ManualClock
 from storage_workers.engine import Engine
 from storage_workers.log.compaction import Compactor, compact_segments
-from storage_workers.log.segments import list_segments, recover
+from storage_workers.log.recovery import recover
+from storage_workers.log.segments import list_segments
 from storage_workers.log.writer import LogWriter
 from storage_workers.server import fold
 from tests.support.engine_workload import RETENTION, drive
-from tests.support.log_engine import new_engine
+from tests.support.log_engine import appending, new_engine
 
 
 def recovered(directory: Path, clock: ManualClock) -> Engine:
@@ -27,8 +28,8 @@ def recovered(directory: Path, clock: ManualClock) -> Engine:
 
 async def drive_on_log(directory: Path, seed: int, steps: int, **writer_args: object) -> tuple[Engine, ManualClock]:
     clock = ManualClock()
-    writer = LogWriter(directory, [], **writer_args)  # type: ignore[arg-type]
-    engine = new_engine(clock, on_record=writer.append)
+    writer = LogWriter(directory, **writer_args)  # type: ignore[arg-type]
+    engine = new_engine(clock, on_record=appending(writer))
     rng = random.Random(seed)
     for _ in range(steps // 50):
         drive(engine, clock, rng, 50)
@@ -64,8 +65,8 @@ def test_compacting_a_log_of_the_new_records_keeps_the_state(tmp_path: Path) -> 
 def test_compaction_running_under_traffic_keeps_the_state(tmp_path: Path) -> None:
     async def scenario() -> tuple[Engine, ManualClock, int]:
         clock = ManualClock()
-        writer = LogWriter(tmp_path, [], segment_bytes=8 * 1024, max_batch=16)
-        engine = new_engine(clock, on_record=writer.append)
+        writer = LogWriter(tmp_path, segment_bytes=8 * 1024, max_batch=16)
+        engine = new_engine(clock, on_record=appending(writer))
         compactor = Compactor(writer, fold, lambda: engine.live_bytes, min_bytes=32 * 1024, ratio=2)
         writer.on_commit = compactor.check
         rng = random.Random(34)

@@ -16,8 +16,8 @@ from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
 from storage_workers.engine.records import SENT
 from storage_workers.log import records as codec
-from storage_workers.log.format import HEADER_SIZE, encode_record
-from storage_workers.log.segments import recover, segment_path
+from storage_workers.log.format import FRAME_OVERHEAD, HEADER_SIZE
+from storage_workers.log.segments import segment_path
 from storage_workers.log.writer import LogWriter
 from tests.functional.storage_workers.worker_calls import drain
 from tests.integration.conftest import REPO, WorkerProcess, worker_env
@@ -38,16 +38,18 @@ def damaged_log(directory: Path) -> tuple[Path, int, int]:
 
     async def write() -> None:
         directory.mkdir(parents=True)
-        writer = LogWriter(directory, recover(directory, lambda _: None))
+        writer = LogWriter(directory)
         for record in records:
-            writer.append(record)
-            await writer.flush()
+            writer.append(record, 0)
+            await writer.flush()  # each record a batch of its own, synced, and so acknowledged
         await writer.close()
 
     asyncio.run(write())
     path = segment_path(directory, 1)
-    start = HEADER_SIZE + len(encode_record(codec.encode(records[0])))
-    end = start + len(encode_record(codec.encode(records[1])))
+    # each batch: one record frame, then its commit frame
+    commit = FRAME_OVERHEAD + 8
+    start = HEADER_SIZE + FRAME_OVERHEAD + len(codec.encode(records[0])) + commit
+    end = start + FRAME_OVERHEAD + len(codec.encode(records[1]))
     data = bytearray(path.read_bytes())
     data[start + 12] ^= 0xFF
     path.write_bytes(bytes(data))
@@ -87,7 +89,7 @@ def test_a_worker_on_a_damaged_log_exits_naming_the_segment_and_offset(
     assert proc.returncode != 0, err
     assert "FERRYMQ_WORKER_READY" not in out
     assert "storage worker could not start" in err
-    assert f"{path}: damaged record at offset {start}: bytes {start}..{end}" in err
+    assert f"{path}: damaged frame at byte {start}: bytes {start}..{end}" in err
     # and it cut nothing
     assert path.read_bytes() == before
 
@@ -110,7 +112,7 @@ def test_log_salvage_reports_cuts_and_then_the_worker_serves_the_records_after_t
     # and when salvage runs, it prints what it cut
     salvaged = ferrymq_log("salvage", "--data-dir", str(directory))
     assert salvaged.returncode == 0, salvaged.stderr
-    assert f"{path.name}: cut {end - start} damaged bytes at offset {start}" in salvaged.stdout
+    assert f"{path.name}: cut {end - start} damaged bytes at byte {start}" in salvaged.stdout
     # and a worker then starts on the directory and serves the messages before and after the damage
     worker = start_worker(directory, worker_id="worker-salvaged", partition=952, extra_args=["--no-register"])
 

@@ -1,0 +1,263 @@
+"""Reading segments: their frames with offsets and epochs checked, sealed segments strictly, and a log from
+an offset on (what replication streams).
+
+A version 2 frame carries its offset; a version 1 frame does not, so readers count: a version 1 log's
+records take offsets 1, 2, ... in order, and epoch 0.  Offsets only grow, within a segment and from one to
+the next, and each version 2 segment starts (``first offset`` in its header) where the one before it ended:
+a segment lost from the middle of the log shows as a gap there instead of passing unnoticed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from storage_workers.engine.records import Record
+from storage_workers.log import records as codec
+from storage_workers.log.epochs import EpochHistory, EpochRegressed
+from storage_workers.log.format import (
+    EPOCHS,
+    RECORD,
+    SNAPSHOT,
+    VERSION_1,
+    BatchScan,
+    CorruptSegment,
+    Frame,
+    SegmentHeader,
+    decode_header,
+)
+from storage_workers.log.segments import SEALED, DamagedLog, DamagedRange, SegmentInfo, damaged_ranges, segment_path
+
+
+class OffsetCompacted(LookupError):
+    """The records asked for were compacted away: only a snapshot holds their state now."""
+
+
+def read_header(path: Path, data: bytes | memoryview) -> SegmentHeader:
+    try:
+        return decode_header(data)
+    except CorruptSegment as exc:
+        raise CorruptSegment(f"{path}: {exc}") from None
+
+
+def first_offset(path: Path, header: SegmentHeader, expected: int | None) -> int:
+    """The offset segment ``path`` starts at, given where the segment before it ended (None: it is the log's
+    first); raises CorruptSegment when the two do not meet."""
+    if header.version == VERSION_1:
+        return 1 if expected is None else expected
+    if header.is_base and header.first_offset != header.snapshot_offset + 1:
+        raise CorruptSegment(
+            f"{path}: base segment starts at offset {header.first_offset}, but its snapshot is of offset "
+            f"{header.snapshot_offset}"
+        )
+    if expected is not None and header.first_offset != expected:
+        raise CorruptSegment(
+            f"{path}: segment starts at offset {header.first_offset}, but the log before it ends at offset "
+            f"{expected}: records between them are missing (a lost segment?)"
+        )
+    return header.first_offset
+
+
+class SegmentWalk:
+    """The committed batches of one segment (:class:`~.format.BatchScan`), each frame's offset checked
+    (version 2) or assigned (version 1), and its epoch noted in ``history``.
+
+    ``next_offset`` is the offset after the last record walked; ``end`` where the committed bytes end.
+    """
+
+    def __init__(
+        self, path: Path, data: bytes | memoryview, header: SegmentHeader, next_offset: int, history: EpochHistory
+    ) -> None:
+        self.path = path
+        self.header = header
+        self.next_offset = next_offset
+        self.history = history
+        self.scan = BatchScan(data, header.size, header.version)
+
+    @property
+    def end(self) -> int:
+        return self.scan.end
+
+    def batches(self) -> Iterator[list[Frame]]:
+        for batch in self.scan:
+            frames = [self._checked(frame) for frame in batch]
+            commit = self.scan.last_commit
+            if commit is not None and commit.offset >= self.next_offset:
+                # Salvage, after cutting a sealed segment's last records, ends it with a commit carrying the
+                # offset the next segment starts after, so that the two still meet.
+                self.next_offset = commit.offset + 1
+            yield frames
+
+    def _checked(self, frame: Frame) -> Frame:
+        if self.header.version == VERSION_1:
+            frame = frame._replace(offset=self.next_offset)
+        if frame.flags == RECORD:
+            if frame.offset < self.next_offset:
+                raise CorruptSegment(
+                    f"{self.path}: the record at byte {frame.start} has offset {frame.offset}, but the log is "
+                    f"already at offset {self.next_offset}"
+                )
+            self._observe(frame.epoch, frame.offset)
+            self.next_offset = frame.offset + 1
+        elif not self.header.is_base:
+            raise CorruptSegment(f"{self.path}: a base segment's frame (flags {frame.flags:#x}) at byte {frame.start}")
+        elif frame.flags == SNAPSHOT:
+            if frame.offset != self.header.snapshot_offset:
+                raise CorruptSegment(
+                    f"{self.path}: snapshot frame at byte {frame.start} is of offset {frame.offset}, the segment's "
+                    f"snapshot of offset {self.header.snapshot_offset}"
+                )
+        elif frame.flags == EPOCHS:
+            for epoch, first in EpochHistory.decode(frame.payload).entries:
+                if first > self.header.snapshot_offset:
+                    raise CorruptSegment(f"{self.path}: epoch history beyond the snapshot at byte {frame.start}")
+                self._observe(epoch, first)
+        return frame
+
+    def _observe(self, epoch: int, offset: int) -> None:
+        try:
+            self.history.observe(epoch, offset)
+        except EpochRegressed as exc:
+            raise CorruptSegment(f"{self.path}: {exc}") from None
+
+
+def damage_in(path: Path, data: bytes | memoryview, start: int, version: int) -> list[DamagedRange]:
+    """The damaged ranges from ``start``, where a batch did not check out.  Every frame may be intact while
+    the batch is not (a commit that does not match it): the whole rest is then the damaged range."""
+    return damaged_ranges(path.name, data, start, version) or [DamagedRange(path.name, start, len(data) - start)]
+
+
+def sealed_frames(walk: SegmentWalk, data: bytes | memoryview) -> Iterator[Frame]:
+    """Every frame of a segment that was entirely synced: damage anywhere in it is an error."""
+    for batch in walk.batches():
+        yield from batch
+    if walk.end != len(data):
+        raise DamagedLog(walk.path, damage_in(walk.path, data, walk.end, walk.header.version), SEALED)
+
+
+def decode(frame: Frame, path: Path) -> Record:
+    try:
+        return codec.decode(frame.payload)
+    except Exception as exc:
+        # The CRC matched, so these are the bytes that were written: not damage but a record this code cannot read.
+        raise CorruptSegment(f"{path}: undecodable record at byte {frame.start}: {exc}") from None
+
+
+class SealedSegments:
+    """The frames of sealed segments ``indexes`` (consecutive, from the log's base on) as ``(segment index,
+    frame)``, read strictly.  Once iterated to the end, ``last_offset`` and ``last_epoch`` are those of the
+    state they add up to, and ``history`` its epoch history."""
+
+    def __init__(self, directory: Path, indexes: list[int]) -> None:
+        self.directory = directory
+        self.indexes = indexes
+        self.last_offset = 0
+        self.last_epoch = 0
+        self.history = EpochHistory()
+        self.finished = False
+
+    def __iter__(self) -> Iterator[tuple[int, Frame]]:
+        expected: int | None = None
+        for index in self.indexes:
+            path = segment_path(self.directory, index)
+            data = path.read_bytes()
+            header = read_header(path, data)
+            if expected is None and header.is_base:
+                self.last_epoch = header.snapshot_epoch
+            walk = SegmentWalk(path, data, header, first_offset(path, header, expected), self.history)
+            for frame in sealed_frames(walk, data):
+                if frame.flags == RECORD:
+                    self.last_epoch = frame.epoch
+                yield index, frame
+            expected = walk.next_offset
+        self.last_offset = (expected or 1) - 1
+        self.finished = True
+
+
+class LogReader:
+    """The records of a log from an offset on, as ``(epoch, offset, payload bytes)``; an iterator to close
+    (or use in a ``with`` block) when done with it early.
+
+    It reads the segments as they were when it was made: their files are opened at once, so compaction
+    deleting or replacing them meanwhile changes nothing it reads; a segment already compacted by then
+    raises :class:`OffsetCompacted` if it held records asked for.
+    """
+
+    def __init__(self, directory: Path, segments: list[SegmentInfo], offset: int) -> None:
+        start = segments[0].first_offset if segments else 1
+        end = segments[-1].end_offset if segments else 1
+        if offset < start:
+            raise OffsetCompacted(f"offset {offset} was compacted away; the log starts at offset {start}")
+        if offset > end:
+            raise ValueError(f"offset {offset} is past the end of the log (offset {end})")
+        self.offset = offset
+        self._closed = False
+        self._files: list[tuple[SegmentInfo, Path, int]] = []
+        try:
+            for info in segments:
+                if info.end_offset <= offset:
+                    continue
+                path = segment_path(directory, info.index)
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except FileNotFoundError:
+                    # Only compaction deletes segments, all of them before its new base.
+                    raise OffsetCompacted(f"offset {offset} was compacted away while being read") from None
+                self._files.append((info, path, fd))
+        except BaseException:
+            self.close()
+            raise
+        self._records = self._read()
+
+    def __iter__(self) -> LogReader:
+        return self
+
+    def __next__(self) -> tuple[int, int, bytes]:
+        if self._closed:
+            raise StopIteration
+        return next(self._records)
+
+    def __enter__(self) -> LogReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        files, self._files = getattr(self, "_files", []), []
+        for _, _, fd in files:
+            os.close(fd)
+
+    def _read(self) -> Iterator[tuple[int, int, bytes]]:
+        try:
+            for info, path, fd in list(self._files):
+                data = _pread(fd, info.size)
+                header = read_header(path, data)
+                if header.is_base and header.first_offset > info.first_offset:
+                    # Compacted after this reader's caller listed it: what it held is in the snapshot now.
+                    if self.offset < header.first_offset:
+                        raise OffsetCompacted(f"offset {self.offset} was compacted away while being read")
+                    continue
+                walk = SegmentWalk(path, data, header, info.first_offset, EpochHistory())
+                for frame in sealed_frames(walk, data):
+                    if frame.flags == RECORD and frame.offset >= self.offset:
+                        yield frame.epoch, frame.offset, bytes(frame.payload)
+        finally:
+            self.close()
+
+
+def _pread(fd: int, size: int) -> bytes:
+    chunks = []
+    at = 0
+    while at < size:
+        chunk = os.pread(fd, size - at, at)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        at += len(chunk)
+    return b"".join(chunks)

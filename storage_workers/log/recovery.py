@@ -1,0 +1,203 @@
+"""Recovery: the log in a directory replayed into the engine, after cleaning up what a crash left.
+
+What a crash can leave: group commit writes a batch and its commit frame in one write and acknowledges the
+batch only after its ``fdatasync``; the next batch is written only after that sync returned, and a segment
+is created (header synced) only after the previous one is entirely durable.  So the only bytes a crash may
+leave unfinished are the last batch of the last segment: a torn tail, cut at recovery with a warning.  Its
+pages may reach the disk in any order, so it may hold a hole with intact frames after it; what tells it
+from damage to acknowledged records is the commit: a batch is a torn tail when its commit frame is missing
+or does not match it, and nothing was written after it.  A bad batch followed by a later batch's valid
+commit, or by anything intact past its own commit frame, was synced: damage, and recovery raises
+:class:`~.segments.DamagedLog` naming it and changes nothing (``ferrymq log salvage`` cuts it explicitly).
+
+Version 1 segments have no commit frames: there, a bad record is a torn tail only when nothing intact
+follows it in the last segment.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ferrymq.replication_rules import EpochEnd
+from storage_workers.engine.records import Record
+from storage_workers.log import records as codec
+from storage_workers.log.epochs import EpochHistory
+from storage_workers.log.format import (
+    COMMIT,
+    ENGINE_FLAGS,
+    HEADER_SIZE,
+    RECORD,
+    VERSION_1,
+    CorruptSegment,
+    SegmentHeader,
+    claimed_header_size,
+    commit_matches,
+    commit_start,
+    decode_header,
+    spans,
+)
+from storage_workers.log.reading import SegmentWalk, damage_in, decode, first_offset
+from storage_workers.log.segments import (
+    SEALED,
+    TMP_SUFFIX,
+    DamagedLog,
+    SegmentInfo,
+    fsync_dir,
+    list_segments,
+    segment_path,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RecoveredLog:
+    """What recovery leaves: the segments that remain, and the log's offsets and epochs."""
+
+    segments: list[SegmentInfo]
+    epochs: EpochHistory
+    last_epoch: int
+    """The epoch of the last record (of the base's snapshot when no record follows it; 0 for an empty log)."""
+
+    @property
+    def start_offset(self) -> int:
+        """The first offset whose record the log still holds (earlier ones are in the base's snapshot)."""
+        return self.segments[0].first_offset if self.segments else 1
+
+    @property
+    def end_offset(self) -> int:
+        """The offset after the last record: the next record's."""
+        return self.segments[-1].end_offset if self.segments else 1
+
+    def end_offset_for_epoch(self, epoch: int) -> EpochEnd | None:
+        return self.epochs.end_offset_for(epoch, self.end_offset)
+
+
+def recover(directory: Path, apply: Callable[[Record], None]) -> RecoveredLog:
+    """Feed every engine record of the log in ``directory`` to ``apply`` (snapshot records, then records, in
+    order; never a log-internal frame); returns the segments that remain with the log's end offset and epoch
+    history.
+
+    Cleans up after a crash: leftovers of an unfinished compaction go, segments made obsolete by a later
+    base segment go, a last segment whose header never made it to disk goes, and a torn tail of the last
+    segment is truncated.  Damage anywhere else raises :class:`CorruptSegment` (:class:`DamagedLog` for
+    damaged frames) and leaves the files as they are; records before the damage may have been fed to
+    ``apply`` by then.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    for entry in os.scandir(directory):
+        if entry.name.endswith(TMP_SUFFIX):
+            os.unlink(entry.path)
+    indexes = list_segments(directory)
+    headers: dict[int, SegmentHeader] = {}
+    for pos, index in enumerate(indexes):
+        path = segment_path(directory, index)
+        with open(path, "rb") as f:
+            head = f.read(HEADER_SIZE)
+        try:
+            headers[index] = decode_header(head)
+        except CorruptSegment as exc:
+            if pos != len(indexes) - 1:
+                raise CorruptSegment(f"{path}: {exc}") from None
+            size = path.stat().st_size
+            if size > claimed_header_size(head):
+                # The header is synced before any frame is appended: frames behind a bad one are not a crash's.
+                raise CorruptSegment(
+                    f"{path}: {exc}, with {size - claimed_header_size(head)} bytes of frames after it; nothing "
+                    "was removed"
+                ) from None
+            log.warning("removing %s: header never completed (%s)", path.name, exc)
+            os.unlink(path)
+            fsync_dir(directory)
+            indexes.pop()
+    if not indexes:
+        return RecoveredLog([], EpochHistory(), 0)
+    bases = [i for i in indexes if headers[i].is_base]
+    if not bases:
+        raise CorruptSegment(f"no base segment in {directory}: the start of the log is missing")
+    first = bases[-1]
+    obsolete = [i for i in indexes if i < first]
+    for index in obsolete:
+        os.unlink(segment_path(directory, index))
+    if obsolete:
+        fsync_dir(directory)
+    live = [i for i in indexes if i >= first]
+    history = EpochHistory()
+    last_epoch = headers[first].snapshot_epoch
+    out: list[SegmentInfo] = []
+    expected: int | None = None
+    for pos, index in enumerate(live):
+        path = segment_path(directory, index)
+        header = headers[index]
+        data = path.read_bytes()
+        start = first_offset(path, header, expected)
+        walk = SegmentWalk(path, data, header, start, history)
+        for batch in walk.batches():
+            for frame in batch:
+                if frame.flags in ENGINE_FLAGS:
+                    apply(decode(frame, path))
+                if frame.flags == RECORD:
+                    last_epoch = frame.epoch
+        if walk.end != len(data):
+            _cut_torn_tail(path, data, header, walk.end, last=pos == len(live) - 1)
+        out.append(SegmentInfo(index, walk.end, header.flags, header.version, start, walk.next_offset))
+        expected = walk.next_offset
+    return RecoveredLog(out, history, last_epoch)
+
+
+def _cut_torn_tail(path: Path, data: bytes, header: SegmentHeader, end: int, *, last: bool) -> None:
+    """Cut segment ``path`` at ``end``, where its committed bytes end, if what follows is a torn tail;
+    raise DamagedLog if it is not."""
+    if not last:
+        raise DamagedLog(path, damage_in(path, data, end, header.version), SEALED)
+    if header.version == VERSION_1:
+        ranges = damage_in(path, data, end, VERSION_1)
+        if ranges[0].end != len(data):
+            raise DamagedLog(path, ranges, f"intact records follow at byte {ranges[0].end}")
+    else:
+        later = synced_after(data, end)
+        if later is not None:
+            raise DamagedLog(
+                path,
+                damage_in(path, data, end, header.version),
+                f"the batch was synced: a later batch was written after it (an intact frame at byte {later})",
+            )
+    log.warning(
+        "%s: cutting a torn tail of %d bytes at byte %d (the last batch, never synced, so never acknowledged)",
+        path.name,
+        len(data) - end,
+        end,
+    )
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, end)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def synced_after(data: bytes | memoryview, start: int) -> int | None:
+    """Where the proof lies that the bad batch starting at ``start`` was synced, or None.
+
+    Proof is a later batch's valid commit, or any intact frame after the bad batch's own commit frame (one
+    that does not match it): the writer writes a batch only after the previous one's sync returned.
+    """
+    view = memoryview(data)
+    own_end: int | None = None
+    for _, _, frame in spans(view, codec.readable, start):
+        if frame is None:
+            continue
+        if frame.flags == COMMIT:
+            begins = commit_start(frame)
+            if begins > start and commit_matches(view, frame):
+                return frame.start
+            if begins == start and own_end is None:
+                own_end = frame.end
+                continue
+        if own_end is not None and frame.start >= own_end:
+            return frame.start
+    return None
