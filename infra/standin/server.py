@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import asgi_serving
-from infra.standin import replay_clock
+from infra.standin import model_registry, replay_clock
 from infra.standin.asgi_bridge import StandinAsgiApp
 from infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES, DurableApp
 from infra.standin.layout import LOCK_FILE, READY_PREFIX
@@ -64,13 +64,16 @@ def _dispatcher() -> Any:
 def build_durable_app(data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES) -> DurableApp:
     """moto's dispatcher wrapped in a :class:`DurableApp`, with the durable services loaded up front.
 
-    Loading them first means their modules exist before moto's clock is rerouted for replay.
+    Loading them first means their modules exist before moto's clock is rerouted for replay. moto is told
+    to stop keeping every model object it creates (:mod:`infra.standin.model_registry`) before recovery
+    creates any.
     """
     from moto.backends import get_backend
 
     dispatcher = _dispatcher()
     for service in DURABLE_SERVICES:
         get_backend(service)  # type: ignore[call-overload]
+    model_registry.install()
     clock = replay_clock.install()
     return DurableApp(dispatcher, data_dir, clock, journal_limit_bytes)
 
