@@ -16,7 +16,14 @@ import pytest
 
 from ferrymq.aws import session
 from ferrymq.aws.credentials import Credential
-from ferrymq.aws.queue_store import DROPS_ACCOUNT, PendingDrop, QueueRecord, QueueStore, StaleQueueRecord
+from ferrymq.aws.queue_store import (
+    DROPS_ACCOUNT,
+    TOMBSTONE_LIFETIME_SECONDS,
+    PendingDrop,
+    QueueRecord,
+    QueueStore,
+    StaleQueueRecord,
+)
 from ferrymq.clock import ManualClock
 from ferrymq.errors import QueueDoesNotExist
 from ferrymq.settings import Settings
@@ -215,3 +222,38 @@ def test_the_transaction_survives_a_standin_crash(tmp_path: Path) -> None:
         assert store.pending_drops(7) == [_drop_of(deleted)]
         survivor = store.get(raced.account, raced.name)
         assert survivor is not None and survivor.live and survivor.tags == {"a": "b"}
+
+
+def test_a_tombstone_expires_through_the_table_s_ttl_and_its_pending_drop_does_not(
+    aws_settings: Settings, store: QueueStore, partition: int
+) -> None:
+    # given a deleted queue
+    record = _live(store, partition)
+    store.tombstone(record, record.evolve(deleted_at=DELETED_AT))
+    dynamodb = session.client("dynamodb", aws_settings)
+    # then its tombstone carries the table's TTL attribute, an hour past the deletion
+    ttl = dynamodb.describe_time_to_live(TableName=aws_settings.queues_table)["TimeToLiveDescription"]
+    assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "expires_at")
+    item = dynamodb.get_item(
+        TableName=aws_settings.queues_table,
+        Key={"account": {"S": record.account}, "name": {"S": record.name}},
+        ConsistentRead=True,
+    )["Item"]
+    assert int(item["expires_at"]["N"]) == int(DELETED_AT) + TOMBSTONE_LIFETIME_SECONDS
+    # while the pending drop, which its worker must still act on, never expires
+    drops = dynamodb.query(
+        TableName=aws_settings.queues_table,
+        KeyConditionExpression="account = :a",
+        ExpressionAttributeValues={":a": {"S": DROPS_ACCOUNT}},
+        ConsistentRead=True,
+    )["Items"]
+    mine = [d for d in drops if d["queue_id"]["S"] == record.queue_id]
+    assert len(mine) == 1 and "expires_at" not in mine[0]
+    # and a live queue has no expiry at all
+    live = _live(store, partition, name="alive")
+    raw = dynamodb.get_item(
+        TableName=aws_settings.queues_table,
+        Key={"account": {"S": live.account}, "name": {"S": live.name}},
+        ConsistentRead=True,
+    )["Item"]
+    assert "expires_at" not in raw

@@ -12,6 +12,9 @@ Table ``settings.queues_table``, one item per queue name and owning account::
     created_at, modified_at (N)   seconds since the epoch
     purged_at (N, optional)   last PurgeQueue, for the 60-second PurgeQueueInProgress rule
     deleted_at (N, optional)  tombstone: kept so a create within 60 s can answer QueueDeletedRecently
+    expires_at (N, optional)  tombstones only: deleted_at + TOMBSTONE_LIFETIME_SECONDS, the table's TTL
+                              attribute, so deleted names do not pile up (a read past it sees no queue, as
+                              it would once DynamoDB deleted the item; pending drops never carry it)
     version (N)               bumped by every write; writes are conditional on it
 
 Pending drops live in the same table, under the pseudo-account ``#drops`` (real accounts are 12 digits, so no
@@ -49,6 +52,10 @@ _PARTITION_DIGITS = 6
 _LOST_RACE_REASONS = frozenset({"ConditionalCheckFailed", "TransactionConflict"})
 # Reasons that are an outage, as the same codes are for a single write (see ferrymq.aws.errors).
 _OUTAGE_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"})
+
+
+TOMBSTONE_LIFETIME_SECONDS = 3600
+"""How long a deleted queue's tombstone outlives it: well past the 60 s QueueDeletedRecently window."""
 
 
 class StaleQueueRecord(Exception):
@@ -274,6 +281,7 @@ def _to_item(r: QueueRecord) -> dict[str, Any]:
         item["purged_at"] = {"N": repr(r.purged_at)}
     if r.deleted_at is not None:
         item["deleted_at"] = {"N": repr(r.deleted_at)}
+        item["expires_at"] = {"N": str(int(r.deleted_at) + TOMBSTONE_LIFETIME_SECONDS)}
     return item
 
 
