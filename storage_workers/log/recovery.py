@@ -49,6 +49,7 @@ from storage_workers.log.segments import (
     fsync_dir,
     list_segments,
     segment_path,
+    truncate_file,
 )
 
 log = logging.getLogger(__name__)
@@ -172,12 +173,7 @@ def _cut_torn_tail(path: Path, data: bytes, header: SegmentHeader, end: int, *, 
         len(data) - end,
         end,
     )
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.ftruncate(fd, end)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    truncate_file(path, end)
 
 
 def synced_after(data: bytes | memoryview, start: int) -> int | None:

@@ -135,6 +135,16 @@ def replace_segment(directory: Path, index: int, chunks: Iterable[bytes | memory
     return size
 
 
+def truncate_file(path: Path, size: int) -> None:
+    """Cut the file at ``path`` to ``size`` bytes, durably."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def open_for_append(directory: Path, index: int) -> int:
     return os.open(segment_path(directory, index), os.O_WRONLY | os.O_APPEND)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from storage_workers.log.epochs import EpochHistory
 from storage_workers.log.format import RECORD, Frame, encode_commit
 from storage_workers.log.reading import SegmentWalk, read_header
-from storage_workers.log.segments import SegmentInfo, fsync_dir, replace_segment, segment_path
+from storage_workers.log.segments import SegmentInfo, fsync_dir, replace_segment, segment_path, truncate_file
 
 
 def cut_after(directory: Path, segments: list[SegmentInfo], offset: int) -> list[SegmentInfo]:
@@ -56,12 +56,7 @@ def cut_after(directory: Path, segments: list[SegmentInfo], offset: int) -> list
         batch_start = walk.end
     size = info.size
     if cut is not None and cut == batch_start:
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, cut)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        truncate_file(path, cut)
         size = cut
     elif cut is not None:
         assert kept is not None

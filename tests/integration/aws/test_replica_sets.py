@@ -3,16 +3,13 @@ FERRYMQ_TEST_AWS_ENDPOINT. Time is a ManualClock; leases are compared, never wai
 
 from __future__ import annotations
 
-import socket
 import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 
 from ferrymq.aws import session
 from ferrymq.aws.partitions import PartitionMap
@@ -30,6 +27,7 @@ from ferrymq.clock import ManualClock
 from ferrymq.errors import ServiceUnavailable
 from ferrymq.replication_rules import Acks, ReplicaSet
 from ferrymq.settings import Settings
+from tests.support.aws_clients import unreachable_dynamodb
 
 LEASE_MS = 5_000
 
@@ -380,15 +378,7 @@ def test_a_refusal_without_the_item_is_explained_from_a_fresh_read(
 
 
 def test_an_unreachable_dynamodb_or_a_missing_table_is_service_unavailable(aws_settings: Settings) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=f"http://127.0.0.1:{port}",
-        region_name="us-east-1",
-        config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=1),
-    )
+    client = unreachable_dynamodb()
     unreachable = ReplicaSets(client, aws_settings.partitions_table)
     with pytest.raises(ServiceUnavailable):
         unreachable.get(0)

@@ -3,18 +3,16 @@ workers table bootstrapped from template.yaml. Time is a ManualClock: nobody wai
 
 from __future__ import annotations
 
-import socket
 import uuid
 
-import boto3
 import pytest
-from botocore.config import Config
 
 from ferrymq.aws import session
 from ferrymq.aws.workers import WorkerInfo, WorkerRegistry, WorkerState
 from ferrymq.clock import ManualClock
 from ferrymq.errors import ServiceUnavailable
 from ferrymq.settings import Settings
+from tests.support.aws_clients import unreachable_dynamodb
 
 GRACE_MS = 10_000
 
@@ -116,15 +114,7 @@ def test_the_clusters_own_items_are_no_members_and_no_worker_may_take_their_ids(
 
 
 def test_an_unreachable_dynamodb_or_a_missing_table_is_service_unavailable(aws_settings: Settings) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=f"http://127.0.0.1:{port}",
-        region_name="us-east-1",
-        config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=1),
-    )
+    client = unreachable_dynamodb()
     unreachable = WorkerRegistry(client, aws_settings.workers_table)
     with pytest.raises(ServiceUnavailable):
         unreachable.heartbeat("w1", "c", "10.0.0.1", 7500, 0, WorkerState.SERVING)

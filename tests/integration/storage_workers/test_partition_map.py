@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import socket
 from concurrent.futures import ThreadPoolExecutor
 
-import boto3
 import pytest
-from botocore.config import Config
 
 from ferrymq.aws.partitions import PartitionMap, WorkerAddress
 from ferrymq.errors import ServiceUnavailable
 from ferrymq.settings import Settings
+from tests.support.aws_clients import unreachable_dynamodb
 
 
 def test_register_bumps_the_epoch_and_lookup_reads_it(aws_settings: Settings) -> None:
@@ -35,15 +33,7 @@ def test_workers_racing_for_a_partition_get_distinct_epochs(aws_settings: Settin
 
 
 def test_unreachable_dynamodb_is_service_unavailable(aws_settings: Settings) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=f"http://127.0.0.1:{port}",
-        region_name="us-east-1",
-        config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=1),
-    )
+    client = unreachable_dynamodb()
     partitions = PartitionMap(client, aws_settings.partitions_table)
     with pytest.raises(ServiceUnavailable):
         partitions.lookup(0)
