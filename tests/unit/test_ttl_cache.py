@@ -49,3 +49,15 @@ def test_an_expired_entry_read_is_dropped() -> None:
     # when it is read, then it is a miss and no longer held
     assert cache.get("a") is None
     assert len(cache) == 0
+
+
+def test_expired_entries_nobody_asks_for_again_are_dropped_as_new_ones_arrive() -> None:
+    # given a cache filled with keys that are never read again (queues created and deleted)
+    clock = ManualClock()
+    cache: TtlCache[int, int] = TtlCache(clock, ttl=30, max_entries=10_000)
+    for key in range(1000):
+        cache.put(key, key)
+        clock.advance(1)
+    # then it holds only what the last 30 seconds stored, far below its bound
+    assert len(cache) == 30
+    assert cache.get(999) == 999 and cache.get(969) is None

@@ -13,7 +13,12 @@ V = TypeVar("V")
 
 class TtlCache(Generic[K, V]):
     """Entries live ``ttl`` seconds on the clock's monotonic time; past ``max_entries`` the least recently
-    stored go first."""
+    stored go first.
+
+    Every entry lives the same ``ttl`` and a put moves its key to the end, so the entries are in expiry
+    order: each put also drops the expired ones at the front, and a cache of names that are never asked
+    for again (deleted queues, churned keys) holds only what the last ``ttl`` seconds stored.
+    """
 
     def __init__(self, clock: Clock, ttl: float, max_entries: int = 10_000) -> None:
         self._clock = clock
@@ -35,10 +40,17 @@ class TtlCache(Generic[K, V]):
         return hit[1]
 
     def put(self, key: K, value: V) -> None:
-        self._entries[key] = (self._clock.monotonic() + self._ttl, value)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max_entries:
-            self._entries.popitem(last=False)
+        now = self._clock.monotonic()
+        entries = self._entries
+        entries[key] = (now + self._ttl, value)
+        entries.move_to_end(key)
+        while len(entries) > self._max_entries:
+            entries.popitem(last=False)
+        while entries:
+            oldest = next(iter(entries.values()))
+            if oldest[0] > now:
+                break
+            entries.popitem(last=False)
 
     def pop(self, key: K) -> None:
         self._entries.pop(key, None)
