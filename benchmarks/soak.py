@@ -49,7 +49,7 @@ MAX_LIST_PAGES = 50
 
 
 def start_stack(data_dir: Path, partitions: int) -> UpProcess:
-    """``ferrymq up`` on loopback with ``partitions`` storage workers; its output goes to ``<data dir>/up.log``."""
+    """``ferrymq up`` on loopback with ``partitions`` partitions; its output goes to ``<data dir>/up.log``."""
     env = up_environment(data_dir)
     env.update({"FERRYMQ_HOST": "127.0.0.1", "FERRYMQ_PARTITIONS": str(partitions)})
     stack = UpProcess(data_dir, env)
@@ -403,7 +403,7 @@ def soak(args: argparse.Namespace, out: TextIO) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="how long to churn (default 10)")
-    parser.add_argument("--partitions", type=int, default=2, help="storage workers the stack runs (default 2)")
+    parser.add_argument("--partitions", type=int, default=2, help="partitions the stack serves (default 2)")
     parser.add_argument("--pool-size", type=int, default=16, help="queue pairs alive at most (default 16)")
     parser.add_argument("--delete-every", type=int, default=5,
                         help="purge one queue and delete the oldest pair every this many rounds (default 5)")

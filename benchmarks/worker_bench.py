@@ -105,17 +105,17 @@ async def bench(host: str, port: int, n: int, body_size: int, groups: int) -> li
     q = f"bench-{uuid.uuid4()}"
 
     async def send_one(_: int) -> int:
-        await client.send(q, [message(body)], retention_seconds=RETENTION)
+        await client.send(0, q, [message(body)], retention_seconds=RETENTION)
         return 1
 
     async def send_ten(_: int) -> int:
-        await client.send(q, [message(body) for _ in range(10)], retention_seconds=RETENTION)
+        await client.send(0, q, [message(body) for _ in range(10)], retention_seconds=RETENTION)
         return 10
 
     receipts: list[str] = []
 
     async def receive_ten(_: int) -> int:
-        got = await client.receive(
+        got = await client.receive(0,
             q, max_messages=10, visibility_timeout=600, wait_seconds=0, retention_seconds=RETENTION
         )
         receipts.extend(m["receipt"] for m in got)
@@ -123,11 +123,11 @@ async def bench(host: str, port: int, n: int, body_size: int, groups: int) -> li
 
     async def delete_ten(i: int) -> int:
         batch = receipts[i * 10 : i * 10 + 10]
-        await client.delete(q, batch)
+        await client.delete(0, q, batch)
         return len(batch)
 
     async def delete_one(i: int) -> int:
-        await client.delete(q, [receipts[i]])
+        await client.delete(0, q, [receipts[i]])
         return 1
 
     await client.ping()
@@ -142,32 +142,32 @@ async def bench(host: str, port: int, n: int, body_size: int, groups: int) -> li
     results.append(await phase("delete 10 receipts, 16 in flight", by_ten, 16, delete_ten))
     receipts[:] = receipts[by_ten * 10 :]
     results.append(await phase("delete 1 receipt, 64 in flight", len(receipts), 64, delete_one))
-    stats = await client.stats(q, retention_seconds=RETENTION)
+    stats = await client.stats(0, q, retention_seconds=RETENTION)
 
     fq = f"bench-{uuid.uuid4()}.fifo"
 
     async def fifo_send_one(i: int) -> int:
-        await client.send(fq, [fifo_message(body, i % groups)], retention_seconds=RETENTION, fifo=True)
+        await client.send(0, fq, [fifo_message(body, i % groups)], retention_seconds=RETENTION, fifo=True)
         return 1
 
     async def fifo_send_ten(i: int) -> int:
         batch = [fifo_message(body, (i * 10 + k) % groups) for k in range(10)]
-        await client.send(fq, batch, retention_seconds=RETENTION, fifo=True)
+        await client.send(0, fq, batch, retention_seconds=RETENTION, fifo=True)
         return 10
 
     async def fifo_consume(_: int) -> int:
-        got = await client.receive(
+        got = await client.receive(0,
             fq, max_messages=10, visibility_timeout=600, wait_seconds=0, retention_seconds=RETENTION, fifo=True
         )
         if got:
-            await client.delete(fq, [m["receipt"] for m in got])
+            await client.delete(0, fq, [m["receipt"] for m in got])
         return len(got)
 
     results.append(await phase("fifo send 1 msg, 64 in flight", n, 64, fifo_send_one))
     results.append(await phase("fifo send 10 msgs, 16 in flight", n // 10, 16, fifo_send_ten))
     fifo_total = results[-1].messages + results[-2].messages
     results.append(await phase("fifo receive 10 + delete, 16 consumers", fifo_total // 10 + 200, 16, fifo_consume))
-    fifo_stats = await client.stats(fq, retention_seconds=RETENTION)
+    fifo_stats = await client.stats(0, fq, retention_seconds=RETENTION)
     info = await client.ping()
     await client.close()
     print(f"left in queue: {stats}; left in FIFO queue: {fifo_stats}; worker: {info}")

@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         type=Path,
         metavar="DIR",
-        help="the worker's log directory, e.g. $FERRYMQ_DATA_DIR/workers/worker-0 (the worker must be stopped)",
+        help="a partition's log directory, e.g. $FERRYMQ_DATA_DIR/workers/worker-0/p0 (the worker must be stopped)",
     )
     salvage.add_argument("--dry-run", action="store_true", help="only report what would be cut")
     salvage.add_argument("--json", action="store_true", help="print one JSON object")

@@ -1,7 +1,7 @@
 """``ferrymq up``: the whole stack on one machine, in the foreground.
 
 Start order: AWS stand-in (unless an endpoint is named), bootstrap of tables/bucket/key, the development
-credential, one storage worker per partition, the gateway. Then one banner and the machine-readable line
+credential, one storage worker serving every partition, the gateway. Then one banner and the machine-readable line
 ``FERRYMQ_READY endpoint=URL``. SIGTERM or SIGINT stops the children in reverse order (SIGTERM, then SIGKILL
 after a timeout) and returns 0; a child that dies on its own is reported, the rest are stopped, and the
 return value is 1.
@@ -30,8 +30,12 @@ from infra import aws_target
 from infra.bootstrap import bootstrap
 from infra.children import Child, ChildFailed, child_environment, python_module_argv, signal_name, start_child, stop_all
 from infra.gateway import READY_PREFIX as GATEWAY_READY_PREFIX
+from storage_workers.log.lock import locked
+from storage_workers.server.layout import adopt_legacy_log, legacy_segments, replica_dir
 
 WORKER_READY_PREFIX = "FERRYMQ_WORKER_READY"
+WORKER_ID = "worker-0"
+"""The one storage worker ``up`` runs, serving every partition."""
 READY_PREFIX = "FERRYMQ_READY"
 DEV_USER_NAME = "dev"
 POLL_SECONDS = 0.2
@@ -75,6 +79,21 @@ def seed_dev_credential(settings: Settings) -> None:
             created_at=time.time(),
         )
     )
+
+
+def adopt_worker_per_partition_logs(settings: Settings) -> int:
+    """Move the logs of stacks that ran one worker per partition (``workers/worker-<p>/``, partition ``p``) into
+    the one worker's ``p<p>/``; returns how many files moved.  ``worker-0`` is that worker's own directory,
+    which it adopts itself.  Each file is one rename, so a crash midway is finished on the next start."""
+    workers = settings.data_dir / "workers"
+    moved = 0
+    for partition in range(1, settings.partitions):
+        old = workers / f"worker-{partition}"
+        if not legacy_segments(old):
+            continue
+        with locked(old):
+            moved += adopt_legacy_log(old, replica_dir(workers / WORKER_ID, partition))
+    return moved
 
 
 def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool) -> str:
@@ -149,11 +168,11 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     base_env = child_environment(env, FERRYMQ_DATA_DIR=str(settings.data_dir), **aws_env)
     if standin:
         base_env.pop("AWS_SESSION_TOKEN", None)
-    for partition in range(settings.partitions):
-        worker_id = f"worker-{partition}"
-        argv = python_module_argv("storage_workers", "--partition", str(partition), "--worker-id", worker_id,
-                                  "--parent-pid", str(os.getpid()))
-        children.append(start_child(worker_id, argv, base_env, WORKER_READY_PREFIX, should_abort=stop.is_set))
+    adopt_worker_per_partition_logs(settings)
+    partitions = ",".join(str(p) for p in range(settings.partitions))
+    argv = python_module_argv("storage_workers", "--partitions", partitions, "--worker-id", WORKER_ID,
+                              "--parent-pid", str(os.getpid()))
+    children.append(start_child(WORKER_ID, argv, base_env, WORKER_READY_PREFIX, should_abort=stop.is_set))
     argv = python_module_argv("infra.gateway", "--host", settings.host, "--port", str(settings.port),
                               "--parent-pid", str(os.getpid()))
     gateway = start_child("gateway", argv, base_env, GATEWAY_READY_PREFIX, should_abort=stop.is_set)

@@ -15,10 +15,17 @@ from storage_workers.server import WorkerConfig, run_worker
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m storage_workers", description="Run a FerryMQ storage worker.")
-    parser.add_argument("--partition", type=int, default=0, help="partition to serve (default 0)")
+    served = parser.add_mutually_exclusive_group()
+    served.add_argument("--partitions", type=_partition_list, help="partitions to serve, e.g. 0,1,2 (default 0)")
+    served.add_argument("--partition", type=int, help="a single partition to serve (same as --partitions N)")
     parser.add_argument("--host", help="address to listen on (default FERRYMQ_WORKER_HOST)")
     parser.add_argument("--port", type=int, help="port to listen on, 0 for any free one (default FERRYMQ_WORKER_PORT)")
-    parser.add_argument("--data-dir", type=Path, help="log directory (default FERRYMQ_DATA_DIR/workers/<worker id>)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="data directory, with a log directory p<partition> per partition "
+        "(default FERRYMQ_DATA_DIR/workers/<worker id>)",
+    )
     parser.add_argument("--worker-id", help="this worker's name (default FERRYMQ_WORKER_ID)")
     parser.add_argument("--segment-bytes", type=int, help="roll log segments at this size")
     parser.add_argument("--compact-min-bytes", type=int, help="compact the log only once it is this large")
@@ -40,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     config = WorkerConfig.from_settings(
         settings,
-        partition=args.partition,
+        partitions=args.partitions if args.partitions is not None else (args.partition or 0,),
         host=args.host,
         port=args.port,
         data_dir=args.data_dir,
@@ -56,6 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         return asyncio.run(serving)
     return uvloop.run(serving)
+
+
+def _partition_list(text: str) -> tuple[int, ...]:
+    try:
+        partitions = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of partitions: {text!r}") from None
+    if any(p < 0 for p in partitions) or len(set(partitions)) != len(partitions):
+        raise argparse.ArgumentTypeError(f"partitions must be distinct and not negative: {text!r}")
+    return partitions
 
 
 if __name__ == "__main__":

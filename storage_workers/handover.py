@@ -54,6 +54,7 @@ async def send_to(peers: Peers, target: QueueTarget, messages: list[Outgoing]) -
     client = await peers.worker(target.partition)
     try:
         await client.send(
+            target.partition,
             target.queue_id,
             [handover_message(c) for c in messages],
             retention_seconds=target.retention_seconds,

@@ -1,12 +1,17 @@
 """The rest of the cluster as a worker sees it when it hands messages over to another queue.
 
-Dead-letter redrive may have to put a message in a queue whose partition another worker leads, and a move
-task sends messages to a destination queue, or back to the queues their ``DeadLetterQueueSourceArn`` names.
-:class:`Peers` is what the worker needs for that: a client for the worker leading a partition, and a queue
-found by its ARN.  :class:`ClusterPeers` answers from the partition map and the queue catalog in DynamoDB,
-caching both for a short while; :class:`IsolatedPeers` stands for no cluster at all; tests pass their own,
-built like :class:`ClusterPeers` on :class:`LeaderClients`, which keeps the clients (one per partition, in the
-shared :class:`ferrymq.rpc.leaders.LeaderClients` the front end uses too).
+Dead-letter redrive may have to put a message in a queue of another partition, and a move task sends
+messages to a destination queue, or back to the queues their ``DeadLetterQueueSourceArn`` names.
+:class:`Peers` is what one partition replica needs for that: its partition, a client for the worker leading
+another partition, and a queue found by its ARN.  A worker shares one :class:`SharedPeers` among its replicas
+and gives each a :class:`ReplicaPeers` view of it.  :class:`ClusterPeers` answers from the partition map and
+the queue catalog in DynamoDB, caching both for a short while; :class:`IsolatedPeers` stands for no cluster at
+all; tests pass their own, built like :class:`ClusterPeers` on :class:`LeaderClients`, which keeps the clients
+(one per worker, in the shared :class:`ferrymq.rpc.leaders.LeaderClients` the front end uses too).
+
+A hand-over to a partition the same worker serves goes through the worker's own address (``ReplicaPeers``'
+``local``): the request is routed to that partition's replica like any other, so it is stored idempotently
+and durably exactly as a hand-over to another worker is, without a lookup in the partition map.
 
 Only outages become ServiceUnavailable here (a move task waits on those and tries again); any other failure
 of a lookup, a bug included, propagates as it is, so the task ends instead of retrying it for ever.
@@ -40,9 +45,8 @@ if TYPE_CHECKING:
     from ferrymq.aws.queue_store import QueueStore
     from ferrymq.settings import Settings
 
-class Peers(Protocol):
-    partition: int
-    """The partition this worker leads."""
+class SharedPeers(Protocol):
+    """The rest of the cluster, shared by the replicas of one worker."""
 
     async def worker(self, partition: int) -> WorkerClient:
         """A client for the worker leading ``partition``; raises ServiceUnavailable when there is none."""
@@ -59,11 +63,56 @@ class Peers(Protocol):
     async def close(self) -> None: ...
 
 
-class IsolatedPeers:
-    """The peers of a worker that knows no cluster: only its own partition, no queue catalog."""
+class Peers(Protocol):
+    partition: int
+    """The partition of the replica these peers are seen from."""
 
-    def __init__(self, partition: int) -> None:
+    async def worker(self, partition: int) -> WorkerClient:
+        """A client for the worker leading ``partition``; raises ServiceUnavailable when there is none."""
+        ...
+
+    async def forget(self, partition: int) -> None:
+        """Drop the client for ``partition`` after it failed, so the next call looks the leader up again."""
+        ...
+
+    async def queue(self, arn: str) -> QueueTarget | None:
+        """The live queue named by ``arn``, None when there is none; raises ServiceUnavailable."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class ReplicaPeers:
+    """:class:`Peers` as the replica of ``partition`` sees them: ``local(p)`` is a client for this worker itself
+    when it serves partition ``p`` (None otherwise), else the shared peers answer.  Closing the view closes
+    nothing: the worker closes what it shares."""
+
+    def __init__(
+        self, shared: SharedPeers, partition: int, local: Callable[[int], WorkerClient | None] | None = None
+    ) -> None:
         self.partition = partition
+        self._shared = shared
+        self._local = local
+
+    async def worker(self, partition: int) -> WorkerClient:
+        if self._local is not None:
+            client = self._local(partition)
+            if client is not None:
+                return client
+        return await self._shared.worker(partition)
+
+    async def forget(self, partition: int) -> None:
+        await self._shared.forget(partition)
+
+    async def queue(self, arn: str) -> QueueTarget | None:
+        return await self._shared.queue(arn)
+
+    async def close(self) -> None:
+        return None
+
+
+class IsolatedPeers:
+    """The peers of a worker that knows no cluster: no other worker, no queue catalog."""
 
     async def worker(self, partition: int) -> WorkerClient:
         raise ServiceUnavailable(f"This worker knows no leader for partition {partition}.")
@@ -79,20 +128,18 @@ class IsolatedPeers:
 
 
 class LeaderClients(ABC):
-    """The client half of :class:`Peers`: one client per partition's leader, made when first needed, looked up
+    """The client half of :class:`SharedPeers`: one client per leading worker, made when first needed, looked up
     again ``leader_cache_seconds`` later or after it failed, and replaced when the leader moved.  Subclasses
     say where a partition's leader listens."""
 
     def __init__(
         self,
-        partition: int,
         *,
         connect_timeout: float,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         clock: Clock | None = None,
         leader_cache_seconds: float = 30.0,
     ) -> None:
-        self.partition = partition
         self._clock = clock or SystemClock()
         self._leaders = leaders.LeaderClients(
             self._endpoint,
@@ -130,7 +177,6 @@ class ClusterPeers(LeaderClients):
 
     def __init__(
         self,
-        partition: int,
         *,
         partition_map: Callable[[], PartitionMap],
         queue_store: Callable[[], QueueStore],
@@ -142,7 +188,6 @@ class ClusterPeers(LeaderClients):
         leader_cache_seconds: float = 30.0,
     ) -> None:
         super().__init__(
-            partition,
             connect_timeout=connect_timeout,
             request_timeout=request_timeout,
             clock=clock,
@@ -156,13 +201,12 @@ class ClusterPeers(LeaderClients):
         self._queues: TtlCache[str, tuple[QueueTarget | None]] = TtlCache(self._clock, cache_seconds, max_queues)
 
     @classmethod
-    def from_settings(cls, settings: Settings, partition: int) -> ClusterPeers:
+    def from_settings(cls, settings: Settings) -> ClusterPeers:
         from ferrymq.aws import session
         from ferrymq.aws.partitions import PartitionMap
         from ferrymq.aws.queue_store import QueueStore
 
         return cls(
-            partition,
             partition_map=lambda: PartitionMap.from_settings(settings),
             queue_store=lambda: QueueStore(session.client("dynamodb", settings), settings.queues_table),
             connect_timeout=settings.worker_connect_timeout_seconds,

@@ -1,5 +1,5 @@
-"""Dispatch to storage workers: one persistent, pipelined connection per partition's leader, shared by all
-requests (the clients and the leader lookup are :class:`~ferrymq.rpc.leaders.LeaderClients`)."""
+"""Dispatch to storage workers: one persistent, pipelined connection per worker leading a partition, shared by
+all requests (the clients and the leader lookup are :class:`~ferrymq.rpc.leaders.LeaderClients`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from ferrymq.aws.queue_store import QueueRecord
-from ferrymq.errors import QueueDoesNotExist, ServiceUnavailable
+from ferrymq.errors import NotLeader, QueueDoesNotExist, ServiceUnavailable
 from ferrymq.rpc.client import WorkerClient, WorkerTimeout
 from ferrymq.rpc.leaders import LeaderClients
 
@@ -28,7 +28,8 @@ class Dispatcher:
         address is found; idempotent operations are then retried once at once.  After a timeout they are
         retried only if the partition has a new leader by then: the same hung worker would only make the
         caller wait out a second deadline.  Sends are not retried here: the client's own retry of a 503 is
-        what SQS clients expect.
+        what SQS clients expect.  A worker that answers NotLeader did nothing, so every operation is retried
+        once against the leader looked up afresh.
         """
         client: WorkerClient | None = None
         try:
@@ -38,6 +39,9 @@ class Dispatcher:
             if self._on_queue_gone is not None:
                 self._on_queue_gone(queue)
             raise
+        except NotLeader:
+            self._leaders.forget(queue.partition)
+            retry = await self._leaders.client(queue.partition)
         except ServiceUnavailable as exc:
             self._leaders.forget(queue.partition)
             if not idempotent:

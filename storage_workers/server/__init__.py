@@ -1,7 +1,10 @@
 """The storage worker process, one module per concern.
 
 - :mod:`.config`: what a worker is configured with;
-- :mod:`.worker`: :class:`StorageWorker`, its life cycle (recover, listen, close) and request dispatch;
+- :mod:`.worker`: :class:`StorageWorker`, its life cycle (open, listen, close) and the routing of each
+  request to the partition it names;
+- :mod:`.replica`: one served partition's log, engine, long polls, hand-overs, move tasks and sweeps;
+- :mod:`.layout`: the partitions' log directories, and the move from the single-partition layout;
 - :mod:`.connection`: the RPC transport (frames in, batched replies out);
 - :mod:`.handlers`: one handler per RPC operation, with its argument checks;
 - :mod:`.long_poll`: receives that wait for their queue;

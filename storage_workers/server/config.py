@@ -17,7 +17,9 @@ class WorkerConfig:
     host: str = "127.0.0.1"
     port: int = 0
     worker_id: str = "worker-1"
-    partition: int = 0
+    partitions: tuple[int, ...] = (0,)
+    """The partitions this worker serves, each in ``<data_dir>/p<partition>/``; a data directory of the
+    single-partition layout is adopted by the first."""
     group_commit_max_batch: int = 1024
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     compact_min_bytes: int = 128 * 1024 * 1024
@@ -42,3 +44,11 @@ class WorkerConfig:
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+    def __post_init__(self) -> None:
+        if not self.partitions:
+            raise ValueError("a worker serves at least one partition")
+        if len(set(self.partitions)) != len(self.partitions):
+            raise ValueError(f"partitions listed twice: {self.partitions}")
+        if any(p < 0 for p in self.partitions):
+            raise ValueError(f"partitions are not negative: {self.partitions}")

@@ -1,4 +1,7 @@
-"""One handler per worker RPC operation: check the arguments, call the engine, shape the result.
+"""One handler per worker RPC operation on a partition: check the arguments, call the engine, shape the result.
+
+There is one :class:`Handlers` per partition replica; the worker routes each request by the partition it
+names and hands the handler the arguments after it.
 
 The front end has validated every request already; these checks only keep a broken or hostile request out
 of the engine and the log (a malformed one gets InvalidParameterValue and changes nothing).  A handler
@@ -54,7 +57,6 @@ class Handlers:
         mover: MoveTaskRunner,
         reply: Reply,
         fail: Callable[[Connection, int, BaseException], None],
-        status: Callable[[], dict],
     ) -> None:
         self.engine = engine
         self.partition = partition
@@ -63,11 +65,10 @@ class Handlers:
         self.mover = mover
         self._reply = reply
         self._fail = fail
-        self._status = status
 
     def table(self) -> dict[int, Handler]:
+        """The handler of each operation about this partition (PING is the worker's, about all of them)."""
         return {
-            Op.PING: self.ping,
             Op.SEND: self.send,
             Op.RECEIVE: self.receive,
             Op.DELETE: self.delete,
@@ -79,9 +80,6 @@ class Handlers:
             Op.LIST_MOVE_TASKS: self.list_move_tasks,
             Op.CANCEL_MOVE_TASK: self.cancel_move_task,
         }
-
-    def ping(self, conn: Connection, request_id: int, args: Any) -> dict:
-        return self._status()
 
     def send(self, conn: Connection, request_id: int, args: Any) -> list:
         queue_id, messages, retention = args[0], args[1], args[2]

@@ -38,16 +38,19 @@ async def run_worker(
     out = out if out is not None else sys.stdout
     partition_map = PartitionMap.from_settings(settings) if config.register else None
     try:
-        receipt_key = (
-            await asyncio.to_thread(partition_map.receipt_key, config.partition)
-            if partition_map is not None
-            # A worker outside any partition map (benchmarks, experiments): its handles die with the process.
-            else secrets.token_bytes(RECEIPT_KEY_BYTES)
-        )
+        receipt_keys = {
+            partition: (
+                await asyncio.to_thread(partition_map.receipt_key, partition)
+                if partition_map is not None
+                # A worker outside any partition map (benchmarks, experiments): its handles die with the process.
+                else secrets.token_bytes(RECEIPT_KEY_BYTES)
+            )
+            for partition in config.partitions
+        }
     except SqsError as exc:
-        log.error("could not read the partition's receipt key: %s", exc.__cause__ or exc.message)
+        log.error("could not read the partitions' receipt keys: %s", exc.__cause__ or exc.message)
         return 1
-    worker = StorageWorker(config, receipt_key, peers=ClusterPeers.from_settings(settings, config.partition))
+    worker = StorageWorker(config, receipt_keys, peers=ClusterPeers.from_settings(settings))
     try:
         worker.open()
         host, port = await worker.start()
@@ -60,9 +63,10 @@ async def run_worker(
         loop.add_signal_handler(sig, worker.stopped.set)
     if partition_map is not None:
         try:
-            worker.epoch = await asyncio.to_thread(
-                partition_map.register, config.partition, config.worker_id, host, port
-            )
+            for partition, replica in worker.replicas.items():
+                replica.epoch = await asyncio.to_thread(
+                    partition_map.register, partition, config.worker_id, host, port
+                )
         except SqsError as exc:
             # Outages come with the generic message clients see; the botocore failure behind one says what broke.
             log.error("could not register in the partition map: %s", exc.__cause__ or exc.message)
@@ -70,12 +74,11 @@ async def run_worker(
             return 1
         worker.run_pending_drops(QueueStore(session.client("dynamodb", settings), settings.queues_table))
     log.info(
-        "worker %s serves partition %d at %s:%d (epoch %d)",
+        "worker %s serves partitions %s at %s:%d",
         config.worker_id,
-        config.partition,
+        ", ".join(f"{p} (epoch {r.epoch})" for p, r in worker.replicas.items()),
         host,
         port,
-        worker.epoch,
     )
     if not worker.stopped.is_set():
         print(f"{READY_LINE} {host} {port}", file=out, flush=True)

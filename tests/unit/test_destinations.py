@@ -83,7 +83,7 @@ class _Catalog:
 def test_a_worker_finds_the_destination_the_front_end_would_send() -> None:
     # given a FIFO queue without a retention period in the catalog a worker reads
     queue = record("jobs.fifo")
-    cluster = ClusterPeers(0, partition_map=lambda: None, queue_store=lambda: _Catalog(queue), clock=ManualClock())
+    cluster = ClusterPeers(partition_map=lambda: None, queue_store=lambda: _Catalog(queue), clock=ManualClock())
     # when the worker looks it up by its ARN
     found = asyncio.run(cluster.queue(ARN.format("jobs.fifo")))
     # then it is the destination the front end builds from the same record

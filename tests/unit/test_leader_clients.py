@@ -1,4 +1,5 @@
-"""LeaderClients: the leader lookup and one client per partition, shared by the front end and the workers.
+"""LeaderClients: the leader lookup and one client per worker address, found per partition; shared by the front
+end and the workers.
 
 No worker is ever reached: clients are made but never connect, and the lookups are tables the tests fill in.
 """
@@ -207,5 +208,45 @@ def test_a_lookup_under_way_when_closed_hands_out_no_client() -> None:
         with pytest.raises(ServiceUnavailable, match="closed"):
             await waiting
         assert leaders.clients() == {}
+
+    asyncio.run(scenario())
+
+
+def test_partitions_of_one_worker_share_its_client() -> None:
+    async def scenario() -> None:
+        # given partitions 0, 1 and 2 led by one worker, and partition 3 by another
+        same = Endpoint("h", 7000)
+        table, clock = Table(p0=same, p1=same, p2=same, p3=Endpoint("h", 7003)), ManualClock()
+        leaders = leader_clients(table, clock)
+        # when a client is asked for each partition
+        clients = [await leaders.client(p) for p in range(4)]
+        # then the first three share one client, and there is one client per worker address
+        assert clients[0] is clients[1] is clients[2]
+        assert clients[3] is not clients[0]
+        assert set(leaders.workers()) == {("h", 7000), ("h", 7003)}
+        assert leaders.clients() == {0: clients[0], 1: clients[0], 2: clients[0], 3: clients[3]}
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_s_client_is_closed_once_no_partition_points_at_it() -> None:
+    async def scenario() -> None:
+        # given partitions 0 and 1 led by one worker
+        table, clock = Table(p0=Endpoint("h", 7000), p1=Endpoint("h", 7000)), ManualClock()
+        leaders = leader_clients(table, clock)
+        shared = await leaders.client(0)
+        assert await leaders.client(1) is shared
+        # when partition 0 moves to another worker, then the shared client stays open for partition 1
+        table.leaders[0] = Endpoint("h", 7100)
+        leaders.forget(0)
+        moved = await leaders.client(0)
+        assert moved is not shared and not shared.closed
+        assert await leaders.client(1) is shared
+        # and when partition 1 moves there too, then the old worker's client is closed and not held any more
+        table.leaders[1] = Endpoint("h", 7100)
+        leaders.forget(1)
+        assert await leaders.client(1) is moved
+        assert shared.closed
+        assert set(leaders.workers()) == {("h", 7100)}
 
     asyncio.run(scenario())

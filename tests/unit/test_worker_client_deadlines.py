@@ -73,7 +73,7 @@ def test_an_unanswered_request_fails_at_its_deadline_and_drops_the_connection() 
         try:
             # given two requests outstanding, a ping and a long poll of 10 s
             ping = asyncio.ensure_future(client.ping())
-            poll = asyncio.ensure_future(client.receive("q", max_messages=1, visibility_timeout=30, wait_seconds=10,
+            poll = asyncio.ensure_future(client.receive(0, "q", max_messages=1, visibility_timeout=30, wait_seconds=10,
                                                         retention_seconds=60))
             # when the worker answers neither
             with pytest.raises(WorkerTimeout) as timed_out:
@@ -124,7 +124,7 @@ def test_a_long_poll_s_deadline_is_its_wait_plus_the_request_timeout() -> None:
         client, conn, reader, writer = connected(request_timeout=0.05)
         try:
             # given a long poll of 1 s, longer than the request timeout
-            poll = asyncio.ensure_future(client.receive("q", max_messages=1, visibility_timeout=30, wait_seconds=1,
+            poll = asyncio.ensure_future(client.receive(0, "q", max_messages=1, visibility_timeout=30, wait_seconds=1,
                                                         retention_seconds=60))
             # when the request timeout has passed but not the wait, then it is still outstanding
             await asyncio.sleep(0.1)

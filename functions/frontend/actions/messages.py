@@ -159,7 +159,7 @@ async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str
     retention = retention_seconds(queue.attributes)
 
     async def op(worker: WorkerClient) -> list[dict]:
-        return await worker.send(queue.queue_id, messages, retention_seconds=retention, fifo=fifo)
+        return await worker.send(queue.partition, queue.queue_id, messages, retention_seconds=retention, fifo=fifo)
 
     stored = await ctx.services.dispatcher.call(queue, op, idempotent=fifo)
     if fifo:
@@ -262,6 +262,7 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
 
     async def op(worker: WorkerClient) -> list[dict]:
         return await worker.receive(
+            queue.partition,
             queue.queue_id,
             max_messages=max_messages,
             visibility_timeout=visibility,
@@ -367,7 +368,7 @@ async def delete_message(ctx: RequestContext, params: dict[str, Any]) -> dict[st
     queue = await ctx.queue(params)
     receipt = require(params, "ReceiptHandle")
     outcomes = await ctx.services.dispatcher.call(
-        queue, lambda w: w.delete(queue.queue_id, [receipt]), idempotent=True
+        queue, lambda w: w.delete(queue.partition, queue.queue_id, [receipt]), idempotent=True
     )
     _raise_entry_error(outcomes[0])
     return {}
@@ -378,7 +379,9 @@ async def delete_message_batch(ctx: RequestContext, params: dict[str, Any]) -> d
     entries = check_batch_entries(params.get("Entries"), "DeleteMessageBatchRequestEntry")
     pending, receipts, failed = _checked_entries(entries, lambda e: require(e, "ReceiptHandle"))
     outcomes = (
-        await ctx.services.dispatcher.call(queue, lambda w: w.delete(queue.queue_id, receipts), idempotent=True)
+        await ctx.services.dispatcher.call(
+            queue, lambda w: w.delete(queue.partition, queue.queue_id, receipts), idempotent=True
+        )
         if receipts
         else []
     )
@@ -397,7 +400,7 @@ async def change_message_visibility(ctx: RequestContext, params: dict[str, Any])
     receipt = require(params, "ReceiptHandle")
     timeout = _visibility_timeout(params)
     outcomes = await ctx.services.dispatcher.call(
-        queue, lambda w: w.change_visibility(queue.queue_id, [(receipt, timeout)]), idempotent=True
+        queue, lambda w: w.change_visibility(queue.partition, queue.queue_id, [(receipt, timeout)]), idempotent=True
     )
     _raise_entry_error(outcomes[0])
     return {}
@@ -411,7 +414,7 @@ async def change_message_visibility_batch(ctx: RequestContext, params: dict[str,
     )
     outcomes = (
         await ctx.services.dispatcher.call(
-            queue, lambda w: w.change_visibility(queue.queue_id, changes), idempotent=True
+            queue, lambda w: w.change_visibility(queue.partition, queue.queue_id, changes), idempotent=True
         )
         if changes
         else []

@@ -68,7 +68,7 @@ async def start_message_move_task(ctx: RequestContext, params: dict[str, Any]) -
     }
 
     async def op(worker: WorkerClient) -> dict:
-        return await worker.start_move_task(source.queue_id, task)
+        return await worker.start_move_task(source.partition, source.queue_id, task)
 
     await ctx.services.dispatcher.call(source, op, idempotent=False)
     return {"TaskHandle": handle}
@@ -79,7 +79,7 @@ async def list_message_move_tasks(ctx: RequestContext, params: dict[str, Any]) -
     limit = optional_int(params, "MaxResults", 1, MAX_LISTED_MOVE_TASKS) or 1
     source = await _queue_by_arn(ctx, source_arn, "SourceArn")
     tasks = await ctx.services.dispatcher.call(
-        source, lambda w: w.list_move_tasks(source.queue_id), idempotent=True
+        source, lambda w: w.list_move_tasks(source.partition, source.queue_id), idempotent=True
     )
     return {"Results": [_rendered(task) for task in tasks[:limit]]}
 
@@ -114,6 +114,6 @@ async def cancel_message_move_task(ctx: RequestContext, params: dict[str, Any]) 
     except QueueDoesNotExist:
         raise ResourceNotFound("The task you specified does not exist.") from None
     cancelled = await ctx.services.dispatcher.call(
-        source, lambda w: w.cancel_move_task(source.queue_id, handle), idempotent=True
+        source, lambda w: w.cancel_move_task(source.partition, source.queue_id, handle), idempotent=True
     )
     return {"ApproximateNumberOfMessagesMoved": cancelled["moved"]}

@@ -94,7 +94,7 @@ async def delete_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str,
     deleted = await ctx.services.catalog.delete(queue.account, queue.name)
     try:
         await ctx.services.dispatcher.call(
-            deleted, lambda w: w.drop_queue(deleted.queue_id), idempotent=True
+            deleted, lambda w: w.drop_queue(deleted.partition, deleted.queue_id), idempotent=True
         )
     except SqsError:
         # The delete stands: the pending drop written with the tombstone makes the partition's worker drop
@@ -114,7 +114,7 @@ async def delete_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str,
 async def purge_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     purged = await ctx.services.catalog.mark_purged(queue.account, queue.name)
-    await ctx.services.dispatcher.call(purged, lambda w: w.purge(purged.queue_id), idempotent=True)
+    await ctx.services.dispatcher.call(purged, lambda w: w.purge(purged.partition, purged.queue_id), idempotent=True)
     return {}
 
 
@@ -152,7 +152,7 @@ async def _attribute_values(ctx: RequestContext, queue: QueueRecord, wanted: set
         retention = queue_attributes.int_value(queue.attributes, "MessageRetentionPeriod")
 
         async def stats(worker: WorkerClient) -> dict[str, int]:
-            return await worker.stats(queue.queue_id, retention_seconds=retention)
+            return await worker.stats(queue.partition, queue.queue_id, retention_seconds=retention)
 
         counts = await ctx.services.dispatcher.call(queue, stats, idempotent=True)
         for attribute, key in _COUNTERS.items():

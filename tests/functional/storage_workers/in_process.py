@@ -14,8 +14,8 @@ from tests.support.engine_requests import RECEIPT_KEY
 
 
 class StandInPeers(LeaderClients):
-    def __init__(self, partition: int) -> None:
-        super().__init__(partition, connect_timeout=1.0)
+    def __init__(self) -> None:
+        super().__init__(connect_timeout=1.0)
         self.addresses: dict[int, tuple[str, int]] = {}
         self.queues: dict[str, QueueTarget] = {}
 
@@ -37,13 +37,19 @@ class StandInPeers(LeaderClients):
 
 @asynccontextmanager
 async def worker(
-    data_dir: Path, *, partition: int = 0, port: int = 0, peers: StandInPeers | None = None
+    data_dir: Path,
+    *,
+    partition: int = 0,
+    partitions: tuple[int, ...] | None = None,
+    port: int = 0,
+    peers: StandInPeers | None = None,
 ) -> AsyncIterator[tuple[StorageWorker, WorkerClient]]:
-    """A worker on loopback (a free port unless ``port`` names one; hand-overs held 1 s, not 10) and a client
-    for it, both closed on exit."""
+    """A worker serving ``partitions`` (or only ``partition``) on loopback (a free port unless ``port`` names
+    one; hand-overs held 1 s, not 10) and a client for it, both closed on exit."""
+    served = partitions if partitions is not None else (partition,)
     server = StorageWorker(
-        WorkerConfig(data_dir=data_dir, partition=partition, port=port, register=False, transfer_hold_seconds=1),
-        RECEIPT_KEY,
+        WorkerConfig(data_dir=data_dir, partitions=served, port=port, register=False, transfer_hold_seconds=1),
+        dict.fromkeys(served, RECEIPT_KEY),
         peers=peers,
     )
     host, bound = await server.start()

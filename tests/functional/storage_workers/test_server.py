@@ -34,7 +34,7 @@ def message(body: str = "hello", delay: int = 0) -> dict:
 async def receive(
     client: WorkerClient, queue: str, *, wait: float = 0, n: int = 10, visibility: int = 30
 ) -> list[dict]:
-    return await client.receive(
+    return await client.receive(0,
         queue, max_messages=n, visibility_timeout=visibility, wait_seconds=wait, retention_seconds=RETENTION
     )
 
@@ -46,7 +46,7 @@ def test_a_long_poll_does_not_hold_up_other_requests_on_the_connection(tmp_path:
             poll = asyncio.ensure_future(receive(client, "empty", wait=2))
             await asyncio.sleep(0.05)
             # when other requests go over the same client
-            await client.send("busy", [message("x")], retention_seconds=RETENTION)
+            await client.send(0, "busy", [message("x")], retention_seconds=RETENTION)
             got = await receive(client, "busy")
             # then they are answered while the long poll is still waiting, not after it
             assert [m["body"] for m in got] == ["x"]
@@ -64,12 +64,12 @@ def test_a_long_poll_returns_as_soon_as_a_message_is_available(tmp_path: Path, t
             q = "q"
             # given a queue with nothing visible yet: empty, or its message delayed or in flight
             if trigger == "visibility-zero":
-                await client.send(q, [message()], retention_seconds=RETENTION)
+                await client.send(0, q, [message()], retention_seconds=RETENTION)
                 handle = (await receive(client, q, visibility=600))[0]["receipt"]
             elif trigger == "delay-over":
-                await client.send(q, [message(delay=1)], retention_seconds=RETENTION)
+                await client.send(0, q, [message(delay=1)], retention_seconds=RETENTION)
             elif trigger == "visibility-over":
-                await client.send(q, [message()], retention_seconds=RETENTION)
+                await client.send(0, q, [message()], retention_seconds=RETENTION)
                 await receive(client, q, visibility=1)
             # and a marker: a long poll of the same length on a queue nothing reaches, started first, so that
             # it ends before the poll under test would end by running out of time
@@ -78,15 +78,15 @@ def test_a_long_poll_returns_as_soon_as_a_message_is_available(tmp_path: Path, t
             await asyncio.sleep(0.3)
             # when a message becomes available (sent, made visible, or its delay or visibility timeout over)
             if trigger == "send":
-                await client.send(q, [message()], retention_seconds=RETENTION)
+                await client.send(0, q, [message()], retention_seconds=RETENTION)
             elif trigger == "visibility-zero":
-                assert await client.change_visibility(q, [(handle, 0)]) == [None]
+                assert await client.change_visibility(0, q, [(handle, 0)]) == [None]
             # then the poll returns it while the marker is still waiting: the message ended the poll, not its time
             got = await poll
             assert len(got) == 1
             assert not marker.done()
             # and the marker, too, is answered by a message rather than by its time
-            await client.send("quiet", [message("for the marker")], retention_seconds=RETENTION)
+            await client.send(0, "quiet", [message("for the marker")], retention_seconds=RETENTION)
             assert [m["body"] for m in await marker] == ["for the marker"]
 
     asyncio.run(scenario())
@@ -95,13 +95,13 @@ def test_a_long_poll_returns_as_soon_as_a_message_is_available(tmp_path: Path, t
 def test_many_concurrent_requests_share_syncs(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with worker(tmp_path) as (server, client):
-            batches = server.log.batches
+            batches = server.replicas[0].log.batches
             results = await asyncio.gather(
-                *(client.send("q", [message(str(i))], retention_seconds=RETENTION) for i in range(300))
+                *(client.send(0, "q", [message(str(i))], retention_seconds=RETENTION) for i in range(300))
             )
             assert len(results) == 300
-            assert server.log.batches - batches < 100
-            stats = await client.stats("q", retention_seconds=RETENTION)
+            assert server.replicas[0].log.batches - batches < 100
+            stats = await client.stats(0, "q", retention_seconds=RETENTION)
             assert stats == {"visible": 300, "in_flight": 0, "delayed": 0}
 
     asyncio.run(scenario())
@@ -133,10 +133,10 @@ def test_unreachable_worker_is_service_unavailable(tmp_path: Path) -> None:
 
 def test_outstanding_requests_fail_when_the_worker_goes_and_the_next_call_reconnects(tmp_path: Path) -> None:
     async def scenario() -> None:
-        server = StorageWorker(WorkerConfig(data_dir=tmp_path, register=False), RECEIPT_KEY)
+        server = StorageWorker(WorkerConfig(data_dir=tmp_path, register=False), {0: RECEIPT_KEY})
         host, port = await server.start()
         client = WorkerClient(host, port)
-        await client.send("q", [message("kept")], retention_seconds=RETENTION)
+        await client.send(0, "q", [message("kept")], retention_seconds=RETENTION)
         # given a long poll outstanding when the worker shuts down
         poll = asyncio.ensure_future(receive(client, "empty", wait=10))
         await asyncio.sleep(0.05)
@@ -157,7 +157,7 @@ def test_a_data_directory_serves_one_worker_at_a_time(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with worker(tmp_path):
             with pytest.raises(DirectoryInUse, match="in use"):
-                StorageWorker(WorkerConfig(data_dir=tmp_path, register=False), RECEIPT_KEY).open()
+                StorageWorker(WorkerConfig(data_dir=tmp_path, register=False), {0: RECEIPT_KEY}).open()
 
     asyncio.run(scenario())
 
@@ -166,20 +166,20 @@ def test_a_long_poll_on_a_drained_queue_sleeps_instead_of_spinning(tmp_path: Pat
     async def scenario() -> int:
         async with worker(tmp_path) as (server, client):
             # given a queue whose only message was received for 1 s and deleted, and that deadline has passed
-            await client.send("q", [message()], retention_seconds=RETENTION)
+            await client.send(0, "q", [message()], retention_seconds=RETENTION)
             got = await receive(client, "q", visibility=1)
-            await client.delete("q", [got[0]["receipt"]])
+            await client.delete(0, "q", [got[0]["receipt"]])
             await asyncio.sleep(1.1)
             # (every receive, short or long, looks at the queue through Engine.poll: count the looks)
             calls = 0
-            real_poll = server.engine.poll
+            real_poll = server.replicas[0].engine.poll
 
             def counting_poll(*args: Any, **kwargs: Any) -> Any:
                 nonlocal calls
                 calls += 1
                 return real_poll(*args, **kwargs)
 
-            server.engine.poll = counting_poll  # type: ignore[method-assign]
+            server.replicas[0].engine.poll = counting_poll  # type: ignore[method-assign]
             # when a long poll waits on it
             assert await receive(client, "q", wait=1.5) == []
             return calls

@@ -38,17 +38,17 @@ def message(body: str) -> dict:
     return {"id": str(uuid.uuid4()), "body": body, "md5_body": "md5", "system": {"SenderId": "AIDA"}}
 
 
-async def receive(client: WorkerClient, queue: str, **kwargs: object) -> list[dict]:
+async def receive(client: WorkerClient, queue: str, *, partition: int = 0, **kwargs: object) -> list[dict]:
     options: dict = {"max_messages": 10, "visibility_timeout": 30, "wait_seconds": 0, "retention_seconds": RETENTION}
     options.update(kwargs)
-    return await client.receive(queue, **options)  # type: ignore[arg-type]
+    return await client.receive(partition, queue, **options)  # type: ignore[arg-type]
 
 
 def test_fifo_sends_and_receives_over_the_rpc(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with worker(tmp_path) as (_, client):
             # given messages of two groups sent to a FIFO queue
-            sent = await client.send(
+            sent = await client.send(0,
                 Q, [fifo_message("a", "a1"), fifo_message("b", "b1"), fifo_message("a", "a2")],
                 retention_seconds=RETENTION, fifo=True,
             )
@@ -69,10 +69,10 @@ def test_fifo_sends_and_receives_over_the_rpc(tmp_path: Path) -> None:
 def test_a_resend_by_message_id_is_answered_with_the_original(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with worker(tmp_path) as (_, client):
-            first = await client.send(Q, [fifo_message("g", "m", "id-1")], retention_seconds=RETENTION, fifo=True)
-            again = await client.send(Q, [fifo_message("g", "m", "id-1")], retention_seconds=RETENTION, fifo=True)
+            first = await client.send(0, Q, [fifo_message("g", "m", "id-1")], retention_seconds=RETENTION, fifo=True)
+            again = await client.send(0, Q, [fifo_message("g", "m", "id-1")], retention_seconds=RETENTION, fifo=True)
             assert again == [{**first[0], "duplicate": True}]
-            assert await client.stats(Q, retention_seconds=RETENTION) == {"visible": 1, "in_flight": 0, "delayed": 0}
+            assert await client.stats(0, Q, retention_seconds=RETENTION) == {"visible": 1, "in_flight": 0, "delayed": 0}
 
     asyncio.run(scenario())
 
@@ -80,7 +80,7 @@ def test_a_resend_by_message_id_is_answered_with_the_original(tmp_path: Path) ->
 def test_a_receive_attempt_is_replayed_and_an_expired_handle_cannot_delete(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with worker(tmp_path) as (_, client):
-            await client.send(Q, [fifo_message("g", "m")], retention_seconds=RETENTION, fifo=True)
+            await client.send(0, Q, [fifo_message("g", "m")], retention_seconds=RETENTION, fifo=True)
             # given a receive with an attempt id, retried
             first = await receive(client, Q, fifo=True, attempt_id="attempt-1", visibility_timeout=1)
             again = await receive(client, Q, fifo=True, attempt_id="attempt-1", visibility_timeout=1)
@@ -89,7 +89,7 @@ def test_a_receive_attempt_is_replayed_and_an_expired_handle_cannot_delete(tmp_p
             # when the visibility timeout runs out, then the handle has expired
             await asyncio.sleep(1.1)
             handle = first[0]["receipt"]
-            assert await client.delete(Q, [handle]) == [
+            assert await client.delete(0, Q, [handle]) == [
                 (
                     InvalidParameterValue.code,
                     f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.",
@@ -102,7 +102,7 @@ def test_a_receive_attempt_is_replayed_and_an_expired_handle_cannot_delete(tmp_p
 def test_a_long_poll_on_a_locked_group_returns_when_the_lock_is_deleted(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with worker(tmp_path) as (_, client):
-            await client.send(
+            await client.send(0,
                 Q, [fifo_message("g", "first"), fifo_message("g", "second")], retention_seconds=RETENTION, fifo=True
             )
             (first,) = await receive(client, Q, fifo=True, max_messages=1, visibility_timeout=600)
@@ -111,7 +111,7 @@ def test_a_long_poll_on_a_locked_group_returns_when_the_lock_is_deleted(tmp_path
             await asyncio.sleep(0.2)
             assert not poll.done()
             # when the message holding the lock is deleted, then the long poll gets the next one
-            await client.delete(Q, [first["receipt"]])
+            await client.delete(0, Q, [first["receipt"]])
             got = await asyncio.wait_for(poll, 5)
             assert [m["body"] for m in got] == ["second"]
 
@@ -121,7 +121,7 @@ def test_a_long_poll_on_a_locked_group_returns_when_the_lock_is_deleted(tmp_path
 def test_the_in_flight_limit_fails_a_short_poll_and_empties_a_long_one(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with worker(tmp_path) as (_, client):
-            await client.send(SRC, [message(str(i)) for i in range(3)], retention_seconds=RETENTION)
+            await client.send(0, SRC, [message(str(i)) for i in range(3)], retention_seconds=RETENTION)
             assert len(await receive(client, SRC, max_messages=2, max_in_flight=2)) == 2
             with pytest.raises(OverLimit):
                 await receive(client, SRC, max_in_flight=2)
@@ -145,7 +145,7 @@ def redrive(dlq_partition: int) -> dict:
 def test_redrive_into_a_queue_of_the_same_worker(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with worker(tmp_path) as (_, client):
-            [sent] = await client.send(SRC, [message("poison")], retention_seconds=RETENTION)
+            [sent] = await client.send(0, SRC, [message("poison")], retention_seconds=RETENTION)
             await receive(client, SRC, visibility_timeout=0, redrive=redrive(0))
             # given a long poll on the DLQ
             dlq_poll = asyncio.ensure_future(receive(client, DLQ, wait_seconds=5))
@@ -161,41 +161,41 @@ def test_redrive_into_a_queue_of_the_same_worker(tmp_path: Path) -> None:
 
 def test_redrive_into_a_queue_another_worker_leads(tmp_path: Path) -> None:
     async def scenario() -> None:
-        peers_a, peers_b = StandInPeers(0), StandInPeers(1)
+        peers_a, peers_b = StandInPeers(), StandInPeers()
         async with (
             worker(tmp_path / "a", partition=0, peers=peers_a) as (server_a, client_a),
             worker(tmp_path / "b", partition=1, peers=peers_b) as (_, client_b),
         ):
             peers_a.add_worker(1, client_b.host, client_b.port)
-            [sent] = await client_a.send(SRC, [message("poison")], retention_seconds=RETENTION)
+            [sent] = await client_a.send(0, SRC, [message("poison")], retention_seconds=RETENTION)
             await receive(client_a, SRC, visibility_timeout=0, redrive=redrive(1))
             # when the source on worker a is received from again, then the message is not returned
             assert await receive(client_a, SRC, redrive=redrive(1)) == []
 
             # and it reaches the DLQ on worker b, and leaves the source once b acknowledged it
             async def moved() -> bool:
-                stats = await client_a.stats(SRC, retention_seconds=RETENTION)
+                stats = await client_a.stats(0, SRC, retention_seconds=RETENTION)
                 return stats == {"visible": 0, "in_flight": 0, "delayed": 0}
 
             await eventually(moved)
-            (dead,) = await receive(client_b, DLQ)
+            (dead,) = await receive(client_b, DLQ, partition=1)
             assert (dead["id"], dead["sent_ts"], dead["receive_count"]) == (sent["id"], sent["sent_ts"], 2)
             assert dead["system"]["DeadLetterQueueSourceArn"] == SRC_ARN
-            assert server_a.forwarder.forwarded == 1
+            assert server_a.replicas[0].forwarder.forwarded == 1
 
     asyncio.run(scenario())
 
 
 def test_redrive_into_an_unreachable_worker_keeps_the_message_and_tries_again(tmp_path: Path) -> None:
     async def scenario() -> None:
-        peers_a, peers_b = StandInPeers(0), StandInPeers(1)
+        peers_a, peers_b = StandInPeers(), StandInPeers()
         async with worker(tmp_path / "a", partition=0, peers=peers_a) as (_, client_a):
-            await client_a.send(SRC, [message("poison")], retention_seconds=RETENTION)
+            await client_a.send(0, SRC, [message("poison")], retention_seconds=RETENTION)
             await receive(client_a, SRC, visibility_timeout=0, redrive=redrive(1))
             # given no worker for the DLQ's partition yet: the hand-over fails and the message stays
             assert await receive(client_a, SRC, redrive=redrive(1)) == []
             await asyncio.sleep(0.2)
-            assert (await client_a.stats(SRC, retention_seconds=RETENTION))["in_flight"] == 1
+            assert (await client_a.stats(0, SRC, retention_seconds=RETENTION))["in_flight"] == 1
             # when the DLQ's worker is there and the hold has run out, then the next receive hands it over
             async with worker(tmp_path / "b", partition=1, peers=peers_b) as (_, client_b):
                 peers_a.add_worker(1, client_b.host, client_b.port)
@@ -203,7 +203,7 @@ def test_redrive_into_an_unreachable_worker_keeps_the_message_and_tries_again(tm
 
                 async def arrived() -> bool:
                     await receive(client_a, SRC, redrive=redrive(1))
-                    return (await client_b.stats(DLQ, retention_seconds=RETENTION))["visible"] == 1
+                    return (await client_b.stats(1, DLQ, retention_seconds=RETENTION))["visible"] == 1
 
                 await eventually(arrived)
 

@@ -63,7 +63,7 @@ async def hold_one(client: WorkerClient) -> str:
 
     A task waits for messages in flight, so it cannot finish while this one is held: whatever else the test
     does meanwhile, the task is still part of the way through, however fast it moves the rest."""
-    (held,) = await client.receive(
+    (held,) = await client.receive(0,
         DLQ, max_messages=1, visibility_timeout=600, wait_seconds=0, retention_seconds=RETENTION
     )
     return held["receipt"]
@@ -71,20 +71,20 @@ async def hold_one(client: WorkerClient) -> str:
 
 async def give_back(client: WorkerClient, receipt: str) -> None:
     """The consumer makes the held message visible again, for the task to take."""
-    assert await client.change_visibility(DLQ, [(receipt, 0)]) == [None]
+    assert await client.change_visibility(0, DLQ, [(receipt, 0)]) == [None]
 
 
 def test_messages_go_back_to_their_source_queues_on_the_same_worker(tmp_path: Path) -> None:
     async def scenario() -> None:
-        peers = StandInPeers(0)
+        peers = StandInPeers()
         peers.add_queue(QueueTarget(SRC, 0, False, RETENTION, SRC_ARN))
         peers.add_queue(QueueTarget(OTHER, 0, False, RETENTION, OTHER_ARN))
         async with worker(tmp_path, peers=peers) as (_, client):
             # given dead letters from two source queues
             letters = [dead_letter(f"w{i}") for i in range(3)] + [dead_letter("o", OTHER_ARN)]
-            await client.send(DLQ, letters, retention_seconds=RETENTION)
+            await client.send(0, DLQ, letters, retention_seconds=RETENTION)
             # when a task without destination runs
-            started = await client.start_move_task(DLQ, task("t-1"))
+            started = await client.start_move_task(0, DLQ, task("t-1"))
             assert (started["status"], started["to_move"], started["destination_arn"]) == ("RUNNING", 4, None)
             done = await finished(client, "t-1")
             # then it completed, each message is back in its own source as a new message, and the DLQ is empty
@@ -101,7 +101,7 @@ def test_messages_go_back_to_their_source_queues_on_the_same_worker(tmp_path: Pa
 
 def test_messages_go_to_a_destination_on_another_worker(tmp_path: Path) -> None:
     async def scenario() -> None:
-        peers_a, peers_b = StandInPeers(0), StandInPeers(1)
+        peers_a, peers_b = StandInPeers(), StandInPeers()
         destination = QueueTarget(OTHER, 1, False, RETENTION, OTHER_ARN)
         peers_a.add_queue(destination)
         async with (
@@ -109,12 +109,13 @@ def test_messages_go_to_a_destination_on_another_worker(tmp_path: Path) -> None:
             worker(tmp_path / "b", partition=1, peers=peers_b) as (_, client_b),
         ):
             peers_a.add_worker(1, client_b.host, client_b.port)
-            await client_a.send(DLQ, [dead_letter(f"m{i}") for i in range(25)], retention_seconds=RETENTION)
-            await client_a.start_move_task(DLQ, task("t-1", destination=destination))
+            await client_a.send(0, DLQ, [dead_letter(f"m{i}") for i in range(25)], retention_seconds=RETENTION)
+            await client_a.start_move_task(0, DLQ, task("t-1", destination=destination))
             done = await finished(client_a, "t-1")
             assert (done["status"], done["moved"], done["destination_arn"]) == ("COMPLETED", 25, OTHER_ARN)
-            assert sorted(m["body"] for m in await drain(client_b, OTHER)) == sorted(f"m{i}" for i in range(25))
-            assert await client_a.stats(DLQ, retention_seconds=RETENTION) == {"visible": 0, "in_flight": 0,
+            arrived = await drain(client_b, OTHER, partition=1)
+            assert sorted(m["body"] for m in arrived) == sorted(f"m{i}" for i in range(25))
+            assert await client_a.stats(0, DLQ, retention_seconds=RETENTION) == {"visible": 0, "in_flight": 0,
                                                                               "delayed": 0}
 
     asyncio.run(scenario())
@@ -122,27 +123,27 @@ def test_messages_go_to_a_destination_on_another_worker(tmp_path: Path) -> None:
 
 def test_only_one_task_runs_at_a_time_and_a_cancelled_one_stops(tmp_path: Path) -> None:
     async def scenario() -> None:
-        peers = StandInPeers(0)
+        peers = StandInPeers()
         peers.add_queue(QueueTarget(SRC, 0, False, RETENTION, SRC_ARN))
         async with worker(tmp_path, peers=peers) as (_, client):
-            await client.send(DLQ, [dead_letter(f"m{i}") for i in range(40)], retention_seconds=RETENTION)
+            await client.send(0, DLQ, [dead_letter(f"m{i}") for i in range(40)], retention_seconds=RETENTION)
             # given a task moving two messages a second, which cannot finish while a consumer holds one of them
             await hold_one(client)
-            await client.start_move_task(DLQ, task("slow", rate=2))
+            await client.start_move_task(0, DLQ, task("slow", rate=2))
             # then a second task cannot start while it runs
             with pytest.raises(InvalidParameterValue, match="There is already a task running"):
-                await client.start_move_task(DLQ, task("second"))
+                await client.start_move_task(0, DLQ, task("second"))
             await progressed(client, "slow")
             # when it is cancelled, then it stops having moved some, and the rest stays
-            cancelled = await client.cancel_move_task(DLQ, "slow")
+            cancelled = await client.cancel_move_task(0, DLQ, "slow")
             done = await finished(client, "slow")
             assert done["status"] == "CANCELLED"
             assert 1 <= cancelled["moved"] <= done["moved"] < 40
-            left = await client.stats(DLQ, retention_seconds=RETENTION)
+            left = await client.stats(0, DLQ, retention_seconds=RETENTION)
             assert (left["visible"], left["in_flight"]) == (39 - done["moved"], 1)
             # and cancelling it again is not possible
             with pytest.raises(ResourceNotFound):
-                await client.cancel_move_task(DLQ, "slow")
+                await client.cancel_move_task(0, DLQ, "slow")
 
     asyncio.run(scenario())
 
@@ -158,10 +159,10 @@ def test_a_message_without_a_known_source_fails_the_task_and_stays(
     tmp_path: Path, source_arn: str | None, reason: str
 ) -> None:
     async def scenario() -> None:
-        peers = StandInPeers(0)
+        peers = StandInPeers()
         async with worker(tmp_path, peers=peers) as (_, client):
-            await client.send(DLQ, [dead_letter("lost", source_arn)], retention_seconds=RETENTION)
-            await client.start_move_task(DLQ, task("t-1"))
+            await client.send(0, DLQ, [dead_letter("lost", source_arn)], retention_seconds=RETENTION)
+            await client.start_move_task(0, DLQ, task("t-1"))
             done = await finished(client, "t-1")
             assert (done["status"], done["failure_reason"], done["moved"]) == ("FAILED", reason, 0)
             assert [m["body"] for m in await drain(client, DLQ)] == ["lost"]
@@ -172,7 +173,7 @@ def test_a_message_without_a_known_source_fails_the_task_and_stays(
 def test_a_destination_that_refuses_the_messages_fails_the_task(tmp_path: Path) -> None:
     async def scenario() -> None:
         # given a FIFO destination on another worker for standard dead letters, which carry no group
-        peers_a, peers_b = StandInPeers(0), StandInPeers(1)
+        peers_a, peers_b = StandInPeers(), StandInPeers()
         destination = QueueTarget("000000000000/other.fifo/4", 1, True, RETENTION, OTHER_ARN)
         peers_a.add_queue(destination)
         async with (
@@ -180,8 +181,8 @@ def test_a_destination_that_refuses_the_messages_fails_the_task(tmp_path: Path) 
             worker(tmp_path / "b", partition=1, peers=peers_b) as (_, client_b),
         ):
             peers_a.add_worker(1, client_b.host, client_b.port)
-            await client_a.send(DLQ, [dead_letter("no group")], retention_seconds=RETENTION)
-            await client_a.start_move_task(DLQ, task("t-1", destination=destination))
+            await client_a.send(0, DLQ, [dead_letter("no group")], retention_seconds=RETENTION)
+            await client_a.start_move_task(0, DLQ, task("t-1", destination=destination))
             # then the task fails with the destination's reason and the message stays, visible
             done = await finished(client_a, "t-1")
             assert (done["status"], done["failure_reason"], done["moved"]) == ("FAILED", "InvalidParameterValue", 0)
@@ -192,14 +193,14 @@ def test_a_destination_that_refuses_the_messages_fails_the_task(tmp_path: Path) 
 
 def test_a_task_whose_destination_is_deleted_fails(tmp_path: Path) -> None:
     async def scenario() -> None:
-        peers = StandInPeers(0)
+        peers = StandInPeers()
         destination = QueueTarget(OTHER, 0, False, RETENTION, OTHER_ARN)
         peers.add_queue(destination)
         async with worker(tmp_path, peers=peers) as (_, client):
-            await client.send(DLQ, [dead_letter(f"m{i}") for i in range(30)], retention_seconds=RETENTION)
+            await client.send(0, DLQ, [dead_letter(f"m{i}") for i in range(30)], retention_seconds=RETENTION)
             # given a task under way, which cannot finish while a consumer holds one of its messages
             held = await hold_one(client)
-            await client.start_move_task(DLQ, task("t-1", destination=destination, rate=10))
+            await client.start_move_task(0, DLQ, task("t-1", destination=destination, rate=10))
             await progressed(client, "t-1")
             # when its destination is deleted, and the held message comes back for the task to move
             peers.drop_queue(OTHER_ARN)
@@ -214,18 +215,18 @@ def test_a_task_whose_destination_is_deleted_fails(tmp_path: Path) -> None:
 
 def test_a_worker_opened_again_resumes_the_task(tmp_path: Path) -> None:
     async def scenario() -> None:
-        peers = StandInPeers(0)
+        peers = StandInPeers()
         peers.add_queue(QueueTarget(SRC, 0, False, RETENTION, SRC_ARN))
         # given a task moving five messages a second, stopped with the worker part of the way through (it
         # cannot finish while a consumer holds one of its messages)
         async with worker(tmp_path, peers=peers) as (_, client):
-            await client.send(DLQ, [dead_letter(f"m{i}") for i in range(12)], retention_seconds=RETENTION)
+            await client.send(0, DLQ, [dead_letter(f"m{i}") for i in range(12)], retention_seconds=RETENTION)
             held = await hold_one(client)
-            await client.start_move_task(DLQ, task("t-1", rate=5))
+            await client.start_move_task(0, DLQ, task("t-1", rate=5))
             await progressed(client, "t-1")
         # when a worker opens the same log, then the task is still running where it stood
         async with worker(tmp_path, peers=peers) as (_, client):
-            (listed,) = await client.list_move_tasks(DLQ)
+            (listed,) = await client.list_move_tasks(0, DLQ)
             assert listed["status"] == "RUNNING" and 0 < listed["moved"] < 12
             # and once the held message comes back, the task completes
             await give_back(client, held)
@@ -245,18 +246,18 @@ class BrokenCatalogPeers(StandInPeers):
 
 def test_a_task_that_crashes_ends_failed_and_a_new_task_can_start(tmp_path: Path) -> None:
     async def scenario() -> None:
-        peers = BrokenCatalogPeers(0)
+        peers = BrokenCatalogPeers()
         async with worker(tmp_path, peers=peers) as (_, client):
             # given dead letters, and a task whose destination lookup crashes
-            await client.send(DLQ, [dead_letter("stays")], retention_seconds=RETENTION)
-            await client.start_move_task(DLQ, task("t-1"))
+            await client.send(0, DLQ, [dead_letter("stays")], retention_seconds=RETENTION)
+            await client.start_move_task(0, DLQ, task("t-1"))
             # then the task ends FAILED with an internal reason, as ListMessageMoveTasks shows it
             done = await finished(client, "t-1")
             assert (done["status"], done["failure_reason"], done["moved"]) == (
                 "FAILED", "AWS.SimpleQueueService.InternalError", 0
             )
             # and a new task is accepted, and the message is still in the DLQ
-            assert (await client.start_move_task(DLQ, task("t-2")))["status"] == "RUNNING"
+            assert (await client.start_move_task(0, DLQ, task("t-2")))["status"] == "RUNNING"
             assert (await finished(client, "t-2"))["status"] == "FAILED"
             assert [m["body"] for m in await drain(client, DLQ)] == ["stays"]
 

@@ -12,10 +12,10 @@ from ferrymq.rpc.client import WorkerClient
 RETENTION = 345600
 
 
-async def drain(client: WorkerClient, queue_id: str) -> list[dict]:
-    """Every message visible in the queue, now in flight for ten minutes."""
+async def drain(client: WorkerClient, queue_id: str, *, partition: int = 0) -> list[dict]:
+    """Every message visible in the queue (of ``partition``), now in flight for ten minutes."""
     out: list[dict] = []
-    while got := await client.receive(
+    while got := await client.receive(partition,
         queue_id, max_messages=10, visibility_timeout=600, wait_seconds=0, retention_seconds=RETENTION
     ):
         out.extend(got)
@@ -30,6 +30,6 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 20.0
         await asyncio.sleep(0.05)
 
 
-async def task_listing(client: WorkerClient, queue_id: str, handle: str) -> dict:
+async def task_listing(client: WorkerClient, queue_id: str, handle: str, *, partition: int = 0) -> dict:
     """The move task ``handle`` of the queue as ListMessageMoveTasks shows it."""
-    return {t["task_handle"]: t for t in await client.list_move_tasks(queue_id)}[handle]
+    return {t["task_handle"]: t for t in await client.list_move_tasks(partition, queue_id)}[handle]

@@ -95,11 +95,13 @@ def test_a_queue_deleted_while_its_worker_is_down_is_dropped_by_the_worker_later
 
     async def worker_starts_and_sweeps() -> tuple[int, dict, dict]:
         async with worker(data_dir, partition=0) as (server, client):
-            before = await client.stats(queue.queue_id, retention_seconds=RETENTION)
-            assert server.log is not None
-            sweeper = PendingDropSweeper(queue.partition, store, server.engine.drop_queue, server.log.flush)
+            before = await client.stats(queue.partition, queue.queue_id, retention_seconds=RETENTION)
+            replica = server.replicas[queue.partition]
+            assert replica.log is not None
+            sweeper = PendingDropSweeper(queue.partition, store, replica.engine.drop_queue, replica.log.flush)
             carried_out = await sweeper.sweep_once()
-            return carried_out, before, await client.stats(queue.queue_id, retention_seconds=RETENTION)
+            after = await client.stats(queue.partition, queue.queue_id, retention_seconds=RETENTION)
+            return carried_out, before, after
 
     # when a worker starts on the partition's log again and sweeps its pending drops
     carried_out, before, after = asyncio.run(worker_starts_and_sweeps())
@@ -112,7 +114,7 @@ def test_a_queue_deleted_while_its_worker_is_down_is_dropped_by_the_worker_later
 
     async def worker_restarts() -> dict:
         async with worker(data_dir, partition=0) as (_, client):
-            return await client.stats(queue.queue_id, retention_seconds=RETENTION)
+            return await client.stats(queue.partition, queue.queue_id, retention_seconds=RETENTION)
 
     # and the drop is in the log: a worker recovering from it once more has none of the messages
     assert asyncio.run(worker_restarts()) == NO_MESSAGES
@@ -136,10 +138,10 @@ def test_a_queue_deleted_while_its_worker_is_up_leaves_no_pending_drop(
             url = (await create_queue(caller, {"QueueName": f"short-lived-{uuid.uuid4().hex[:8]}"}))["QueueUrl"]
             await send_message(caller, {"QueueUrl": url, "MessageBody": "hello"})
             queue = await frontend.services.catalog.get(account, url.rsplit("/", 1)[1])
-            before = await client.stats(queue.queue_id, retention_seconds=RETENTION)
+            before = await client.stats(queue.partition, queue.queue_id, retention_seconds=RETENTION)
             # when the queue is deleted
             answer = await delete_queue(caller, {"QueueUrl": url})
-            after = await client.stats(queue.queue_id, retention_seconds=RETENTION)
+            after = await client.stats(queue.partition, queue.queue_id, retention_seconds=RETENTION)
             return queue, answer, before, after
         finally:
             await client.close()
@@ -179,7 +181,7 @@ def test_a_front_end_that_still_caches_a_deleted_queue_cannot_send_to_it(
                 # worker, which remembers the dropped id; the second by the catalog, read again)
                 with pytest.raises(QueueDoesNotExist):
                     await send_message(a, {"QueueUrl": url, "MessageBody": "late"})
-            return queue, await client.stats(queue.queue_id, retention_seconds=RETENTION)
+            return queue, await client.stats(queue.partition, queue.queue_id, retention_seconds=RETENTION)
         finally:
             await client.close()
             await first.services.dispatcher.close()

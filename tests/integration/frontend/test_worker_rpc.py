@@ -43,7 +43,7 @@ def test_a_hung_worker_is_service_unavailable_and_serves_again_once_resumed(
             try:
                 ping, poll = await asyncio.gather(
                     client.ping(),
-                    client.receive("q", max_messages=1, visibility_timeout=30, wait_seconds=5,
+                    client.receive(0, "q", max_messages=1, visibility_timeout=30, wait_seconds=5,
                                    retention_seconds=RETENTION),
                     return_exceptions=True,
                 )
@@ -78,7 +78,7 @@ def test_a_long_poll_gets_its_wait_on_top_of_the_deadline(
         client = WorkerClient(worker.host, worker.port, request_timeout=2)
         try:
             # when it long-polls an empty queue for 3 s
-            return await client.receive("empty", max_messages=1, visibility_timeout=30, wait_seconds=3,
+            return await client.receive(0, "empty", max_messages=1, visibility_timeout=30, wait_seconds=3,
                                         retention_seconds=RETENTION)
         finally:
             await client.close()
@@ -101,7 +101,7 @@ def test_a_worker_restarted_on_a_new_port_leaves_one_client_for_its_partition(
     dispatcher = Dispatcher(leaders)
 
     async def stats(client: WorkerClient) -> dict:
-        return await client.stats(queue.queue_id, retention_seconds=RETENTION)
+        return await client.stats(queue.partition, queue.queue_id, retention_seconds=RETENTION)
 
     async def scenario() -> WorkerProcess:
         try:

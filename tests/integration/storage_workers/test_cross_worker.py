@@ -52,42 +52,42 @@ def test_redrive_to_another_worker_and_a_move_task_back(
     async def scenario() -> None:
         a, b = WorkerClient(worker_a.host, worker_a.port), WorkerClient(worker_b.host, worker_b.port)
         try:
-            sent = await a.send(source_id, [message(f"m{i}") for i in range(3)], retention_seconds=RETENTION)
-            first = await a.receive(source_id, max_messages=10, visibility_timeout=0, wait_seconds=0,
+            sent = await a.send(20, source_id, [message(f"m{i}") for i in range(3)], retention_seconds=RETENTION)
+            first = await a.receive(20, source_id, max_messages=10, visibility_timeout=0, wait_seconds=0,
                                     retention_seconds=RETENTION, redrive=redrive)
             assert len(first) == 3
             # when they are received again past their max receive count, then none is returned ...
-            assert await a.receive(source_id, max_messages=10, visibility_timeout=30, wait_seconds=0,
+            assert await a.receive(20, source_id, max_messages=10, visibility_timeout=30, wait_seconds=0,
                                    retention_seconds=RETENTION, redrive=redrive) == []
 
             # ... and all of them reach the DLQ on the other worker, and leave the source
             async def in_dlq() -> bool:
-                return (await b.stats(dlq_id, retention_seconds=RETENTION))["visible"] == 3
+                return (await b.stats(21, dlq_id, retention_seconds=RETENTION))["visible"] == 3
 
             await eventually(in_dlq)
-            assert await a.stats(source_id, retention_seconds=RETENTION) == {"visible": 0, "in_flight": 0,
+            assert await a.stats(20, source_id, retention_seconds=RETENTION) == {"visible": 0, "in_flight": 0,
                                                                              "delayed": 0}
-            dead = await b.receive(dlq_id, max_messages=10, visibility_timeout=0, wait_seconds=0,
+            dead = await b.receive(21, dlq_id, max_messages=10, visibility_timeout=0, wait_seconds=0,
                                    retention_seconds=RETENTION)
             assert {m["id"] for m in dead} == {s["id"] for s in sent}
             assert all(m["system"]["DeadLetterQueueSourceArn"] == source_arn for m in dead)
             assert {m["sent_ts"] for m in dead} == {s["sent_ts"] for s in sent}
 
             # when a move task without destination runs on the DLQ's worker
-            await b.start_move_task(dlq_id, {"task_handle": "back", "source_arn": dlq_arn, "destination": None,
+            await b.start_move_task(21, dlq_id, {"task_handle": "back", "source_arn": dlq_arn, "destination": None,
                                              "max_per_second": None, "started_ts": int(time.time() * 1000)})
 
             async def completed() -> bool:
-                return (await task_listing(b, dlq_id, "back"))["status"] == "COMPLETED"
+                return (await task_listing(b, dlq_id, "back", partition=21))["status"] == "COMPLETED"
 
             await eventually(completed)
             # then the messages are back in their source queue on the first worker, as new messages
-            back = await drain(a, source_id)
+            back = await drain(a, source_id, partition=20)
             assert sorted(m["body"] for m in back) == ["m0", "m1", "m2"]
             assert not {m["id"] for m in back} & {s["id"] for s in sent}
             assert all(m["receive_count"] == 1 for m in back)
-            assert await drain(b, dlq_id) == []
-            assert (await task_listing(b, dlq_id, "back"))["moved"] == 3
+            assert await drain(b, dlq_id, partition=21) == []
+            assert (await task_listing(b, dlq_id, "back", partition=21))["moved"] == 3
         finally:
             await a.close()
             await b.close()
@@ -121,19 +121,19 @@ def test_a_move_task_survives_kill_9_and_moves_nothing_twice(
         try:
             system = {"DeadLetterQueueSourceArn": dest_arn}
             for i in range(0, 150, 10):
-                await a.send(dlq_id, [message(b, system) for b in bodies[i : i + 10]], retention_seconds=RETENTION)
+                await a.send(22, dlq_id, [message(b, system) for b in bodies[i : i + 10]], retention_seconds=RETENTION)
             # and one of them in a consumer's hands: the task waits for it, so it cannot finish before the kill
-            (held,) = await a.receive(dlq_id, max_messages=1, visibility_timeout=600, wait_seconds=0,
+            (held,) = await a.receive(22, dlq_id, max_messages=1, visibility_timeout=600, wait_seconds=0,
                                       retention_seconds=RETENTION)
-            started = await a.start_move_task(dlq_id, task)
+            started = await a.start_move_task(22, dlq_id, task)
             assert started["to_move"] == 150
 
             # when the worker is killed with SIGKILL while the task is part of the way through
             async def under_way() -> bool:
-                return (await task_listing(a, dlq_id, "crashy"))["moved"] >= 20
+                return (await task_listing(a, dlq_id, "crashy", partition=22))["moved"] >= 20
 
             await eventually(under_way)
-            moved = (await task_listing(a, dlq_id, "crashy"))["moved"]
+            moved = (await task_listing(a, dlq_id, "crashy", partition=22))["moved"]
             worker_a.kill9()
             return moved, held["receipt"]
         finally:
@@ -147,20 +147,20 @@ def test_a_move_task_survives_kill_9_and_moves_nothing_twice(
         a, b = WorkerClient(restarted.host, restarted.port), WorkerClient(worker_b.host, worker_b.port)
         try:
             # then the restarted worker knows the task and its progress
-            assert (await task_listing(a, dlq_id, "crashy"))["moved"] >= moved_before
+            assert (await task_listing(a, dlq_id, "crashy", partition=22))["moved"] >= moved_before
             # and once the consumer gives the held message back, it carries the task to the end
-            assert await a.change_visibility(dlq_id, [(held_receipt, 0)]) == [None]
+            assert await a.change_visibility(22, dlq_id, [(held_receipt, 0)]) == [None]
 
             async def completed() -> bool:
-                return (await task_listing(a, dlq_id, "crashy"))["status"] == "COMPLETED"
+                return (await task_listing(a, dlq_id, "crashy", partition=22))["status"] == "COMPLETED"
 
             await eventually(completed, timeout=30)
-            done = await task_listing(a, dlq_id, "crashy")
+            done = await task_listing(a, dlq_id, "crashy", partition=22)
             assert (done["moved"], done["to_move"]) == (150, 150)
             # and every message arrived exactly once, and none is left behind
-            arrived = await drain(b, dest_id)
+            arrived = await drain(b, dest_id, partition=23)
             assert sorted(m["body"] for m in arrived) == sorted(bodies)
-            assert await drain(a, dlq_id) == []
+            assert await drain(a, dlq_id, partition=22) == []
         finally:
             await a.close()
             await b.close()

@@ -85,13 +85,15 @@ def test_a_worker_on_a_damaged_log_exits_naming_the_segment_and_offset(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    # then it exits with an error that names the segment, the offset and the damaged range
+    # then it exits with an error that names the segment (moved into the partition's log directory), the
+    # offset and the damaged range
+    moved = directory / "p951" / path.name
     assert proc.returncode != 0, err
     assert "FERRYMQ_WORKER_READY" not in out
     assert "storage worker could not start" in err
-    assert f"{path}: damaged frame at byte {start}: bytes {start}..{end}" in err
+    assert f"{moved}: damaged frame at byte {start}: bytes {start}..{end}" in err
     # and it cut nothing
-    assert path.read_bytes() == before
+    assert moved.read_bytes() == before
 
 
 def test_log_salvage_reports_cuts_and_then_the_worker_serves_the_records_after_the_damage(
@@ -119,13 +121,14 @@ def test_log_salvage_reports_cuts_and_then_the_worker_serves_the_records_after_t
     async def received() -> list[str]:
         client = WorkerClient(worker.host, worker.port)
         try:
-            return [m["body"] for m in await drain(client, "q")]
+            return [m["body"] for m in await drain(client, "q", partition=952)]
         finally:
             await client.close()
 
     assert asyncio.run(received()) == ["one", "three"]
-    # and while that worker holds the directory, salvage refuses to touch it
-    refused = ferrymq_log("salvage", "--data-dir", str(directory))
+    # and while that worker holds the partition's log directory (the segments moved there), salvage refuses to
+    # touch it
+    refused = ferrymq_log("salvage", "--data-dir", str(directory / "p952"))
     assert refused.returncode == 1
     assert "in use" in refused.stderr
     assert worker.terminate() == 0

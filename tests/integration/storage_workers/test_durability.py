@@ -43,7 +43,7 @@ def as_received(m: dict) -> tuple:
 async def drain(client: WorkerClient, visibility: int = 600) -> list[dict]:
     out: list[dict] = []
     while True:
-        got = await client.receive(
+        got = await client.receive(0,
             Q, max_messages=10, visibility_timeout=visibility, wait_seconds=0, retention_seconds=RETENTION
         )
         if not got:
@@ -60,7 +60,7 @@ def test_acknowledged_state_survives_kill_9(start_worker: Callable[..., WorkerPr
         client = WorkerClient(worker.host, worker.port)
         # given 300 messages sent and acknowledged
         batches = [[message(b * 10 + i) for i in range(10)] for b in range(30)]
-        results = await asyncio.gather(*(client.send(Q, batch, retention_seconds=RETENTION) for batch in batches))
+        results = await asyncio.gather(*(client.send(0, Q, batch, retention_seconds=RETENTION) for batch in batches))
         for batch, result in zip(batches, results, strict=True):
             for m, r in zip(batch, result, strict=True):
                 assert r["id"] == m["id"]
@@ -69,7 +69,7 @@ def test_acknowledged_state_survives_kill_9(start_worker: Callable[..., WorkerPr
         received = await drain_n(client, 100, IN_FLIGHT_SECONDS)
         received_at = time.monotonic()
         deleted = {m["id"] for m in received[:60]}
-        assert await client.delete(Q, [m["receipt"] for m in received[:60]]) == [None] * 60
+        assert await client.delete(0, Q, [m["receipt"] for m in received[:60]]) == [None] * 60
         in_flight = {m["id"]: m for m in received[60:]}
 
         # while more sends are under way, the worker is killed with SIGKILL
@@ -79,7 +79,7 @@ def test_acknowledged_state_survives_kill_9(start_worker: Callable[..., WorkerPr
                 batch = [message(i + k) for k in range(10)]
                 i += 10
                 try:
-                    result = await client.send(Q, batch, retention_seconds=RETENTION)
+                    result = await client.send(0, Q, batch, retention_seconds=RETENTION)
                 except ServiceUnavailable:
                     return
                 for m, r in zip(batch, result, strict=True):
@@ -120,7 +120,7 @@ def test_acknowledged_state_survives_kill_9(start_worker: Callable[..., WorkerPr
             back: dict[str, dict] = {}
             deadline = time.monotonic() + IN_FLIGHT_SECONDS + 10
             while len(back) < len(in_flight) and time.monotonic() < deadline:
-                for m in await client.receive(
+                for m in await client.receive(0,
                     Q, max_messages=10, visibility_timeout=600, wait_seconds=2, retention_seconds=RETENTION
                 ):
                     back[m["id"]] = m
@@ -139,7 +139,7 @@ def test_acknowledged_state_survives_kill_9(start_worker: Callable[..., WorkerPr
 async def drain_n(client: WorkerClient, n: int, visibility: int) -> list[dict]:
     out: list[dict] = []
     while len(out) < n:
-        got = await client.receive(
+        got = await client.receive(0,
             Q,
             max_messages=min(10, n - len(out)),
             visibility_timeout=visibility,

@@ -8,7 +8,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ferrymq.aws.partitions import PartitionMap
+from ferrymq.errors import NotLeader
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
 from tests.functional.storage_workers.worker_calls import drain
@@ -57,21 +60,22 @@ def test_send_receive_delete_and_long_poll_over_loopback(
     async def scenario() -> None:
         client = WorkerClient(worker.host, worker.port)
         try:
-            sent = await client.send("q", [message("one"), message("two")], retention_seconds=RETENTION)
+            sent = await client.send(0, "q", [message("one"), message("two")], retention_seconds=RETENTION)
             assert len(sent) == 2 and all(isinstance(s["sent_ts"], int) for s in sent)
-            got = await client.receive(
+            got = await client.receive(0,
                 "q", max_messages=10, visibility_timeout=30, wait_seconds=0, retention_seconds=RETENTION
             )
             assert [m["body"] for m in got] == ["one", "two"]
             assert got[0]["attrs"] == {"n": {"DataType": "Number", "StringValue": "1"}}
-            assert await client.delete("q", [m["receipt"] for m in got]) == [None, None]
-            assert await client.stats("q", retention_seconds=RETENTION) == {"visible": 0, "in_flight": 0, "delayed": 0}
+            assert await client.delete(0, "q", [m["receipt"] for m in got]) == [None, None]
+            stats = await client.stats(0, "q", retention_seconds=RETENTION)
+            assert stats == {"visible": 0, "in_flight": 0, "delayed": 0}
 
             # a long poll is answered as soon as a message is sent: before a marker, a long poll of the same
             # length started first on a queue nothing reaches, which ends before the poll's own time would run out
             def long_poll(queue_id: str) -> asyncio.Future[list[dict]]:
                 return asyncio.ensure_future(
-                    client.receive(
+                    client.receive(0,
                         queue_id, max_messages=1, visibility_timeout=30, wait_seconds=10, retention_seconds=RETENTION
                     )
                 )
@@ -79,11 +83,11 @@ def test_send_receive_delete_and_long_poll_over_loopback(
             marker = long_poll("quiet")
             poll = long_poll("q")
             await asyncio.sleep(0.3)
-            await client.send("q", [message("three")], retention_seconds=RETENTION)
+            await client.send(0, "q", [message("three")], retention_seconds=RETENTION)
             got = await poll
             assert [m["body"] for m in got] == ["three"]
             assert not marker.done()
-            await client.send("quiet", [message("for the marker")], retention_seconds=RETENTION)
+            await client.send(0, "quiet", [message("for the marker")], retention_seconds=RETENTION)
             assert [m["body"] for m in await marker] == ["for the marker"]
         finally:
             await client.close()
@@ -101,7 +105,7 @@ def test_worker_stops_cleanly_when_its_parent_dies_alone(
     async def send() -> None:
         client = WorkerClient(parent.host, parent.port)
         try:
-            await client.send("q", [message("kept")], retention_seconds=RETENTION)
+            await client.send(0, "q", [message("kept")], retention_seconds=RETENTION)
         finally:
             await client.close()
 
@@ -128,3 +132,33 @@ def test_worker_stops_cleanly_when_its_parent_dies_alone(
 
     assert [m["body"] for m in asyncio.run(received())] == ["kept"]
     assert again.terminate() == 0
+
+
+def test_a_worker_process_serves_and_registers_every_partition_it_is_given(
+    start_worker: Callable[..., WorkerProcess], aws_settings: Settings, tmp_path: Path
+) -> None:
+    partition_map = PartitionMap.from_settings(aws_settings)
+    # given a worker process started for partitions 60, 61 and 62
+    worker = start_worker(tmp_path / "w", worker_id="w-many", partitions=(60, 61, 62))
+    # then the partition map names it, at its one address, for each of them
+    for partition in (60, 61, 62):
+        entry = partition_map.lookup(partition)
+        assert entry is not None
+        assert (entry.worker_id, entry.host, entry.port) == ("w-many", worker.host, worker.port)
+
+    async def scenario() -> None:
+        client = WorkerClient(worker.host, worker.port)
+        try:
+            # and when each partition gets a message in a queue of the same id, each keeps its own
+            for partition in (60, 61, 62):
+                await client.send(partition, "q", [message(f"for {partition}")], retention_seconds=RETENTION)
+            for partition in (60, 61, 62):
+                assert [m["body"] for m in await drain(client, "q", partition=partition)] == [f"for {partition}"]
+            # and a partition it was not given is NotLeader
+            with pytest.raises(NotLeader, match="w-many does not serve partition 63"):
+                await client.send(63, "q", [message("astray")], retention_seconds=RETENTION)
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+    assert worker.terminate() == 0

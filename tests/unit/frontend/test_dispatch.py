@@ -10,7 +10,7 @@ import pytest
 
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.clock import ManualClock
-from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ServiceUnavailable, SqsError
+from ferrymq.errors import InvalidParameterValue, NotLeader, QueueDoesNotExist, ServiceUnavailable, SqsError
 from ferrymq.rpc.client import WorkerClient, WorkerTimeout
 from ferrymq.rpc.leaders import Endpoint, LeaderClients
 from functions.frontend.dispatch import Dispatcher
@@ -138,5 +138,40 @@ def test_a_worker_saying_the_queue_is_gone_drops_it_from_the_cache_and_is_not_re
         # then the caller gets the error once, and the queue is reported so the next request reads the catalog
         assert len(seen) == 1
         assert gone == [QUEUE]
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_not_leader_is_retried_once_against_the_refreshed_leader_for_every_operation(idempotent: bool) -> None:
+    async def scenario() -> None:
+        # given a worker that no longer serves the queue's partition, which another worker took meanwhile
+        leaders = Leaders()
+        d, seen = dispatcher(leaders), []
+
+        def moved() -> None:
+            leaders.address = Endpoint("h2", 7200)
+
+        op = failing([NotLeader(partition=2, worker="w-old")], seen, moved)
+        # when an operation is dispatched, a send included (a NotLeader request was not executed)
+        answer = await d.call(QUEUE, op, idempotent=idempotent)
+        # then it is retried once, against the leader looked up again
+        assert answer == "ok"
+        assert [(c.host, c.port) for c in seen] == [("h", 7000), ("h2", 7200)]
+
+    asyncio.run(scenario())
+
+
+def test_not_leader_is_retried_only_once() -> None:
+    async def scenario() -> None:
+        # given workers that both answer NotLeader
+        d, seen = dispatcher(Leaders()), []
+        op = failing([NotLeader(partition=2, worker="w-a"), NotLeader(partition=2, worker="w-b")], seen)
+        # when an operation is dispatched, then the second NotLeader is the answer, a 503
+        with pytest.raises(NotLeader) as raised:
+            await d.call(QUEUE, op, idempotent=False)
+        assert len(seen) == 2
+        assert raised.value.status == 503 and isinstance(raised.value, ServiceUnavailable)
+        assert "partition 2" in raised.value.message and "w-b" in raised.value.message
 
     asyncio.run(scenario())

@@ -23,9 +23,13 @@ class StuckWorker:
 
     def __init__(self) -> None:
         self.sends: list[list[str]] = []
+        self.partitions: set[int] = set()
         self.answer = asyncio.Event()
 
-    async def send(self, queue_id: str, messages: list[dict], *, retention_seconds: int, fifo: bool) -> list[dict]:
+    async def send(
+        self, partition: int, queue_id: str, messages: list[dict], *, retention_seconds: int, fifo: bool
+    ) -> list[dict]:
+        self.partitions.add(partition)
         self.sends.append([m["id"] for m in messages])
         await self.answer.wait()
         return [{"id": m["id"], "sent_ts": 0, "duplicate": False} for m in messages]
@@ -88,6 +92,7 @@ def test_dead_letters_on_their_way_are_not_sent_again() -> None:
         await settle()
         # then only the new one starts a second hand-over, and the repeats are counted as deferred
         assert worker.sends == [["id-1", "id-2", "id-3"], ["id-4"]]
+        assert worker.partitions == {DLQ.partition}
         assert (forwarding.in_flight, forwarding.deferred, forwarding.forwarded) == (2, 6, 0)
         # when the worker answers, then all four have left the source, once each
         worker.answer.set()

@@ -52,7 +52,6 @@ def peers(
     catalog: Any = None, partition_map: Any = None, clock: ManualClock | None = None, **options: Any
 ) -> ClusterPeers:
     return ClusterPeers(
-        0,
         partition_map=lambda: partition_map or Map(),
         queue_store=lambda: catalog or Catalog(),
         clock=clock or ManualClock(),

@@ -67,6 +67,21 @@ class ServiceUnavailable(_CommonError):
     default_message = "The request has failed due to a temporary failure of the server."
 
 
+class NotLeader(ServiceUnavailable):
+    """A storage worker was asked about a partition it does not serve (now); nothing was done.
+
+    Its own ``code`` tells the front end, over the worker RPC, to look the partition's leader up again and
+    retry; should one ever reach a client, it is the 503 of :class:`ServiceUnavailable`.
+    """
+
+    code = "NotLeader"
+
+    def __init__(self, message: str | None = None, *, partition: int | None = None, worker: str | None = None) -> None:
+        if message is None and partition is not None:
+            message = f"Storage worker {worker or '?'} does not serve partition {partition}."
+        super().__init__(message)
+
+
 class InvalidAction(_CommonError, SenderError):
     """The action or operation requested is invalid."""
 

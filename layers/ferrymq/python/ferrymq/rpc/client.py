@@ -139,8 +139,9 @@ class _Connection:
 
 
 class WorkerClient:
-    """Talks to one storage worker at ``host:port``; reconnects on the next call after the connection drops,
-    until :meth:`close`, after which every call raises ServiceUnavailable."""
+    """Talks to one storage worker at ``host:port`` (about any of the partitions it serves); reconnects on the
+    next call after the connection drops, until :meth:`close`, after which every call raises
+    ServiceUnavailable."""
 
     def __init__(
         self,
@@ -225,12 +226,15 @@ class WorkerClient:
         raise unpack_error(payload)
 
     # --- operations ---------------------------------------------------------------------------------
+    # Every operation but ``ping`` names the partition it is about (the first element of the request); a
+    # worker that does not serve it answers NotLeader and does nothing.
 
     async def ping(self) -> dict:
+        """The worker's identity and, under ``"partitions"``, the status of every partition it serves."""
         return await self._call(Op.PING, [])
 
     async def send(
-        self, queue_id: str, messages: list[dict], *, retention_seconds: int, fifo: bool = False
+        self, partition: int, queue_id: str, messages: list[dict], *, retention_seconds: int, fifo: bool = False
     ) -> list[dict]:
         """Store messages; each result is ``{"id", "sent_ts"}``, plus ``"seq"`` (FIFO) and ``"duplicate"`` (FIFO or
         handed-over messages).
@@ -255,7 +259,7 @@ class WorkerClient:
                 row += [m.get("group"), m.get("dedup_id"), m.get("origin")]
                 extended = True
             wire.append(row)
-        args: list[Any] = [queue_id, wire, retention_seconds]
+        args: list[Any] = [partition, queue_id, wire, retention_seconds]
         if extended:
             args.append(fifo)
         rows = await self._call(Op.SEND, args)
@@ -271,6 +275,7 @@ class WorkerClient:
 
     async def receive(
         self,
+        partition: int,
         queue_id: str,
         *,
         max_messages: int,
@@ -289,7 +294,7 @@ class WorkerClient:
         "dlq_retention_seconds"}``; with ``max_in_flight`` or more messages in flight a short poll raises
         :class:`~ferrymq.errors.OverLimit` and a long poll returns nothing.
         """
-        args: list[Any] = [queue_id, max_messages, visibility_timeout, wait_seconds, retention_seconds]
+        args: list[Any] = [partition, queue_id, max_messages, visibility_timeout, wait_seconds, retention_seconds]
         options: dict[str, Any] = {}
         if fifo:
             options["fifo"] = True
@@ -308,25 +313,27 @@ class WorkerClient:
             for row in rows
         ]
 
-    async def delete(self, queue_id: str, receipts: list[str]) -> list[tuple[str, str] | None]:
-        rows = await self._call(Op.DELETE, [queue_id, receipts])
+    async def delete(self, partition: int, queue_id: str, receipts: list[str]) -> list[tuple[str, str] | None]:
+        rows = await self._call(Op.DELETE, [partition, queue_id, receipts])
         return [None if row is None else (row[0], row[1]) for row in rows]
 
-    async def change_visibility(self, queue_id: str, entries: list[tuple[str, int]]) -> list[tuple[str, str] | None]:
-        rows = await self._call(Op.CHANGE_VISIBILITY, [queue_id, entries])
+    async def change_visibility(
+        self, partition: int, queue_id: str, entries: list[tuple[str, int]]
+    ) -> list[tuple[str, str] | None]:
+        rows = await self._call(Op.CHANGE_VISIBILITY, [partition, queue_id, entries])
         return [None if row is None else (row[0], row[1]) for row in rows]
 
-    async def purge(self, queue_id: str) -> None:
-        await self._call(Op.PURGE, [queue_id])
+    async def purge(self, partition: int, queue_id: str) -> None:
+        await self._call(Op.PURGE, [partition, queue_id])
 
-    async def drop_queue(self, queue_id: str) -> None:
-        await self._call(Op.DROP_QUEUE, [queue_id])
+    async def drop_queue(self, partition: int, queue_id: str) -> None:
+        await self._call(Op.DROP_QUEUE, [partition, queue_id])
 
-    async def stats(self, queue_id: str, *, retention_seconds: int) -> dict:
-        row = await self._call(Op.STATS, [queue_id, retention_seconds])
+    async def stats(self, partition: int, queue_id: str, *, retention_seconds: int) -> dict:
+        row = await self._call(Op.STATS, [partition, queue_id, retention_seconds])
         return dict(zip(STATS_FIELDS, row, strict=True))
 
-    async def start_move_task(self, queue_id: str, task: dict) -> dict:
+    async def start_move_task(self, partition: int, queue_id: str, task: dict) -> dict:
         """Start moving the messages of the dead-letter queue ``queue_id`` (this worker leads it).
 
         ``task`` is ``{"task_handle", "source_arn", "destination": {"queue_id", "partition", "fifo", "arn",
@@ -334,12 +341,12 @@ class WorkerClient:
         sends each message back to the queue its ``DeadLetterQueueSourceArn`` names.  Returns the task as
         :meth:`list_move_tasks` shows it.  Raises InvalidParameterValue while another task of the queue runs.
         """
-        return await self._call(Op.START_MOVE_TASK, [queue_id, task])
+        return await self._call(Op.START_MOVE_TASK, [partition, queue_id, task])
 
-    async def list_move_tasks(self, queue_id: str) -> list[dict]:
+    async def list_move_tasks(self, partition: int, queue_id: str) -> list[dict]:
         """The queue's last ten tasks, most recent first, each with the keys of ``codec.MOVE_TASK_FIELDS``."""
-        return await self._call(Op.LIST_MOVE_TASKS, [queue_id])
+        return await self._call(Op.LIST_MOVE_TASKS, [partition, queue_id])
 
-    async def cancel_move_task(self, queue_id: str, task_handle: str) -> dict:
+    async def cancel_move_task(self, partition: int, queue_id: str, task_handle: str) -> dict:
         """Ask a RUNNING task to stop; returns ``{"moved": int}``.  Raises ResourceNotFound for any other task."""
-        return await self._call(Op.CANCEL_MOVE_TASK, [queue_id, task_handle])
+        return await self._call(Op.CANCEL_MOVE_TASK, [partition, queue_id, task_handle])

@@ -41,22 +41,26 @@ def unpack_error(data: bytes) -> SqsError:
 # --- payload shapes --------------------------------------------------------------------------------
 # Requests and results are msgpack arrays, positional to keep them small and quick to build.  Trailing
 # elements marked [optional] may be left out; a request without them means what it meant before they existed.
+# Every request but PING starts with the partition it is about; a worker that does not serve that partition
+# answers NotLeader and changes nothing.
 #
 #   op                 request payload                                       ok result
-#   PING               []                                                    {"worker_id", "partition", ...}
-#   SEND               [queue_id, [SENT_MESSAGE...], retention_seconds        standard: [[id, sent_ts], ...]
-#                       [, fifo]]                                            FIFO or handed over:
+#   PING               []                                                    {"worker_id", "partitions":
+#                                                                             {"<partition>": {...}}, ...}
+#   SEND               [partition, queue_id, [SENT_MESSAGE...],              standard: [[id, sent_ts], ...]
+#                       retention_seconds [, fifo]]                          FIFO or handed over:
 #                                                                            [[id, sent_ts, seq, duplicate], ...]
-#   RECEIVE            [queue_id, max_messages, visibility_timeout,          [RECEIVED_MESSAGE...] (standard) or
-#                       wait_seconds, retention_seconds [, RECEIVE_OPTIONS]] [FIFO_RECEIVED_MESSAGE...] (FIFO)
-#   DELETE             [queue_id, [receipt, ...]]                            [None | [code, message], ...]
-#   CHANGE_VISIBILITY  [queue_id, [[receipt, timeout], ...]]                 [None | [code, message], ...]
-#   PURGE              [queue_id]                                            None
-#   DROP_QUEUE         [queue_id]                                            None
-#   STATS              [queue_id, retention_seconds]                         [visible, in_flight, delayed]
-#   START_MOVE_TASK    [queue_id, task]                                      MOVE_TASK
-#   LIST_MOVE_TASKS    [queue_id]                                            [MOVE_TASK, ...], most recent first
-#   CANCEL_MOVE_TASK   [queue_id, task_handle]                               {"moved": int}
+#   RECEIVE            [partition, queue_id, max_messages,                   [RECEIVED_MESSAGE...] (standard) or
+#                       visibility_timeout, wait_seconds,                    [FIFO_RECEIVED_MESSAGE...] (FIFO)
+#                       retention_seconds [, RECEIVE_OPTIONS]]
+#   DELETE             [partition, queue_id, [receipt, ...]]                 [None | [code, message], ...]
+#   CHANGE_VISIBILITY  [partition, queue_id, [[receipt, timeout], ...]]      [None | [code, message], ...]
+#   PURGE              [partition, queue_id]                                 None
+#   DROP_QUEUE         [partition, queue_id]                                 None
+#   STATS              [partition, queue_id, retention_seconds]              [visible, in_flight, delayed]
+#   START_MOVE_TASK    [partition, queue_id, task]                           MOVE_TASK
+#   LIST_MOVE_TASKS    [partition, queue_id]                                 [MOVE_TASK, ...], most recent first
+#   CANCEL_MOVE_TASK   [partition, queue_id, task_handle]                    {"moved": int}
 #
 # A SENT_MESSAGE is SENT_MESSAGE_FIELDS, optionally followed by HANDOVER_FIELDS: ``group`` and ``dedup_id``
 # (FIFO queues), and ``origin`` for a message handed over from another queue (dead-letter redrive, move

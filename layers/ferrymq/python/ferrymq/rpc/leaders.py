@@ -1,11 +1,13 @@
-"""``LeaderClients``: which storage worker leads a partition, and one client for it, per partition.
+"""``LeaderClients``: which storage worker leads a partition, and one client per worker.
 
 The front end's dispatcher and the workers' peers (dead-letter hand-overs, move tasks) both need "a client
 for whoever leads partition *p* now".  The leader's address comes from a lookup (the partition map in
 DynamoDB, or a table a test fills in), trusted for ``ttl`` seconds and looked up again sooner after
-:meth:`LeaderClients.forget`.  A lookup that names the same address keeps the client (and its connection);
-one that names another address replaces it and closes the old one.  So there is never more than one client
-per partition, however often workers restart on new ports.
+:meth:`LeaderClients.forget`.  Clients are kept per worker address: the partitions one worker serves share
+its client (and its connection).  A lookup that names the same address keeps the client; one that names
+another address points the partition at that address's client, and the old address's client is closed once
+no partition points at it any more.  So there is never more than one client per worker address in use,
+however often workers restart on new ports.
 """
 
 from __future__ import annotations
@@ -47,13 +49,13 @@ other callable is taken to block (a DynamoDB read) and runs in a thread."""
 
 @dataclass(slots=True)
 class _Leader:
-    client: WorkerClient
+    address: tuple[str, int]
     expires: float
     """On the clock's monotonic time."""
 
 
 class LeaderClients:
-    """One :class:`WorkerClient` per partition, for its current leader (see the module docstring)."""
+    """One :class:`WorkerClient` per worker address, found per partition (see the module docstring)."""
 
     def __init__(
         self,
@@ -71,20 +73,27 @@ class LeaderClients:
         self._connect_timeout = connect_timeout
         self._request_timeout = request_timeout
         self._leaders: dict[int, _Leader] = {}
+        self._clients: dict[tuple[str, int], WorkerClient] = {}
         # One lookup in flight per partition: when an entry expires under load, the requests that find it
         # expired share one read of the partition map instead of each making their own.
         self._lookups: dict[int, asyncio.Future[WorkerClient]] = {}
         self._closed = False
 
     def clients(self) -> dict[int, WorkerClient]:
-        """The client held for each partition (a copy)."""
-        return {partition: leader.client for partition, leader in self._leaders.items()}
+        """The client held for each partition (a copy); partitions of one worker share one."""
+        return {partition: self._clients[leader.address] for partition, leader in self._leaders.items()}
+
+    def workers(self) -> dict[tuple[str, int], WorkerClient]:
+        """The client held for each worker address (a copy)."""
+        return dict(self._clients)
 
     async def client(self, partition: int) -> WorkerClient:
         """A client for the worker leading ``partition``; raises ServiceUnavailable when none does."""
         leader = self._leaders.get(partition)
         if leader is not None and leader.expires > self._clock.monotonic():
-            return leader.client
+            client = self._clients.get(leader.address)
+            if client is not None and not client.closed:
+                return client
         if self._closed:
             raise ServiceUnavailable("The storage worker clients are closed.")
         lookup = self._lookups.get(partition)
@@ -106,9 +115,10 @@ class LeaderClients:
         # Lookups under way are left to finish: they see the flag and answer ServiceUnavailable, where
         # cancelling them would hand their callers a cancellation that is not theirs.
         self._closed = True
-        leaders, self._leaders = self._leaders, {}
-        for leader in leaders.values():
-            await _close(leader.client)
+        self._leaders = {}
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            await _close(client)
 
     async def _refresh(self, partition: int) -> WorkerClient:
         if self._lookup_is_async:
@@ -117,30 +127,33 @@ class LeaderClients:
             address = await asyncio.to_thread(self._lookup, partition)
         if self._closed:
             raise ServiceUnavailable("The storage worker clients are closed.")
-        old = self._leaders.get(partition)
+        old = self._leaders.pop(partition, None)
         if address is None:
             if old is not None:
-                del self._leaders[partition]
-                await _close(old.client)
+                await self._release(old.address)
             raise ServiceUnavailable(f"No storage worker serves partition {partition}.")
-        expires = self._clock.monotonic() + self._ttl
-        if old is not None and not old.client.closed and (old.client.host, old.client.port) == (
-            address.host,
-            address.port,
-        ):
-            old.expires = expires
-            return old.client
-        client = WorkerClient(
-            address.host,
-            address.port,
-            connect_timeout=self._connect_timeout,
-            request_timeout=self._request_timeout,
-        )
-        self._leaders[partition] = _Leader(client, expires)
-        if old is not None:
-            # Requests still running on the old client fail as ServiceUnavailable, which clients retry.
-            await _close(old.client)
+        where = (address.host, address.port)
+        client = self._clients.get(where)
+        if client is None or client.closed:
+            client = self._clients[where] = WorkerClient(
+                address.host,
+                address.port,
+                connect_timeout=self._connect_timeout,
+                request_timeout=self._request_timeout,
+            )
+        self._leaders[partition] = _Leader(where, self._clock.monotonic() + self._ttl)
+        if old is not None and old.address != where:
+            await self._release(old.address)
         return client
+
+    async def _release(self, address: tuple[str, int]) -> None:
+        """Close the client for ``address`` once no partition points at it any more."""
+        if any(leader.address == address for leader in self._leaders.values()):
+            return
+        client = self._clients.pop(address, None)
+        if client is not None:
+            # Requests still running on it fail as ServiceUnavailable, which clients retry.
+            await _close(client)
 
     def _lookup_done(self, partition: int, done: asyncio.Future[WorkerClient]) -> None:
         if self._lookups.get(partition) is done:
