@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ferrymq.settings import Settings
 from storage_workers.engine.engine import TRANSFER_HOLD_SECONDS
 from storage_workers.log.writer import DEFAULT_SEGMENT_BYTES
+from storage_workers.replication.roles import FollowerRole, LeaderRole
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,11 @@ class WorkerConfig:
     """How often resend windows, receive attempts and idle queue states are pruned."""
     pending_drops_interval_seconds: float = 60.0
     """How often the partition's pending queue drops are read from the catalog (and once at start)."""
+    leads: Mapping[int, LeaderRole] = field(default_factory=dict)
+    """Replica set, in-sync set, acks mode and epoch of partitions this worker leads; a served partition in
+    neither this nor ``follows`` is led alone (``LeaderRole()``: no followers, ``acks=leader``)."""
+    follows: Mapping[int, FollowerRole] = field(default_factory=dict)
+    """Partitions this worker follows, each with its leader's address: it serves no requests for them."""
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> WorkerConfig:
@@ -52,3 +59,14 @@ class WorkerConfig:
             raise ValueError(f"partitions listed twice: {self.partitions}")
         if any(p < 0 for p in self.partitions):
             raise ValueError(f"partitions are not negative: {self.partitions}")
+        unknown = (set(self.leads) | set(self.follows)) - set(self.partitions)
+        if unknown:
+            raise ValueError(f"roles given for partitions not served: {sorted(unknown)}")
+        both = set(self.leads) & set(self.follows)
+        if both:
+            raise ValueError(f"partitions both led and followed: {sorted(both)}")
+
+    def role(self, partition: int) -> LeaderRole | FollowerRole:
+        """The role this worker plays for ``partition``."""
+        follower = self.follows.get(partition)
+        return follower if follower is not None else self.leads.get(partition, LeaderRole())

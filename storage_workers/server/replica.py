@@ -3,8 +3,13 @@ forwarder, move-task runner, pending-drop sweeper and receipt key.
 
 A :class:`PartitionReplica` is opened (its log replayed into its engine), started (move tasks resumed,
 sweeps running) and closed by its :class:`~storage_workers.server.worker.StorageWorker`, which owns the one
-RPC listener and routes each request to the replica of the partition it names.  Every reply of a replica
-waits for that replica's log to be durable up to the request's last record.
+RPC listener and routes each request to the replica of the partition it names.
+
+Its role is static (``WorkerConfig.role``).  A leader answers requests; every reply waits until the
+request's last record is committed (:mod:`storage_workers.replication.commit`: with ``acks=leader``, durable
+in this log), and it answers its followers' FETCH (:mod:`storage_workers.replication.leader`).  A follower
+answers every request with NotLeader and runs its fetch loop (:mod:`storage_workers.replication.follower`),
+applying what it appends to its state; it runs no sweeps, move tasks or drops, which would emit records.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ferrymq.clock import Clock
+from ferrymq.errors import NotLeader
 from ferrymq.rpc.codec import pack
-from ferrymq.rpc.framing import STATUS_OK, encode_frame
+from ferrymq.rpc.framing import STATUS_OK, Op, encode_frame
 from storage_workers.drops import PendingDropStore, PendingDropSweeper
 from storage_workers.engine import Engine
 from storage_workers.handover import DeadLetterForwarder
@@ -27,14 +33,17 @@ from storage_workers.log.recovery import recover
 from storage_workers.log.writer import LogWriter
 from storage_workers.move_tasks import MoveTaskRunner
 from storage_workers.peers import Peers
+from storage_workers.replication import Follower, FollowerRole, LeaderStream
 from storage_workers.server.config import WorkerConfig
 from storage_workers.server.connection import Connection
-from storage_workers.server.handlers import Handler, Handlers
+from storage_workers.server.handlers import DEFERRED, Handler, Handlers
 from storage_workers.server.layout import replica_dir
 from storage_workers.server.long_poll import LongPolls
 from storage_workers.server.maintenance import every, fold
 
 log = logging.getLogger(__name__)
+
+_PARTITION_OPS = frozenset(Op) - {Op.PING}
 
 
 class PartitionReplica:
@@ -70,15 +79,26 @@ class PartitionReplica:
         """The partition map's epoch, once registered."""
         self.log: LogWriter | None = None
         self.compactor: Compactor | None = None
-        self.handlers: dict[int, Handler] = Handlers(
-            engine=self.engine,
-            partition=partition,
-            long_polls=self.long_polls,
-            forwarder=self.forwarder,
-            mover=self.mover,
-            reply=self.reply,
-            fail=fail,
-        ).table()
+        self.role = config.role(partition)
+        self.stream: LeaderStream | None = None
+        """The leader side of replication, once open (leaders only)."""
+        self.follower: Follower | None = None
+        """The fetch loop, once open (followers only)."""
+        self.handlers: dict[int, Handler]
+        if isinstance(self.role, FollowerRole):
+            self.handlers = dict.fromkeys(_PARTITION_OPS, self._not_leader)
+        else:
+            self.handlers = Handlers(
+                engine=self.engine,
+                partition=partition,
+                long_polls=self.long_polls,
+                forwarder=self.forwarder,
+                mover=self.mover,
+                reply=self.reply,
+                fail=fail,
+            ).table()
+            self.handlers[Op.FETCH] = self._fetch
+        self._fail = fail
         self._on_fatal = on_fatal
         self._lock = contextlib.ExitStack()
         self._background: list[asyncio.Task[None]] = []
@@ -96,9 +116,14 @@ class PartitionReplica:
             max_batch=self.config.group_commit_max_batch,
             on_fatal=self._on_fatal,
         )
-        # Epoch 0 until epochs are fenced and kept beside the log (replication): the partition map's epoch is
-        # not yet, and one rebuilt under a kept log would start lower than the log's, which it refuses.
-        self.engine.on_record = lambda record: wal.append(record, 0)
+        # The configured epoch (0 by default) until epochs are claimed and kept beside the log (elections): the
+        # partition map's epoch is not used, as one rebuilt under a kept log could start lower than the log's.
+        role = self.role
+        if isinstance(role, FollowerRole):
+            self.follower = Follower(self.partition, self.config.worker_id, role, wal, self.engine.apply)
+        else:
+            self.stream = LeaderStream(self.partition, self.config.worker_id, role, wal)
+            self.engine.on_record = self.stream.append
         self.compactor = Compactor(
             wal,
             fold,
@@ -107,7 +132,7 @@ class PartitionReplica:
             ratio=self.config.compact_ratio,
             live_queues=lambda: self.engine.queues.keys(),
         )
-        wal.on_commit = self.compactor.check
+        wal.on_commit = self._committed
         log.info(
             "partition %d: recovered %d queues, %d messages from %d segments in %s",
             self.partition,
@@ -117,8 +142,28 @@ class PartitionReplica:
             directory,
         )
 
+    def _committed(self) -> None:
+        assert self.compactor is not None
+        self.compactor.check()
+        if self.stream is not None:
+            self.stream.committed()
+
+    def _not_leader(self, conn: Connection, request_id: int, args: Any) -> Any:
+        raise NotLeader(f"Storage worker {self.config.worker_id} follows partition {self.partition}.")
+
+    def _fetch(self, conn: Connection, request_id: int, args: Any) -> Any:
+        assert self.stream is not None
+        task = self.stream.fetch(conn, request_id, args, self._fail)
+        if task is not None:
+            conn.start(task)
+        return DEFERRED
+
     def start(self) -> None:
-        """Resume the partition's move tasks and start its periodic sweep (on the running loop)."""
+        """Leader: resume the partition's move tasks and start its periodic sweep; follower: start fetching
+        (on the running loop)."""
+        if self.follower is not None:
+            self._spawn(self.follower.run())
+            return
         for queue_id, handle in self.engine.active_move_tasks():
             log.info("partition %d: resuming move task %s of %s", self.partition, handle, queue_id)
             self.mover.launch(queue_id, handle)
@@ -129,8 +174,11 @@ class PartitionReplica:
 
         Only the partition's leader may: a worker that does not serve the partition would clear drops that
         the one serving it never made.  Called after recovery, as a drop of an id not yet replayed is lost.
+        A follower does nothing: its leader's drops reach it as records.
         """
         assert self.log is not None
+        if self.follower is not None:
+            return
         sweeper = PendingDropSweeper(self.partition, store, self.engine.drop_queue, self.log.flush)
         self._spawn(sweeper.run(self.config.pending_drops_interval_seconds))
 
@@ -138,11 +186,10 @@ class PartitionReplica:
         self._background.append(asyncio.get_running_loop().create_task(work))
 
     def reply(self, conn: Connection, request_id: int, result: Any) -> None:
-        """Answer once the partition's log is durable up to its current end."""
+        """Answer once every record appended so far is committed."""
         frame = encode_frame(request_id, STATUS_OK, pack(result))
-        wal = self.log
-        assert wal is not None
-        wal.when_durable(wal.end, conn.write, frame)
+        assert self.log is not None and self.stream is not None
+        self.stream.when_committed(self.log.end_offset - 1, conn.write, frame)
 
     async def close(self) -> None:
         """Stop the background work, let what was appended become durable (and be answered), release the
@@ -151,6 +198,8 @@ class PartitionReplica:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.mover.close()
+        if self.follower is not None:
+            await self.follower.close()
         await self.forwarder.close()
         if self.compactor is not None:
             await self.compactor.close()
@@ -163,6 +212,9 @@ class PartitionReplica:
         assert self.log is not None
         return {
             "epoch": self.epoch,
+            "role": "follower" if self.follower is not None else "leader",
+            "end_offset": self.log.end_offset,
+            "high_watermark": self.stream.tracker.high_watermark if self.stream is not None else None,
             "queues": len(self.engine.queues),
             "messages": sum(len(q.msgs) for q in self.engine.queues.values()),
             "log_bytes": self.log.total_bytes,

@@ -82,6 +82,16 @@ class NotLeader(ServiceUnavailable):
         super().__init__(message)
 
 
+class StaleEpoch(ServiceUnavailable):
+    """A replica spoke for a partition under an epoch older than the one it was sent to; nothing was done.
+
+    Over the worker RPC its ``code`` tells a follower to learn the partition's current epoch before it
+    fetches again; should one ever reach a client, it is the 503 of :class:`ServiceUnavailable`.
+    """
+
+    code = "StaleEpoch"
+
+
 class InvalidAction(_CommonError, SenderError):
     """The action or operation requested is invalid."""
 

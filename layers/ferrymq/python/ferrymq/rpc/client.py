@@ -350,3 +350,32 @@ class WorkerClient:
     async def cancel_move_task(self, partition: int, queue_id: str, task_handle: str) -> dict:
         """Ask a RUNNING task to stop; returns ``{"moved": int}``.  Raises ResourceNotFound for any other task."""
         return await self._call(Op.CANCEL_MOVE_TASK, [partition, queue_id, task_handle])
+
+    # --- replication ---------------------------------------------------------------------------------
+
+    async def fetch(
+        self,
+        partition: int,
+        replica: str,
+        epoch: int,
+        from_offset: int,
+        durable_offset: int,
+        *,
+        max_bytes: int,
+        wait_ms: int,
+    ) -> list[tuple[int, int, bytes]]:
+        """A follower's pull from the partition's leader: the records from ``from_offset`` on as ``(epoch,
+        offset, payload)``, at least one and about ``max_bytes`` at most, waiting up to ``wait_ms`` when
+        there are none yet (then the answer may be empty).
+
+        ``replica`` is the follower's worker id and ``durable_offset`` its acknowledgement: it holds
+        everything below ``from_offset`` and has made everything below ``durable_offset`` durable.  Raises
+        :class:`~ferrymq.errors.StaleEpoch` when ``epoch`` is older than the leader's, NotLeader when the worker
+        does not lead the partition in ``epoch``.
+        """
+        rows = await self._call(
+            Op.FETCH,
+            [partition, replica, epoch, from_offset, durable_offset, max_bytes, wait_ms],
+            wait=wait_ms / 1000,
+        )
+        return [(row[0], row[1], row[2]) for row in rows]

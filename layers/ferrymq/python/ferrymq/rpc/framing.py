@@ -43,6 +43,8 @@ class Op(IntEnum):
     START_MOVE_TASK = 9
     LIST_MOVE_TASKS = 10
     CANCEL_MOVE_TASK = 11
+    FETCH = 12
+    """A follower's pull of a partition's replication stream (not a front-end operation)."""
 
 
 class FrameError(Exception):
