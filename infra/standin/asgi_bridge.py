@@ -108,3 +108,20 @@ class StandinAsgiApp:
         headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.headers]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": b"".join(response.body)})
+
+
+def dynamodb_environ(action: str, *, region: str, access_key: str, account: str | None = None) -> dict[str, Any]:
+    """The WSGI environ of a DynamoDB ``action`` made inside the stand-in, built the way its HTTP front builds a
+    client's. Unsigned as far as moto cares: the credential scope tells its dispatcher service and region, and
+    ``account`` (moto's own header) whose table it is; None means moto's default account."""
+    credential = f"{access_key}/20000101/{region}/dynamodb/aws4_request"
+    headers = [
+        (b"host", b"dynamodb.standin"),
+        (b"content-type", b"application/x-amz-json-1.0"),
+        (b"x-amz-target", f"DynamoDB_20120810.{action}".encode()),
+        (b"authorization", f"AWS4-HMAC-SHA256 Credential={credential}, SignedHeaders=host, Signature=0".encode()),
+    ]
+    if account is not None:
+        headers.append((b"x-moto-account-id", account.encode()))
+    scope = {"type": "http", "method": "POST", "path": "/", "raw_path": b"/", "query_string": b"", "headers": headers}
+    return build_environ(scope)

@@ -22,17 +22,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from infra.standin.asgi_bridge import build_environ
+from infra.standin.asgi_bridge import dynamodb_environ
 from infra.standin.durable_app import DurableApp
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_SECONDS = 60.0
 
-# Requests are unsigned as far as moto cares; the credential scope tells its dispatcher service and region,
-# the account header (moto's own) the account whose table it is.
-_DELETE_TARGET = "DynamoDB_20120810.DeleteItem"
-_CREDENTIAL = "standin-ttl-sweeper/20000101/{region}/dynamodb/aws4_request"
+_SWEEPER_KEY = "standin-ttl-sweeper"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,24 +91,8 @@ def delete_request(item: ExpiredItem, now: float) -> tuple[dict[str, Any], bytes
             "ExpressionAttributeValues": {":now": {"N": repr(now)}},
         }
     ).encode()
-    authorization = (
-        f"AWS4-HMAC-SHA256 Credential={_CREDENTIAL.format(region=item.region)}, SignedHeaders=host, Signature=0"
-    )
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/",
-        "raw_path": b"/",
-        "query_string": b"",
-        "headers": [
-            (b"host", b"dynamodb.standin"),
-            (b"content-type", b"application/x-amz-json-1.0"),
-            (b"x-amz-target", _DELETE_TARGET.encode()),
-            (b"authorization", authorization.encode()),
-            (b"x-moto-account-id", item.account.encode()),
-        ],
-    }
-    return build_environ(scope), body
+    environ = dynamodb_environ("DeleteItem", region=item.region, access_key=_SWEEPER_KEY, account=item.account)
+    return environ, body
 
 
 class TtlSweeper:

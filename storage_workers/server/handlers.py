@@ -31,6 +31,9 @@ from storage_workers.move_tasks import MoveTaskRunner
 from storage_workers.server.connection import Connection
 from storage_workers.server.long_poll import LongPolls
 
+PARTITION_OPS = frozenset(Op) - {Op.PING}
+"""The operations that name a partition: every one but PING."""
+
 DEFERRED = object()
 """Returned by a handler whose reply is sent later (a long poll that found nothing yet)."""
 

@@ -36,14 +36,13 @@ from storage_workers.peers import Peers
 from storage_workers.replication import Follower, FollowerRole, LeaderStream
 from storage_workers.server.config import WorkerConfig
 from storage_workers.server.connection import Connection
-from storage_workers.server.handlers import DEFERRED, Handler, Handlers
+from storage_workers.server.handlers import DEFERRED, PARTITION_OPS, Handler, Handlers
 from storage_workers.server.layout import replica_dir
 from storage_workers.server.long_poll import LongPolls
 from storage_workers.server.maintenance import every, fold
 
 log = logging.getLogger(__name__)
 
-_PARTITION_OPS = frozenset(Op) - {Op.PING}
 
 
 class PartitionReplica:
@@ -86,7 +85,7 @@ class PartitionReplica:
         """The fetch loop, once open (followers only)."""
         self.handlers: dict[int, Handler]
         if isinstance(self.role, FollowerRole):
-            self.handlers = dict.fromkeys(_PARTITION_OPS, self._not_leader)
+            self.handlers = dict.fromkeys(PARTITION_OPS, self._not_leader)
         else:
             self.handlers = Handlers(
                 engine=self.engine,

@@ -43,13 +43,12 @@ from storage_workers.log.writer import LogFailed
 from storage_workers.peers import IsolatedPeers, ReplicaPeers, SharedPeers
 from storage_workers.server.config import WorkerConfig
 from storage_workers.server.connection import READ_CHUNK, Connection, serve_connection
-from storage_workers.server.handlers import DEFERRED
+from storage_workers.server.handlers import DEFERRED, PARTITION_OPS
 from storage_workers.server.layout import adopt_legacy_log, replica_dir
 from storage_workers.server.replica import PartitionReplica
 
 log = logging.getLogger(__name__)
 
-_PARTITION_OPS = frozenset(Op) - {Op.PING}
 
 
 class StorageWorker:
@@ -173,7 +172,7 @@ class StorageWorker:
         self.requests += 1
         replica: PartitionReplica | None = None
         try:
-            if op not in _PARTITION_OPS:
+            if op not in PARTITION_OPS:
                 if op != Op.PING:
                     raise InvalidAction(f"Unknown worker operation {op}.")
                 conn.write(encode_frame(request_id, STATUS_OK, pack(self.status())))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infra.standin.asgi_bridge import build_environ
+from infra.standin.asgi_bridge import dynamodb_environ
 from infra.standin.durable_app import DurableApp, Response
 from infra.standin.server import build_durable_app
 
@@ -24,21 +24,8 @@ ROUNDS = 150
 
 def _dynamodb(durable: DurableApp, action: str, request: dict[str, Any]) -> Response:
     """One DynamoDB request through the stand-in, built the way its HTTP front builds a client's."""
-    credential = "test/20000101/us-east-1/dynamodb/aws4_request"
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "path": "/",
-        "raw_path": b"/",
-        "query_string": b"",
-        "headers": [
-            (b"host", b"dynamodb.standin"),
-            (b"content-type", b"application/x-amz-json-1.0"),
-            (b"x-amz-target", f"DynamoDB_20120810.{action}".encode()),
-            (b"authorization", f"AWS4-HMAC-SHA256 Credential={credential}, SignedHeaders=host, Signature=0".encode()),
-        ],
-    }
-    return durable.handle(build_environ(scope), json.dumps(request).encode())
+    environ = dynamodb_environ(action, region="us-east-1", access_key="test")
+    return durable.handle(environ, json.dumps(request).encode())
 
 
 def _live(type_name: str) -> int:
