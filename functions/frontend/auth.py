@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from ferrymq import sigv4
 from ferrymq.aws.credentials import Credential, CredentialStore
@@ -33,6 +34,11 @@ class Authenticator:
             now=self._clock.now(),
             max_skew_seconds=self._max_skew,
         )
+        if credential.region != signed.region:
+            # The request's region is its credential scope.  Keys are mostly used from one region, so the
+            # cached copy carries the last one and a warm request allocates nothing.
+            credential = replace(credential, region=signed.region)
+            self._cache.put(signed.access_key_id, credential)
         return credential
 
     async def _credential(self, access_key_id: str) -> Credential:

@@ -11,7 +11,7 @@ from ferrymq.clock import Clock
 from ferrymq.errors import AccessDenied, MissingParameter, QueueDoesNotExist
 from ferrymq.settings import Settings
 from functions.frontend.dispatch import Dispatcher
-from functions.frontend.queue_urls import queue_url, split_queue_url
+from functions.frontend.queue_urls import parse_queue_url, queue_url
 from functions.metadata import policy
 from functions.metadata.catalog import QueueCatalog
 
@@ -34,17 +34,33 @@ class RequestContext:
     path_queue_url: str | None = None
     # The SQS action being served: what another account's queue policy has to allow.
     action: str = ""
+    # The X-Amzn-Trace-Id header, which AWS keeps on sent messages as their AWSTraceHeader.
+    trace_header: str | None = None
 
     @property
     def account(self) -> str:
         return self.credential.account_id
 
+    @property
+    def region(self) -> str:
+        """The request's region: its SigV4 credential scope."""
+        return self.credential.region or self.services.settings.region
+
     def url_of(self, queue: QueueRecord) -> str:
-        base = self.services.settings.queue_url_base or self.base_url
-        return queue_url(base, queue.account, queue.name)
+        settings = self.services.settings
+        return queue_url(
+            settings.queue_url_base or self.base_url,
+            queue.account,
+            queue.name,
+            region=self.services.catalog.region_of(queue),
+            home_region=settings.region,
+            form=settings.queue_url_form,
+        )
 
     async def queue(self, params: dict) -> QueueRecord:
         """The live queue a request's QueueUrl names, if the caller may perform this action on it.
+
+        The URL's region, when it names one, else the request's, is the queue's.
 
         The owner account may do anything; another account only what the queue policy allows it.  Whether
         another account's queue is missing or merely closed to the caller, the answer is the same AccessDenied.
@@ -52,12 +68,13 @@ class RequestContext:
         url = params.get("QueueUrl") or self.path_queue_url
         if not url:
             raise MissingParameter("The request must contain the parameter QueueUrl.")
-        account, name = split_queue_url(url)
+        account, name = (address := parse_queue_url(url, self.account))[1:]
+        region = address.region or self.region
         if account == self.account:
-            return await self.services.catalog.get(account, name)
+            return await self.services.catalog.get(account, name, region)
         denied = AccessDenied(f"Access to the resource {url} is denied.")
         try:
-            queue = await self.services.catalog.get(account, name)
+            queue = await self.services.catalog.get(account, name, region)
         except QueueDoesNotExist:
             raise denied from None
         if not self.permitted(queue):
@@ -69,5 +86,5 @@ class RequestContext:
         if queue.account == self.account:
             return True
         caller = policy.Caller(self.account, self.credential.user_name)
-        resource = self.services.catalog.arn(queue.account, queue.name)
+        resource = self.services.catalog.arn_of(queue)
         return policy.permits(queue.attributes.get("Policy"), caller, self.action, resource)

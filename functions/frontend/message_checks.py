@@ -24,7 +24,8 @@ from ferrymq.limits import MAX_BATCH_ENTRIES, MAX_MESSAGE_ATTRIBUTES
 
 # Everything outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
 _FORBIDDEN_CHARS = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
+# AWS takes Latin letters with diacritics too ("attr.1øßä"): Latin-1 Supplement and Latin Extended-A.
+_ATTRIBUTE_NAME = re.compile("^[A-Za-z0-9_.\u00c0-\u017f-]{1,256}$")
 _DATA_TYPE = re.compile(r"^(String|Number|Binary)(\.[^\s]{1,255})?$")
 _BATCH_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
@@ -111,8 +112,8 @@ def _check_attribute_value(name: str, value: Any) -> dict[str, Any]:
         return {"DataType": data_type, "BinaryValue": bytes(binary)}
     string = value.get("StringValue")
     if not isinstance(string, str) or string == "":
-        raise InvalidParameterValue(f"The message attribute '{name}' must contain a non-empty message attribute value "
-                                    f"for message attribute type '{base}'.")
+        raise InvalidParameterValue(f"Message (user) attribute '{name}' must contain a non-empty value of type "
+                                    f"'{base}'.")
     if _FORBIDDEN_CHARS.search(string):
         raise InvalidParameterValue(f"The message attribute '{name}' contains invalid characters.")
     if base == "Number":

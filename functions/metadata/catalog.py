@@ -6,6 +6,9 @@ the target's RedriveAllowPolicy), tags (:mod:`functions.metadata.tags`) and the 
 the queue policy (:mod:`functions.metadata.policy`).  Every change is a conditional write on the record's version,
 retried on the fresh record when another writer got there first.
 
+Queues live per account and region: every method takes the queue's ``region``, None (or the catalog's own,
+home region) for the home region (see :mod:`ferrymq.aws.queue_store` for how they are keyed).
+
 The cache only ever holds live records and is dropped for a name whenever this process writes it, so a
 warm request makes no DynamoDB call.  Other front ends see a change within ``ttl`` seconds, which is how
 SQS itself describes attribute propagation (up to 60 s).
@@ -68,10 +71,24 @@ class QueueCatalog:
         self._clock = clock
         self._partitions = partitions
         self._region = region
-        self._cache: TtlCache[tuple[str, str], QueueRecord] = TtlCache(clock, ttl, max_entries)
+        self._cache: TtlCache[tuple[str, str | None, str], QueueRecord] = TtlCache(clock, ttl, max_entries)
 
-    def arn(self, account: str, name: str) -> str:
-        return queue_arn(self._region, account, name)
+    @property
+    def home_region(self) -> str:
+        return self._region
+
+    def region_of(self, queue: QueueRecord) -> str:
+        return queue.region or self._region
+
+    def _ns(self, region: str | None) -> str | None:
+        """How the store names ``region``: None for the home region."""
+        return None if region is None or region == self._region else region
+
+    def arn(self, account: str, name: str, region: str | None = None) -> str:
+        return queue_arn(region or self._region, account, name)
+
+    def arn_of(self, queue: QueueRecord) -> str:
+        return queue_arn(self.region_of(queue), queue.account, queue.name)
 
     async def _io(self, fn: Callable[..., T], *args: object) -> T:
         # boto3 is blocking; a cache miss must not stall every other request on the event loop.
@@ -79,34 +96,39 @@ class QueueCatalog:
 
     # --- lookups ---------------------------------------------------------------------------------------
 
-    async def get(self, account: str, name: str) -> QueueRecord:
-        """The live queue ``name`` of ``account``; QueueDoesNotExist when there is none."""
-        hit = self._cache.get((account, name))
+    async def get(self, account: str, name: str, region: str | None = None) -> QueueRecord:
+        """The live queue ``name`` of ``account`` in ``region``; QueueDoesNotExist when there is none."""
+        ns = self._ns(region)
+        hit = self._cache.get((account, ns, name))
         if hit is not None:
             return hit
-        record = await self._io(self._store.get, account, name)
+        record = await self._io(self._store.get, account, name, ns)
         if record is None or not record.live:
             raise QueueDoesNotExist()
         self._remember(record)
         return record
 
-    def invalidate(self, account: str, name: str) -> None:
-        self._cache.pop((account, name))
+    def cached(self, account: str, name: str, region: str | None = None) -> QueueRecord | None:
+        """The cached record of a queue, without any DynamoDB call (usage records read its SSE settings)."""
+        return self._cache.get((account, self._ns(region), name))
+
+    def invalidate(self, account: str, name: str, region: str | None = None) -> None:
+        self._cache.pop((account, self._ns(region), name))
 
     def _remember(self, record: QueueRecord) -> None:
-        self._cache.put((record.account, record.name), record)
+        self._cache.put((record.account, self._ns(record.region), record.name), record)
 
     async def list(self, account: str, prefix: str, limit: int | None, start_after: str | None,
-                   ) -> list[QueueRecord]:
-        return await self._io(self._store.list, account, prefix, limit, start_after)
+                   region: str | None = None) -> list[QueueRecord]:
+        return await self._io(self._store.list, account, prefix, limit, start_after, self._ns(region))
 
     async def dead_letter_sources(self, account: str, name: str, limit: int, start_after: str | None,
-                                  ) -> list[QueueRecord]:
-        """Up to ``limit`` queues of ``account``, after ``start_after`` in name order, whose dead-letter queue is
-        ``name``."""
-        target = self.arn(account, name)
+                                  region: str | None = None) -> list[QueueRecord]:
+        """Up to ``limit`` queues of ``account`` in ``region``, after ``start_after`` in name order, whose
+        dead-letter queue is ``name``."""
+        target = self.arn(account, name, region)
         sources: list[QueueRecord] = []
-        for queue in await self.list(account, "", None, start_after):
+        for queue in await self.list(account, "", None, start_after, region):
             redrive_policy = redrive.stored_redrive_policy(queue.attributes)
             if redrive_policy is not None and redrive_policy.dead_letter_target_arn == target:
                 sources.append(queue)
@@ -117,22 +139,24 @@ class QueueCatalog:
     # --- writes ----------------------------------------------------------------------------------------
 
     async def create(self, account: str, name: str, attributes: Mapping[str, str], tags: Mapping[str, str],
-                     ) -> QueueRecord:
-        """Create ``name``, or return the existing queue when its attributes are the same ones asked for."""
+                     region: str | None = None) -> QueueRecord:
+        """Create ``name`` in ``region``, or return the existing queue when its attributes are the same ones asked
+        for."""
+        ns = self._ns(region)
         fifo = str(attributes.get("FifoQueue", "")).lower() == "true"
         check_queue_name(name, fifo=fifo)
         wanted = queue_attributes.check_settable(attributes, fifo=fifo)
         initial = queue_attributes.combined({}, wanted, fifo=fifo)
         initial_tags = tag_rules.check_tags(tags, name, required=False)
-        await self._check_dead_letter_target(account, name, wanted, attributes)
+        await self._check_dead_letter_target(account, name, wanted, attributes, ns)
         for _ in range(_WRITE_RETRIES):
-            existing = await self._io(self._store.get, account, name)
+            existing = await self._io(self._store.get, account, name, ns)
             now = self._clock.now()
             if existing is not None and existing.live:
                 differing = queue_attributes.differing(existing.attributes, wanted, fifo=fifo)
                 if differing:
                     raise QueueNameExists(
-                        "A queue already exists with the same name and a different value for attribute(s) "
+                        "A queue already exists with the same name and a different value for attribute "
                         + ", ".join(sorted(differing))
                     )
                 self._remember(existing)
@@ -146,6 +170,7 @@ class QueueCatalog:
             record = QueueRecord(
                 account=account,
                 name=name,
+                region=ns,
                 queue_id=queue_id,
                 partition=zlib.crc32(queue_id.encode()) % self._partitions,
                 attributes=initial,
@@ -162,23 +187,31 @@ class QueueCatalog:
             return record
         raise QueueNameExists()
 
-    async def set_attributes(self, account: str, name: str, attributes: Mapping[str, str]) -> QueueRecord:
+    async def set_attributes(self, account: str, name: str, attributes: Mapping[str, str],
+                             region: str | None = None) -> QueueRecord:
         fifo = is_fifo(name)
         wanted = queue_attributes.check_settable(attributes, fifo=fifo)
         if wanted.get("FifoQueue") == "false":
             raise InvalidAttributeValue(
                 "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported."
             )
-        await self._check_dead_letter_target(account, name, wanted, attributes)
+        await self._check_dead_letter_target(account, name, wanted, attributes, self._ns(region))
 
         def change(record: QueueRecord) -> QueueRecord:
             merged = queue_attributes.combined(record.attributes, wanted, fifo=fifo)
-            return record.evolve(attributes=merged, modified_at=int(self._clock.now()))
+            now = self._clock.now()
+            changed = record.evolve(attributes=merged, modified_at=int(now))
+            if fifo:
+                before = queue_attributes.dedup_scope(record.attributes)
+                if queue_attributes.dedup_scope(merged) != before:
+                    # Ids claimed under the old scope keep deduplicating for the rest of their window (AWS).
+                    changed = changed.evolve(previous_dedup_scope=before, dedup_scope_changed_at=now)
+            return changed
 
-        return await self._update(account, name, change)
+        return await self._update(account, name, change, region=region)
 
     async def _check_dead_letter_target(self, account: str, name: str, wanted: Mapping[str, str],
-                                        sent: Mapping[str, str]) -> None:
+                                        sent: Mapping[str, str], ns: str | None) -> None:
         """SQS's checks of a RedrivePolicy against its target: the same account and region, an existing queue of
         the same type, whose RedriveAllowPolicy lets this queue use it."""
         if not wanted.get("RedrivePolicy"):
@@ -187,7 +220,8 @@ class QueueCatalog:
         target = redrive.RedrivePolicy.from_json(wanted["RedrivePolicy"]).target
         if target.account != account:
             raise redrive.redrive_policy_error(raw, "Dead-letter target owner should be same as the source.")
-        dlq = await self._io(self._store.get, target.account, target.name) if target.region == self._region else None
+        region = ns or self._region
+        dlq = await self._io(self._store.get, target.account, target.name, ns) if target.region == region else None
         if dlq is None or not dlq.live:
             raise redrive.redrive_policy_error(raw, "Dead letter target does not exist.")
         if is_fifo(dlq.name) != is_fifo(name):
@@ -197,26 +231,29 @@ class QueueCatalog:
                 "of queue as the source.."
             )
         allow = redrive.stored_redrive_allow_policy(dlq.attributes)
-        source = self.arn(account, name)
+        source = self.arn(account, name, region)
         if allow is not None and not allow.permits(source):
             raise redrive.redrive_policy_error(
                 raw, f"The RedriveAllowPolicy of the dead-letter target does not allow queue {source} to use it."
             )
 
-    async def tag(self, account: str, name: str, new_tags: Mapping[str, str]) -> QueueRecord:
+    async def tag(self, account: str, name: str, new_tags: Mapping[str, str], region: str | None = None,
+                  ) -> QueueRecord:
         checked = tag_rules.check_tags(new_tags, name, required=True)
-        return await self._update(account, name, lambda r: r.evolve(tags=tag_rules.merged(r.tags, checked, name)))
+        return await self._update(account, name, lambda r: r.evolve(tags=tag_rules.merged(r.tags, checked, name)),
+                                  region=region)
 
-    async def untag(self, account: str, name: str, keys: list[str]) -> QueueRecord:
+    async def untag(self, account: str, name: str, keys: list[str], region: str | None = None) -> QueueRecord:
         dropped = set(tag_rules.check_tag_keys(keys))
         return await self._update(
-            account, name, lambda r: r.evolve(tags={k: v for k, v in r.tags.items() if k not in dropped})
+            account, name, lambda r: r.evolve(tags={k: v for k, v in r.tags.items() if k not in dropped}),
+            region=region,
         )
 
     async def add_permission(self, account: str, name: str, *, label: str, accounts: list[str], actions: list[str],
-                             ) -> QueueRecord:
+                             region: str | None = None) -> QueueRecord:
         """Add AddPermission's statement (Sid ``label``) to the queue policy."""
-        resource = self.arn(account, name)
+        resource = self.arn(account, name, region)
 
         def change(record: QueueRecord) -> QueueRecord:
             text = policy.with_permission(
@@ -224,9 +261,10 @@ class QueueCatalog:
             )
             return record.evolve(attributes={**record.attributes, "Policy": text}, modified_at=int(self._clock.now()))
 
-        return await self._update(account, name, change)
+        return await self._update(account, name, change, region=region)
 
-    async def remove_permission(self, account: str, name: str, label: str) -> QueueRecord:
+    async def remove_permission(self, account: str, name: str, label: str, region: str | None = None,
+                                ) -> QueueRecord:
         """Remove the statement AddPermission made under ``label``; the policy goes when it was the last."""
 
         def change(record: QueueRecord) -> QueueRecord:
@@ -236,23 +274,24 @@ class QueueCatalog:
                 attributes["Policy"] = text
             return record.evolve(attributes=attributes, modified_at=int(self._clock.now()))
 
-        return await self._update(account, name, change)
+        return await self._update(account, name, change, region=region)
 
-    async def delete(self, account: str, name: str) -> QueueRecord:
+    async def delete(self, account: str, name: str, region: str | None = None) -> QueueRecord:
         """Tombstone the queue; returns the deleted record so its messages can be dropped.
 
         The tombstone and a pending drop of the queue id are one transaction, so the partition's worker drops
         the messages even when it cannot be told now; :meth:`clear_pending_drop` once it has been told.
         """
         return await self._update(
-            account, name, lambda r: r.evolve(deleted_at=self._clock.now()), write=self._store.tombstone
+            account, name, lambda r: r.evolve(deleted_at=self._clock.now()), write=self._store.tombstone,
+            region=region,
         )
 
     async def clear_pending_drop(self, deleted: QueueRecord) -> None:
         """Forget the pending drop :meth:`delete` recorded, after the worker has dropped the queue id."""
         await self._io(self._store.clear_pending_drop, deleted.partition, deleted.queue_id)
 
-    async def mark_purged(self, account: str, name: str) -> QueueRecord:
+    async def mark_purged(self, account: str, name: str, region: str | None = None) -> QueueRecord:
         def change(record: QueueRecord) -> QueueRecord:
             now = self._clock.now()
             if record.purged_at is not None and now - record.purged_at < PURGE_COOLDOWN_SECONDS:
@@ -261,7 +300,7 @@ class QueueCatalog:
                 )
             return record.evolve(purged_at=now)
 
-        return await self._update(account, name, change)
+        return await self._update(account, name, change, region=region)
 
     async def _update(
         self,
@@ -270,13 +309,15 @@ class QueueCatalog:
         change: Callable[[QueueRecord], QueueRecord],
         *,
         write: Callable[[QueueRecord, QueueRecord], None] | None = None,
+        region: str | None = None,
     ) -> QueueRecord:
         """Apply ``change`` to the live record with ``write`` (a conditional replace unless given), retrying
         a lost race on a fresh read."""
         write = write or self._store.replace
-        self.invalidate(account, name)
+        ns = self._ns(region)
+        self.invalidate(account, name, ns)
         for _ in range(_WRITE_RETRIES):
-            current = await self._io(self._store.get, account, name)
+            current = await self._io(self._store.get, account, name, ns)
             if current is None or not current.live:
                 raise QueueDoesNotExist()
             new = change(current)

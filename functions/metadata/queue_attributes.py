@@ -78,6 +78,10 @@ FIFO_DEFAULTS: dict[str, str] = {
     "DeduplicationScope": "queue",
     "FifoThroughputLimit": "perQueue",
 }
+_NOT_FIFO = {
+    name: f"You can specify the {name} only when FifoQueue is set to true."
+    for name in ("DeduplicationScope", "FifoThroughputLimit")
+}
 _SSE_CONFLICT = (
     "You can use one type of server-side encryption (SSE) at one time. You can either enable KMS SSE or SQS SSE."
 )
@@ -87,6 +91,11 @@ def int_value(attributes: Mapping[str, str], name: str) -> int:
     """An integer attribute of a stored queue, falling back to its default."""
     value = attributes.get(name)
     return int(value) if value is not None else _INT_ATTRIBUTES[name][1]
+
+
+def dedup_scope(attributes: Mapping[str, str]) -> str:
+    """A FIFO queue's DeduplicationScope: ``queue`` or ``messageGroup``."""
+    return attributes.get("DeduplicationScope", FIFO_DEFAULTS["DeduplicationScope"])
 
 
 def defaults(*, fifo: bool) -> dict[str, str]:
@@ -103,6 +112,9 @@ def reported(attributes: Mapping[str, str], *, fifo: bool) -> dict[str, str]:
     values = {**defaults(fifo=fifo), **attributes}
     if "KmsMasterKeyId" in values:
         values.setdefault("KmsDataKeyReusePeriodSeconds", str(_INT_ATTRIBUTES["KmsDataKeyReusePeriodSeconds"][1]))
+    else:
+        # Without a KMS key AWS shows no reuse period, even one set before the key was removed.
+        values.pop("KmsDataKeyReusePeriodSeconds", None)
     return values
 
 
@@ -146,9 +158,8 @@ def check_settable(attributes: Mapping[str, str], *, fifo: bool) -> dict[str, st
         if name in READ_ONLY or name not in SETTABLE:
             raise InvalidAttributeName(f"Unknown Attribute {name}.")
         if not fifo and (name in FIFO_ONLY or name == "FifoQueue"):
-            if name == "FifoQueue" and str(value).lower() == "false":
-                continue
-            raise InvalidAttributeName(f"Unknown Attribute {name}.")
+            # AWS refuses even FifoQueue=false on a standard queue, and words two of these its own way.
+            raise InvalidAttributeName(_NOT_FIFO.get(name, f"Unknown Attribute {name}."))
         out[name] = check(name, value)
     return out
 

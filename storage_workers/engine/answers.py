@@ -6,7 +6,7 @@ are; whole requests fail with the :mod:`ferrymq.errors` class and one of the mes
 
 from __future__ import annotations
 
-from ferrymq.errors import InvalidParameterValue, MessageNotInflight, ReceiptHandleIsInvalid
+from ferrymq.errors import InvalidParameterValue, ReceiptHandleIsInvalid
 
 BatchResult = tuple[str, str] | None
 """None for an entry that succeeded, ``(code, message)`` for one that failed."""
@@ -21,9 +21,6 @@ ACTIVE_TASK_MESSAGE = (
 )
 
 NO_SUCH_TASK_MESSAGE = "Task does not exist."
-
-NOT_IN_FLIGHT: tuple[str, str] = (MessageNotInflight.code, "The message referred to isn't in flight.")
-
 
 def invalid_handle(handle: object) -> tuple[str, str]:
     """Not a handle minted for this queue with this partition's key."""

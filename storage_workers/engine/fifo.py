@@ -1,16 +1,21 @@
-"""FIFO queues: messages delivered in send order within each message group, one batch of a group at a time.
+"""FIFO queues: messages delivered in send order within each message group.
 
-A group is *locked* while any of its messages is in flight; an unlocked group whose first message is visible
-is *ready*.  Receives take ready groups oldest first (by the sequence number of their first message) and
-take as many messages of each as are visible in a row, so one receive may return several messages of one
-group, in order, and messages of several groups.
+A group is *ready* when its first live message is visible, whatever its later messages are doing: as AWS
+does, a first message whose visibility was reset or ran out is delivered again while later messages of its
+group are still in flight, and nothing after an in-flight message is.  Receives take ready groups in the order
+their first message became visible (its ``visible_at``; in the same millisecond a message never received
+first; then its sequence number): a group never received ranks by when it was sent, one whose first message
+came back by when it came back, which is the order AWS serves groups in every case recorded against it.
+Of each group a receive takes as many messages as are visible in a row, so one receive may return several
+messages of one group, in order, and messages of several groups.
 
 Indexes, on top of those of :class:`~.messages.QueueState` (``timers`` and ``order``; ``fresh`` and
 ``returned`` stay empty here):
 
 - ``groups``: group name -> :class:`Group`, the sequence numbers of its live messages in send order and
-  how many of them are in flight;
-- ``ready``: heap of ``(first seq, group name)``, checked when popped (the group may have changed since);
+  how many of them are in flight (move tasks wait for those);
+- ``ready``: heap of ``(visible_at, received before, seq, group name)`` of each ready group's first message,
+  checked when popped (the group may have changed since);
 - ``dirty``: groups that changed since ``ready`` was last brought up to date; whatever may make a group
   ready (a message added, removed, or visible again) marks it dirty, and :meth:`FifoQueue.refresh` pushes
   the dirty groups that are ready.
@@ -58,12 +63,15 @@ class FifoQueue(QueueState):
     def __init__(self, queue_id: str) -> None:
         super().__init__(queue_id)
         self.groups: dict[str, Group] = {}
-        self.ready: list[tuple[int, str]] = []
+        self.ready: list[tuple[int, bool, int, str]] = []
         self.dirty: set[str] = set()
         self.attempts: dict[str, Attempt] = {}
 
     def clear(self) -> None:
         super().clear()
+        # A purge forgets deduplication (AWS): a message the front end sends again under a purged message's
+        # id (its deduplication claim predates the purge) is stored anew, not answered as a resend.
+        self.recent = {}
         self.groups = {}
         self.ready = []
         self.dirty = set()
@@ -164,27 +172,32 @@ class FifoQueue(QueueState):
         groups, msgs, ready = self.groups, self.msgs, self.ready
         for name in self.dirty:
             g = groups.get(name)
-            if g is None or g.inflight:
+            if g is None:
                 continue
             first = self.head(g)
-            if first is not None and msgs[first].state == READY:
-                heappush(ready, (first, name))
+            if first is not None:
+                m = msgs[first]
+                if m.state == READY:
+                    heappush(ready, (m.visible_at, m.receive_count > 0, first, name))
         self.dirty.clear()
 
-    def _valid(self, first: int, name: str) -> Group | None:
+    def _valid(self, visible_at: int, received: bool, first: int, name: str) -> Group | None:
         g = self.groups.get(name)
-        if g is None or g.inflight or self.head(g) != first or self.msgs[first].state != READY:
+        if g is None or self.head(g) != first:
+            return None
+        m = self.msgs[first]
+        if m.state != READY or m.visible_at != visible_at or (m.receive_count > 0) != received:
             return None
         return g
 
     def pop_ready(self, skip: set[str]) -> Group | None:
-        """The ready group whose first message is oldest, taken off ``ready`` (groups in ``skip`` are passed)."""
+        """The ready group served next, taken off ``ready`` (groups in ``skip`` are passed)."""
         ready = self.ready
         while ready:
-            first, name = heappop(ready)
+            visible_at, received, first, name = heappop(ready)
             if name in skip:
                 continue
-            g = self._valid(first, name)
+            g = self._valid(visible_at, received, first, name)
             if g is not None:
                 return g
         return None

@@ -14,7 +14,8 @@ clock when the record was made, so applying the same records always gives the sa
     DELETED       (DELETED, queue_id, [seq, ...])
     VISIBILITY    (VISIBILITY, queue_id, [(seq, deadline), ...])      in flight until deadline (<= now: visible)
     EXPIRED       (EXPIRED, queue_id, [seq, ...])                     dropped because retention ran out
-    PURGED        (PURGED, queue_id)                                  every message of the queue dropped
+    PURGED        (PURGED, queue_id)                                  every message of the queue dropped (and,
+                                                                      FIFO queues, the ids of the resend window)
     DROPPED       (DROPPED, queue_id [, ts])                          the queue forgotten; with ts (when), sends to
                                                                       its id are refused for a while after
     RESTORED      (RESTORED, queue_id, [(seq, id, body, attrs, md5_body, md5_attrs, system, sent_ts,

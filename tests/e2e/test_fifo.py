@@ -82,13 +82,20 @@ def test_deduplication_scope_message_group(sqs: Any) -> None:
 
 def test_batch_send_on_fifo(sqs: Any) -> None:
     url = _fifo(sqs)
-    result = sqs.send_message_batch(QueueUrl=url, Entries=[
+    entries = [
         {"Id": f"e{i}", "MessageBody": f"b{i}", "MessageGroupId": "g", "MessageDeduplicationId": f"bd{i}"}
         for i in range(5)
-    ] + [{"Id": "nogroup", "MessageBody": "x", "MessageDeduplicationId": "nd"}])
+    ]
+    # an entry without its group fails the whole request, as AWS answers it (issue 9, item 7)
+    expect_error(lambda: sqs.send_message_batch(QueueUrl=url, Entries=[
+        *entries, {"Id": "nogroup", "MessageBody": "x", "MessageDeduplicationId": "nd"}]), "MissingParameter", 400,
+        message="The request must contain the parameter MessageGroupId.")
+    # an entry that is wrong in itself fails alone
+    result = sqs.send_message_batch(QueueUrl=url, Entries=[
+        *entries, {"Id": "badbody", "MessageBody": "\x01", "MessageGroupId": "g", "MessageDeduplicationId": "nd"}])
     assert [e["Id"] for e in result["Successful"]] == [f"e{i}" for i in range(5)]
     assert all(e["SequenceNumber"] for e in result["Successful"])
-    assert [(f["Id"], f["Code"]) for f in result["Failed"]] == [("nogroup", "MissingParameter")]
+    assert [(f["Id"], f["Code"]) for f in result["Failed"]] == [("badbody", "InvalidMessageContents")]
     assert [m["Body"] for m in _drain(sqs, url, 5)] == [f"b{i}" for i in range(5)]
 
 

@@ -83,8 +83,9 @@ def test_standard_queue_life_cycle_with_digests(scenarios: NodeScenarios, stack:
     result = scenarios.run("standard_queue.mjs", name)
     expected = result["expected"]
 
-    # then the queue has the URL and ARN of the development account
-    assert result["queueUrl"] == f"{stack.endpoint}/{DEV_ACCOUNT}/{name}"
+    # then the queue has the URL and ARN of the development account (an IP endpoint: the path form, naming the
+    # region)
+    assert result["queueUrl"] == f"{stack.endpoint}/queue/us-east-1/{DEV_ACCOUNT}/{name}"
     assert result["queueArn"] == f"arn:aws:sqs:{stack.region}:{DEV_ACCOUNT}:{name}"
     # and the send's digests match the ones computed on the client
     assert expected["md5OfBody"] == hashlib.md5(expected["body"].encode()).hexdigest()

@@ -12,6 +12,7 @@ import json
 import uuid
 from typing import Any
 
+from ferrymq.arn import parse_queue_arn
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.destinations import target_of
 from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ResourceNotFound
@@ -32,30 +33,37 @@ def _read_task_handle(handle: str) -> tuple[str, str]:
         document = json.loads(base64.b64decode(handle.encode(), validate=True))
         return str(document["taskId"]), str(document["sourceArn"])
     except (binascii.Error, ValueError, KeyError, TypeError):
-        raise InvalidParameterValue(f"Value {handle} for parameter TaskHandle is invalid.") from None
+        raise InvalidParameterValue("Value for parameter TaskHandle is invalid.") from None
+
+
+def _not_found(parameter: str) -> ResourceNotFound:
+    return ResourceNotFound(f"The resource that you specified for the {parameter} parameter doesn't exist.")
+
+
+def _region_of_arn(arn: str) -> str | None:
+    parsed = parse_queue_arn(arn)
+    return parsed.region if parsed is not None else None
 
 
 async def _queue_by_arn(ctx: RequestContext, arn: str, parameter: str) -> QueueRecord:
     account, name = split_queue_arn(arn)
     if account != ctx.account:
-        raise ResourceNotFound(f"The resource that you specified for the {parameter} parameter does not exist.")
+        raise _not_found(parameter)
     try:
-        return await ctx.services.catalog.get(account, name)
+        return await ctx.services.catalog.get(account, name, _region_of_arn(arn))
     except QueueDoesNotExist:
-        raise ResourceNotFound(
-            f"The resource that you specified for the {parameter} parameter does not exist."
-        ) from None
+        raise _not_found(parameter) from None
 
 
 async def start_message_move_task(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     source_arn = require(params, "SourceArn")
     source = await _queue_by_arn(ctx, source_arn, "SourceArn")
-    if not await ctx.services.catalog.dead_letter_sources(source.account, source.name, 1, None):
+    if not await ctx.services.catalog.dead_letter_sources(source.account, source.name, 1, None, source.region):
         raise InvalidParameterValue("Source queue must be configured as a Dead Letter Queue.")
     destination = None
     if params.get("DestinationArn"):
         queue = await _queue_by_arn(ctx, params["DestinationArn"], "DestinationArn")
-        destination = target_of(queue, ctx.services.catalog.arn(queue.account, queue.name)).as_wire()
+        destination = target_of(queue, ctx.services.catalog.arn_of(queue)).as_wire()
     rate = optional_int(params, "MaxNumberOfMessagesPerSecond", 1, MAX_MOVE_TASK_MESSAGES_PER_SECOND)
     task_id = str(uuid.uuid4())
     handle = _task_handle(task_id, source_arn)
@@ -110,9 +118,9 @@ async def cancel_message_move_task(ctx: RequestContext, params: dict[str, Any]) 
     try:
         if account != ctx.account:
             raise QueueDoesNotExist()
-        source = await ctx.services.catalog.get(account, name)
+        source = await ctx.services.catalog.get(account, name, _region_of_arn(source_arn))
     except QueueDoesNotExist:
-        raise ResourceNotFound("The task you specified does not exist.") from None
+        raise _not_found("SourceArn") from None
     cancelled = await ctx.services.dispatcher.call(
         source, lambda w: w.cancel_move_task(source.partition, source.queue_id, handle), idempotent=True
     )

@@ -61,11 +61,12 @@ async def add_permission(ctx: RequestContext, params: dict[str, Any]) -> dict[st
     actions = _actions(params)
     accounts = _accounts(params)
     await ctx.services.catalog.add_permission(queue.account, queue.name, label=label, accounts=accounts,
-                                              actions=actions)
+                                              actions=actions, region=queue.region)
     return {}
 
 
 async def remove_permission(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
-    await ctx.services.catalog.remove_permission(queue.account, queue.name, str(require(params, "Label")))
+    await ctx.services.catalog.remove_permission(queue.account, queue.name, str(require(params, "Label")),
+                                                 queue.region)
     return {}

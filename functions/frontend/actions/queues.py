@@ -35,7 +35,7 @@ async def create_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str,
     name = require(params, "QueueName")
     attributes = _string_map(params.get("Attributes"), "Attributes")
     tags = _string_map(params.get("tags"), "tags")
-    queue = await ctx.services.catalog.create(ctx.account, name, attributes, tags)
+    queue = await ctx.services.catalog.create(ctx.account, name, attributes, tags, ctx.region)
     return {"QueueUrl": ctx.url_of(queue)}
 
 
@@ -44,7 +44,7 @@ async def get_queue_url(ctx: RequestContext, params: dict[str, Any]) -> dict[str
     owner = params.get("QueueOwnerAWSAccountId") or ctx.account
     if not QUEUE_NAME.match(name.removesuffix(".fifo")):
         raise QueueDoesNotExist()
-    queue = await ctx.services.catalog.get(owner, name)
+    queue = await ctx.services.catalog.get(owner, name, ctx.region)
     if not ctx.permitted(queue):
         # Another account's queue is visible only to those its policy lets call GetQueueUrl.
         raise QueueDoesNotExist()
@@ -57,7 +57,7 @@ async def list_queues(ctx: RequestContext, params: dict[str, Any]) -> dict[str, 
     start_after = _decode_token(params.get("NextToken")) if params.get("NextToken") else None
     limit = max_results if max_results is not None else 1000
     # One more than asked for tells whether a next page exists.
-    queues = await ctx.services.catalog.list(ctx.account, prefix, limit + 1, start_after)
+    queues = await ctx.services.catalog.list(ctx.account, prefix, limit + 1, start_after, ctx.region)
     result: dict[str, Any] = {}
     if queues[:limit]:
         result["QueueUrls"] = [ctx.url_of(q) for q in queues[:limit]]
@@ -71,7 +71,8 @@ async def list_dead_letter_source_queues(ctx: RequestContext, params: dict[str, 
     max_results = optional_int(params, "MaxResults", 1, 1000, "Value must be between 1 and 1000.")
     start_after = _decode_token(params.get("NextToken")) if params.get("NextToken") else None
     limit = max_results if max_results is not None else 1000
-    sources = await ctx.services.catalog.dead_letter_sources(queue.account, queue.name, limit + 1, start_after)
+    sources = await ctx.services.catalog.dead_letter_sources(queue.account, queue.name, limit + 1, start_after,
+                                                             queue.region)
     result: dict[str, Any] = {"queueUrls": [ctx.url_of(q) for q in sources[:limit]]}
     if max_results is not None and len(sources) > limit:
         result["NextToken"] = _encode_token(sources[limit - 1].name)
@@ -91,7 +92,7 @@ def _decode_token(token: str) -> str:
 
 async def delete_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
-    deleted = await ctx.services.catalog.delete(queue.account, queue.name)
+    deleted = await ctx.services.catalog.delete(queue.account, queue.name, queue.region)
     try:
         await ctx.services.dispatcher.call(
             deleted, lambda w: w.drop_queue(deleted.partition, deleted.queue_id), idempotent=True
@@ -113,7 +114,7 @@ async def delete_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str,
 
 async def purge_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
-    purged = await ctx.services.catalog.mark_purged(queue.account, queue.name)
+    purged = await ctx.services.catalog.mark_purged(queue.account, queue.name, queue.region)
     await ctx.services.dispatcher.call(purged, lambda w: w.purge(purged.partition, purged.queue_id), idempotent=True)
     return {}
 
@@ -121,7 +122,7 @@ async def purge_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str, 
 async def set_queue_attributes(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     attributes = _string_map(require(params, "Attributes"), "Attributes")
-    await ctx.services.catalog.set_attributes(queue.account, queue.name, attributes)
+    await ctx.services.catalog.set_attributes(queue.account, queue.name, attributes, queue.region)
     return {}
 
 
@@ -145,7 +146,7 @@ async def get_queue_attributes(ctx: RequestContext, params: dict[str, Any]) -> d
 
 async def _attribute_values(ctx: RequestContext, queue: QueueRecord, wanted: set[str]) -> dict[str, str]:
     values = queue_attributes.reported(queue.attributes, fifo=is_fifo(queue.name))
-    values["QueueArn"] = ctx.services.catalog.arn(queue.account, queue.name)
+    values["QueueArn"] = ctx.services.catalog.arn_of(queue)
     values["CreatedTimestamp"] = str(queue.created_at)
     values["LastModifiedTimestamp"] = str(queue.modified_at)
     if wanted & _COUNTERS.keys():

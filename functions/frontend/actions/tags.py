@@ -17,14 +17,14 @@ def _tag_map(value: Any) -> dict[str, str]:
 
 async def tag_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
-    await ctx.services.catalog.tag(queue.account, queue.name, _tag_map(require(params, "Tags")))
+    await ctx.services.catalog.tag(queue.account, queue.name, _tag_map(require(params, "Tags")), queue.region)
     return {}
 
 
 async def untag_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     keys = require(params, "TagKeys")
-    await ctx.services.catalog.untag(queue.account, queue.name, [str(k) for k in keys])
+    await ctx.services.catalog.untag(queue.account, queue.name, [str(k) for k in keys], queue.region)
     return {}
 
 

@@ -121,8 +121,8 @@ class _RacingStore(QueueStore):
         self._inner = inner
         self.raced = False
 
-    def get(self, account: str, name: str) -> QueueRecord | None:
-        return self._inner.get(account, name)
+    def get(self, account: str, name: str, region: str | None = None) -> QueueRecord | None:
+        return self._inner.get(account, name, region)
 
     def tombstone(self, old: QueueRecord, deleted: QueueRecord) -> None:
         if not self.raced:
@@ -170,7 +170,8 @@ def test_no_caller_can_list_or_find_the_pending_drops(aws_settings: Settings, st
     owner = context(account)
     # when the owner lists its queues, then only the live one shows
     listed = asyncio.run(list_queues(owner, {}))
-    assert listed["QueueUrls"] == [f"http://127.0.0.1/{account}/kept"]
+    # (an IP endpoint gets path-form queue URLs, which name the region)
+    assert listed["QueueUrls"] == [f"http://127.0.0.1/queue/us-east-1/{account}/kept"]
     # when the owner asks for the pending drop by the pseudo-account, then there is no such queue
     with pytest.raises(QueueDoesNotExist):
         asyncio.run(get_queue_url(owner, {"QueueName": drop_name, "QueueOwnerAWSAccountId": DROPS_ACCOUNT}))

@@ -211,8 +211,8 @@ class _RacingStore(QueueStore):
         self._inner = inner
         self._interleave: Callable[[], None] | None = interleave
 
-    def get(self, account: str, name: str) -> QueueRecord | None:
-        return self._inner.get(account, name)
+    def get(self, account: str, name: str, region: str | None = None) -> QueueRecord | None:
+        return self._inner.get(account, name, region)
 
     def replace(self, old: QueueRecord, new: QueueRecord) -> None:
         if self._interleave is not None:

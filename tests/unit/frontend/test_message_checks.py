@@ -47,7 +47,8 @@ def test_message_attributes_are_canonicalised() -> None:
         ({"a": {"DataType": "Float", "StringValue": "v"}}, "type of message attribute 'a' is invalid"),
         ({"a": {"StringValue": "v"}}, "non-empty message attribute type"),
         ({"a": {"DataType": "Number", "StringValue": "abc"}}, "cast the value"),
-        ({"a": {"DataType": "String", "StringValue": ""}}, "non-empty message attribute value"),
+        ({"a": {"DataType": "String", "StringValue": ""}},
+         r"^Message \(user\) attribute 'a' must contain a non-empty value of type 'String'\.$"),
         ({"a": {"DataType": "Binary", "StringValue": "x"}}, "must use field 'Binary'"),
         ({f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(11)}, r"\[11\] exceeds"),
     ],
@@ -79,3 +80,16 @@ def test_optional_int_range() -> None:
     assert checks.optional_int({"MaxNumberOfMessages": 10}, "MaxNumberOfMessages", 1, 10) == 10
     with pytest.raises(InvalidParameterValue, match="Value 11 for parameter MaxNumberOfMessages is invalid"):
         checks.optional_int({"MaxNumberOfMessages": 11}, "MaxNumberOfMessages", 1, 10)
+
+
+@pytest.mark.parametrize("name", ["attr.1øßä", "Größe", "café-au_lait.2"])
+def test_attribute_names_with_latin_letters_beyond_ascii_are_valid(name: str) -> None:
+    # AWS takes these (recorded against AWS: "attr.1øßä")
+    attrs = {name: {"DataType": "String", "StringValue": "v"}}
+    assert checks.check_message_attributes(attrs) == attrs
+
+
+@pytest.mark.parametrize("name", ["a b", "emoji😀", "x/y", "漢字"])
+def test_attribute_names_with_other_characters_are_invalid(name: str) -> None:
+    with pytest.raises(InvalidParameterValue, match=f"^Message attribute name '{name}' is invalid.$"):
+        checks.check_message_attributes({name: {"DataType": "String", "StringValue": "v"}})

@@ -16,9 +16,10 @@ from ferrymq.errors import (
     InvalidParameterValue,
     MissingParameter,
     SerializationError,
+    UnknownOperation,
     UnsupportedProtocol,
 )
-from ferrymq.protocol.requests import SqsRequest, parse_request
+from ferrymq.protocol.requests import SqsRequest, parse_request, response_protocol
 from tests.unit.protocol.samples import QUEUE_URL, REQUESTS
 
 _IDS = [f"{action}-{i}" for i, (action, _) in enumerate(REQUESTS)]
@@ -161,6 +162,32 @@ def test_query_unknown_action_is_invalid() -> None:
     with pytest.raises(InvalidAction) as caught:
         parse_request("GET", "/", "Action=Frobnicate", {}, b"")
     assert caught.value.message == "The action Frobnicate is not valid for this endpoint."
+
+
+def test_query_get_of_a_queue_url_without_action_is_an_unknown_operation() -> None:
+    # AWS answers a GET of a queue URL naming no action with a 404 UnknownOperationException
+    with pytest.raises(UnknownOperation) as caught:
+        parse_request("GET", "/000000000000/jobs", "", {}, b"")
+    assert (caught.value.status, caught.value.code) == (404, "UnknownOperationException")
+
+
+@pytest.mark.parametrize("action", ["CreateQueue", "ListQueues"])
+def test_query_actions_about_no_queue_sent_to_a_queue_url_are_invalid(action: str) -> None:
+    with pytest.raises(InvalidAction) as caught:
+        parse_request("POST", "/000000000000/jobs", "", {"content-type": "application/x-www-form-urlencoded"},
+                      f"Action={action}&QueueName=x".encode())
+    assert (caught.value.status, caught.value.message) == (400, f"The action {action} is not valid for this endpoint.")
+    # at the root they are fine
+    assert parse_request("GET", "/", f"Action={action}&QueueName=x", {}, b"").action == action
+
+
+@pytest.mark.parametrize(
+    ("protocol", "accept", "answer"),
+    [("query", "application/json", "json"), ("query", "text/html, application/json;q=0.9", "json"),
+     ("query", "", "query"), ("query", "*/*", "query"), ("json", "", "json")],
+)
+def test_a_query_request_accepting_json_is_answered_in_json(protocol: str, accept: str, answer: str) -> None:
+    assert response_protocol(protocol, {"accept": accept} if accept else {}) == answer
 
 
 def test_query_post_body_that_is_not_a_form_is_refused() -> None:

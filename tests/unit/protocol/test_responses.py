@@ -43,10 +43,11 @@ def test_json_result_parses_back_in_botocore(json_model: ServiceModel, action: s
     # when it is rendered for the JSON protocol and botocore parses the response
     response = render_result("json", action, copy.deepcopy(result), REQUEST_ID)
     parsed = _botocore_parse("json", json_model, action, response)
-    # then the client sees exactly that result and our request id
+    # then the client sees exactly that result and our request id (an empty Failed left out, as AWS does)
     assert response.status == 200
     assert parsed.pop("ResponseMetadata")["RequestId"] == REQUEST_ID
-    assert parsed == result
+    expected = {k: v for k, v in result.items() if not (k == "Failed" and v == [])}
+    assert parsed == expected
 
 
 @pytest.mark.parametrize(("action", "result"), RESULTS, ids=_IDS)
@@ -145,16 +146,20 @@ def test_json_batch_keeps_required_empty_lists_and_drops_none() -> None:
     # given a batch result whose Failed list is empty and whose optional members are None
     result = {"Successful": [{"Id": "a", "MessageId": "m", "MD5OfMessageBody": "x", "SequenceNumber": None}],
               "Failed": []}
-    # then JSON keeps the required (empty) list and leaves the None out
+    # then JSON leaves the empty Failed and the None out, as AWS does
     assert orjson.loads(render_result("json", "SendMessageBatch", result, REQUEST_ID).body) == {
         "Successful": [{"Id": "a", "MessageId": "m", "MD5OfMessageBody": "x"}],
-        "Failed": [],
     }
 
 
-def test_json_required_lists_are_written_even_when_the_handler_left_them_out() -> None:
-    body = render_result("json", "DeleteMessageBatch", {"Successful": [{"Id": "1"}]}, REQUEST_ID).body
-    assert orjson.loads(body) == {"Successful": [{"Id": "1"}], "Failed": []}
+def test_json_required_lists_are_written_even_when_the_handler_left_them_out_but_an_empty_failed() -> None:
+    # AWS leaves an empty Failed out of JSON batch responses, and always writes Successful
+    body = render_result("json", "DeleteMessageBatch", {"Successful": [{"Id": "1"}], "Failed": []}, REQUEST_ID).body
+    assert orjson.loads(body) == {"Successful": [{"Id": "1"}]}
+    body = render_result("json", "DeleteMessageBatch", {"Failed": [{"Id": "1", "SenderFault": True, "Code": "X",
+                                                                   "Message": "m"}]}, REQUEST_ID).body
+    assert orjson.loads(body) == {"Successful": [], "Failed": [{"Id": "1", "SenderFault": True, "Code": "X",
+                                                                "Message": "m"}]}
 
 
 def test_json_binary_values_are_base64() -> None:

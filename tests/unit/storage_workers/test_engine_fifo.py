@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from ferrymq.clock import ManualClock
-from ferrymq.errors import InvalidParameterValue, MessageNotInflight, OverLimit
+from ferrymq.errors import InvalidParameterValue, OverLimit
 from ferrymq.limits import RESEND_WINDOW_MS
 from storage_workers.engine import Engine
 from storage_workers.engine.answers import OVER_LIMIT_MESSAGE
 from storage_workers.engine.records import RECEIVED, RENEWED, STORED
-from tests.support.engine_requests import RETENTION, bodies, fifo_message, poll
+from tests.support.engine_requests import RECEIPT_KEY, RETENTION, bodies, fifo_message, poll
 
 Q = "000000000000/orders.fifo/1"
 
@@ -84,18 +84,87 @@ def test_a_message_whose_visibility_runs_out_is_delivered_again_before_later_one
     assert [(m["body"], m["receive_count"]) for m in got] == [("m1", 2)]
 
 
-def test_the_group_stays_locked_while_any_of_its_messages_is_in_flight(engine: Engine, clock: ManualClock) -> None:
-    # given two messages of a group received together, the first then made visible again
-    send(engine, fifo_message("g", "m1"), fifo_message("g", "m2"))
-    m1, m2 = poll(engine, Q, visibility=60)[0]
+def test_a_first_message_made_visible_again_is_redelivered_while_later_ones_are_in_flight(
+    engine: Engine, clock: ManualClock
+) -> None:
+    # given two messages of a group received together, the first then made visible again (AWS: g1-m1 comes
+    # back on its own while g1-m2 is still in flight)
+    send(engine, fifo_message("g", "m1"), fifo_message("g", "m2"), fifo_message("g", "m3"))
+    m1, _, m3 = poll(engine, Q, visibility=60)[0]
     assert engine.change_visibility(Q, [(m1["receipt"], 0)]) == [None]
-    # then nothing of the group is delivered while m2 is in flight
-    assert bodies(engine, Q) == []
-    assert engine.next_change(Q) == pytest.approx(clock.now() + 60)
-    # when m2 is deleted, then m1 is delivered again first
-    engine.delete(Q, [m2["receipt"]])
     assert engine.next_change(Q) == pytest.approx(clock.now())
+    # when receiving, then m1 alone comes again: m2 is still in flight, so nothing after it does
+    got, _ = poll(engine, Q)
+    assert [(m["body"], m["receive_count"]) for m in got] == [("m1", 2)]
+    assert bodies(engine, Q) == []
+    # when a later message comes back while the first is in flight, then it waits for the first
+    assert engine.change_visibility(Q, [(m3["receipt"], 0)]) == [None]
+    assert bodies(engine, Q) == []
+
+
+def test_a_first_message_whose_timeout_runs_out_is_redelivered_while_later_ones_are_in_flight(
+    engine: Engine, clock: ManualClock
+) -> None:
+    # given m1 and m2 received together, m2's timeout then extended past m1's
+    send(engine, fifo_message("g", "m1"), fifo_message("g", "m2"))
+    _, m2 = poll(engine, Q, visibility=10)[0]
+    assert engine.change_visibility(Q, [(m2["receipt"], 100)]) == [None]
+    # when m1's timeout runs out, then m1 is delivered again, and m2 is not
+    clock.advance(10)
     assert bodies(engine, Q) == ["m1"]
+
+
+def test_groups_never_received_come_before_groups_with_a_redelivery(engine: Engine, clock: ManualClock) -> None:
+    # given (as recorded against AWS) g1-m1, g1-m2 received, g2-m1 sent but not received, and g1-m1 reset
+    send(engine, fifo_message("group-1", "g1-m1"), fifo_message("group-1", "g1-m2"))
+    send(engine, fifo_message("group-2", "g2-m1"))
+    clock.advance(1)
+    g1m1, _ = poll(engine, Q, n=2)[0]
+    clock.advance(1)
+    engine.change_visibility(Q, [(g1m1["receipt"], 0)])
+    # when receiving up to three, then the group never received comes first, then the redelivery
+    assert bodies(engine, Q, n=3) == ["g2-m1", "g1-m1"]
+
+
+def test_groups_received_with_no_visibility_come_back_behind_groups_never_received(engine: Engine) -> None:
+    # given g1-m1, g2-m1, g2-m2, g3-m1, g1-m2 (AWS's recorded case), three received with visibility 0
+    send(
+        engine,
+        fifo_message("group-1", "g1-m1"),
+        fifo_message("group-2", "g2-m1"),
+        fifo_message("group-2", "g2-m2"),
+        fifo_message("group-3", "g3-m1"),
+        fifo_message("group-1", "g1-m2"),
+    )
+    assert bodies(engine, Q, n=3, visibility=0) == ["g1-m1", "g1-m2", "g2-m1"]
+    # when everything is received, then group 3 comes first, then the returned groups in the order they left
+    assert bodies(engine, Q, n=10, visibility=0) == ["g3-m1", "g1-m1", "g1-m2", "g2-m1", "g2-m2"]
+
+
+def test_groups_whose_timeouts_ran_out_come_back_in_the_order_they_ran_out(
+    engine: Engine, clock: ManualClock
+) -> None:
+    # given four messages of group 1, one each of groups 2 and 3; two of group 1 received, then group 2's
+    send(engine, *(fifo_message("group-1", f"g1-m{i}") for i in range(1, 5)))
+    send(engine, fifo_message("group-2", "g2-m1"), fifo_message("group-3", "g3-m1"))
+    assert bodies(engine, Q, n=2, visibility=1) == ["g1-m1", "g1-m2"]
+    assert bodies(engine, Q, n=1, visibility=1) == ["g2-m1"]
+    # when both timeouts have run out, then group 3 (never received) comes first, then group 1 whole, then 2
+    clock.advance(2)
+    assert bodies(engine, Q, n=10, visibility=0) == ["g3-m1", "g1-m1", "g1-m2", "g1-m3", "g1-m4", "g2-m1"]
+
+
+def test_group_service_order_survives_replay(engine: Engine, clock: ManualClock, records: list) -> None:
+    # given a group with a redelivery and one never received
+    send(engine, fifo_message("a", "a1"), fifo_message("a", "a2"))
+    send(engine, fifo_message("b", "b1"))
+    clock.advance(1)
+    a1, _ = poll(engine, Q, n=2)[0]
+    clock.advance(1)
+    engine.change_visibility(Q, [(a1["receipt"], 0)])
+    # when a follower replays the records, then it serves the groups in the same order
+    follower = Engine.replay(clock, list(records), receipt_key=RECEIPT_KEY)
+    assert bodies(follower, Q, n=3) == bodies(engine, Q, n=3) == ["b1", "a1"]
 
 
 def test_a_delayed_first_message_holds_up_its_group(engine: Engine, clock: ManualClock) -> None:
@@ -216,15 +285,20 @@ def test_deleting_with_an_expired_handle_fails_on_a_fifo_queue(engine: Engine, c
     assert engine.stats(Q, RETENTION) == (0, 0, 0)
 
 
-def test_changing_visibility_of_a_visible_message_with_its_latest_handle_is_not_in_flight(
+def test_changing_visibility_with_the_latest_handle_after_the_timeout_ran_out_is_accepted(
     engine: Engine, clock: ManualClock
 ) -> None:
+    # given a message received for 1 s whose timeout ran out, not received since
     send(engine, fifo_message("g", "m"))
     (got,), _ = poll(engine, Q, visibility=1)
     clock.advance(1)
-    assert engine.change_visibility(Q, [(got["receipt"], 5)]) == [
-        (MessageNotInflight.code, "The message referred to isn't in flight.")
-    ]
+    # when its visibility is changed with that handle (a heartbeat running late), then it is accepted
+    assert engine.change_visibility(Q, [(got["receipt"], 5)]) == [None]
+    # and the message is in flight again until the new deadline
+    assert engine.stats(Q, RETENTION) == (0, 1, 0)
+    assert bodies(engine, Q) == []
+    clock.advance(5)
+    assert bodies(engine, Q) == ["m"]
 
 
 def test_a_short_poll_at_the_in_flight_limit_is_over_limit_and_a_long_poll_gets_nothing(
@@ -240,9 +314,9 @@ def test_a_short_poll_at_the_in_flight_limit_is_over_limit_and_a_long_poll_gets_
     # and a long poll gets nothing, and is not told that something is visible now
     assert bodies(engine, Q, max_in_flight=2, short_poll=False) == []
     assert engine.next_change(Q, 2) == pytest.approx(clock.now() + 30)
-    # when one in-flight message times out, then receiving works again
+    # when the in-flight messages time out, then receiving works again, the group never received first (AWS)
     clock.advance(30)
-    assert bodies(engine, Q, n=1, max_in_flight=2) == ["a"]
+    assert bodies(engine, Q, n=1, max_in_flight=2) == ["c"]
 
 
 def test_a_receive_near_the_in_flight_limit_takes_only_what_fits(engine: Engine) -> None:
@@ -262,6 +336,27 @@ def test_purge_forgets_groups_and_attempts(engine: Engine) -> None:
     engine.purge(Q)
     send(engine, fifo_message("g", "new"))
     assert bodies(engine, Q, attempt_id="attempt") == ["new"]
+
+
+def test_purge_forgets_deduplication_so_the_same_message_id_is_stored_again(
+    engine: Engine, clock: ManualClock, records: list
+) -> None:
+    # given a message stored and then purged
+    (first,) = send(engine, fifo_message("g", "before", dedup_id="d", message_id="m-1"))
+    clock.advance(1)
+    engine.purge(Q)
+    # when the same deduplication id comes again (a front end's claim from before the purge names "m-1")
+    (again,) = send(engine, fifo_message("g", "after", dedup_id="d", message_id="m-1"))
+    # then it is stored anew and delivered, as AWS delivers it after a purge
+    assert not again[3] and again[2] > first[2]
+    assert bodies(engine, Q, visibility=0) == ["after"]
+    # and from then on that id deduplicates again
+    (third,) = send(engine, fifo_message("g", "third", dedup_id="d", message_id="m-1"))
+    assert third[3] and third[2] == again[2]
+    # and a follower replaying the records agrees
+    follower = Engine.replay(clock, list(records), receipt_key=RECEIPT_KEY)
+    assert follower.meta_state() == engine.meta_state()
+    assert bodies(follower, Q) == ["after"]
 
 
 def test_a_busy_fifo_queue_keeps_its_indexes_small(engine: Engine, clock: ManualClock) -> None:

@@ -20,3 +20,17 @@ RECEIVED_MESSAGE_FIELDS = (
 
 FIFO_RECEIVED_MESSAGE_FIELDS = (*RECEIVED_MESSAGE_FIELDS, "seq", "group", "dedup_id")
 """Positions of a FIFO queue's message; ``seq`` is the 20-digit SequenceNumber."""
+
+SEQUENCE_NUMBER_BASE = 18_000_000_000_000_000_000
+SEQUENCE_NUMBER_STEP = 256
+
+
+def sequence_number(seq: int | str) -> str:
+    """The SequenceNumber clients see for a FIFO message's partition sequence number ``seq`` (an int, or the
+    zero-padded form the worker RPC carries).
+
+    AWS's are 20-digit numbers around 1.8e19 that grow, with gaps, from one message to the next; clients that
+    parse or compare them expect that shape, so the partition's counter is mapped onto it (order-preserving,
+    the same for every front end, and far from 20 digits' end: 3e17 messages fit).
+    """
+    return str(SEQUENCE_NUMBER_BASE + int(seq) * SEQUENCE_NUMBER_STEP)

@@ -28,6 +28,8 @@ class Credential:
     account_id: str
     user_name: str
     created_at: float = 0.0
+    region: str = ""
+    """The region of the request this key signed (its SigV4 credential scope), once verified; not stored."""
 
     @property
     def principal_id(self) -> str:

@@ -7,9 +7,13 @@ Table ``settings.dedup_table``, one item per deduplication key::
     message_id (S)       the message that claimed the key first
     expires_at (N)       seconds since the epoch, DEDUP_WINDOW_SECONDS (:mod:`ferrymq.limits`) after the claim;
                          also the table's TTL attribute
+    claimed_ms (N)       when the claim was made, in ms (items written before it existed lack it: their claim
+                         time is read as ``expires_at - DEDUP_WINDOW_SECONDS``)
 
 DynamoDB deletes expired items lazily (hours late) and local stand-ins not at all, so a claim compares
-``expires_at`` itself: an expired item is free to be claimed again.
+``expires_at`` itself: an expired item is free to be claimed again.  So is a claim made before the queue was
+last purged (``purged_at``): AWS forgets deduplication ids on PurgeQueue, and comparing claim times does that
+without finding and deleting the queue's items.
 
 A claim that finds the key taken returns the earlier message id instead of failing. The front end then
 sends that message id to the storage worker again, which stores a message only once per id: so when a
@@ -36,20 +40,33 @@ class DedupStore:
         self._client = client
         self._table = table_name
 
-    def claim(self, key: str, message_id: str, now: float) -> str:
-        """The id of the message that owns ``key`` within the window: ``message_id`` when this call claimed it."""
+    def claim(self, key: str, message_id: str, now: float, *, purged_at: float | None = None) -> str:
+        """The id of the message that owns ``key`` within the window: ``message_id`` when this call claimed it.
+
+        ``purged_at``: when the queue was last purged; a claim made before then owns nothing any more.
+        """
         item = {
             "pk": {"S": key},
             "message_id": {"S": message_id},
             "expires_at": {"N": str(int(now) + DEDUP_WINDOW_SECONDS)},
+            "claimed_ms": {"N": str(int(now * 1000))},
         }
+        condition = "attribute_not_exists(pk) OR expires_at < :now"
+        values: dict[str, Any] = {":now": {"N": str(int(now))}}
+        if purged_at is not None:
+            condition += (
+                " OR claimed_ms < :purged_ms"
+                " OR (attribute_not_exists(claimed_ms) AND expires_at < :purged_expiry)"
+            )
+            values[":purged_ms"] = {"N": str(int(purged_at * 1000))}
+            values[":purged_expiry"] = {"N": str(int(purged_at) + DEDUP_WINDOW_SECONDS)}
         with translate_client_errors():
             try:
                 self._client.put_item(
                     TableName=self._table,
                     Item=item,
-                    ConditionExpression="attribute_not_exists(pk) OR expires_at < :now",
-                    ExpressionAttributeValues={":now": {"N": str(int(now))}},
+                    ConditionExpression=condition,
+                    ExpressionAttributeValues=values,
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
                 return message_id
@@ -58,10 +75,33 @@ class DedupStore:
                     raise
                 old = exc.response.get("Item")
             if old is None:
-                old = self._client.get_item(
-                    TableName=self._table, Key={"pk": {"S": key}}, ConsistentRead=True
-                ).get("Item")
+                old = self._get(key)
         if old is None:
             # Claimed and expired-then-deleted between our two calls: the key is free now.
-            return self.claim(key, message_id, now)
+            return self.claim(key, message_id, now, purged_at=purged_at)
         return str(old["message_id"]["S"])
+
+    def owner(self, key: str, now: float, *, claimed_before: float, purged_at: float | None = None) -> str | None:
+        """The message that owns ``key`` now through a claim made before ``claimed_before`` (and after the last
+        purge), or None; claims nothing.  For deduplication ids claimed under a queue's previous
+        DeduplicationScope, which still deduplicate until their window ends."""
+        with translate_client_errors():
+            item = self._get(key)
+        if item is None or int(item["expires_at"]["N"]) < int(now):
+            return None
+        claimed = _claimed_seconds(item)
+        if claimed >= claimed_before or (purged_at is not None and claimed < purged_at):
+            return None
+        return str(item["message_id"]["S"])
+
+    def _get(self, key: str) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self._client.get_item(
+            TableName=self._table, Key={"pk": {"S": key}}, ConsistentRead=True
+        ).get("Item")
+        return item
+
+
+def _claimed_seconds(item: dict[str, Any]) -> float:
+    if "claimed_ms" in item:
+        return int(item["claimed_ms"]["N"]) / 1000
+    return float(int(item["expires_at"]["N"]) - DEDUP_WINDOW_SECONDS)

@@ -1,8 +1,11 @@
 """The queue catalog in DynamoDB.
 
-Table ``settings.queues_table``, one item per queue name and owning account::
+Table ``settings.queues_table``, one item per queue name and namespace (owning account and region)::
 
-    account (S, hash key)     owning account id
+    account (S, hash key)     the namespace: the owning account id for queues of the home region (the region
+                              the catalog is told is its own: every queue made before regions lives there, so
+                              their items need no migration), "<account>:<region>" for queues of any other
+                              region; ListQueues reads one namespace, so regions never see each other's queues
     name (S, range key)       queue name; ListQueues' prefix search is a Query with begins_with(name)
     queue_id (S)              identity of this incarnation; a queue deleted and created again gets a new one,
                               so storage workers never mix the messages of the two
@@ -10,7 +13,11 @@ Table ``settings.queues_table``, one item per queue name and owning account::
     attributes (M of S)       settable attributes, in SQS's string form
     tags (M of S)
     created_at, modified_at (N)   seconds since the epoch
-    purged_at (N, optional)   last PurgeQueue, for the 60-second PurgeQueueInProgress rule
+    purged_at (N, optional)   last PurgeQueue, for the 60-second PurgeQueueInProgress rule, and to tell the
+                              deduplication ids claimed before it (forgotten by the purge) from later ones
+    previous_dedup_scope (S, optional), dedup_scope_changed_at (N, optional)
+                              FIFO queues: the DeduplicationScope before its last change, and when it changed;
+                              ids claimed under the old scope deduplicate until their window ends
     deleted_at (N, optional)  tombstone: kept so a create within 60 s can answer QueueDeletedRecently
     expires_at (N, optional)  tombstones only: deleted_at + TOMBSTONE_LIFETIME_SECONDS, the table's TTL
                               attribute, so deleted names do not pile up (a read past it sees no queue, as
@@ -62,12 +69,19 @@ class StaleQueueRecord(Exception):
     """A conditional write lost a race: the record changed since it was read."""
 
 
+def namespace(account: str, region: str | None) -> str:
+    """The hash key of ``account``'s queues in ``region`` (None: the home region)."""
+    return account if region is None else f"{account}:{region}"
+
+
 @dataclass(frozen=True, slots=True)
 class QueueRecord:
     account: str
     name: str
     queue_id: str
     partition: int
+    region: str | None = None
+    """The queue's region; None for the home region (see the module docstring)."""
     attributes: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     created_at: int = 0
@@ -75,6 +89,8 @@ class QueueRecord:
     purged_at: float | None = None
     deleted_at: float | None = None
     version: int = 0
+    previous_dedup_scope: str | None = None
+    dedup_scope_changed_at: float | None = None
 
     @property
     def live(self) -> bool:
@@ -100,23 +116,24 @@ class QueueStore:
         self._client = client
         self._table = table_name
 
-    def get(self, account: str, name: str) -> QueueRecord | None:
-        """The record for ``name``, tombstones included."""
+    def get(self, account: str, name: str, region: str | None = None) -> QueueRecord | None:
+        """The record for ``name`` (of ``region``, None: the home region), tombstones included."""
         if account == DROPS_ACCOUNT:
             # Pending drops are no queue, whoever asks (see the module docstring).
             return None
         with translate_client_errors():
             item = self._client.get_item(
-                TableName=self._table, Key=_key(account, name), ConsistentRead=True
+                TableName=self._table, Key=_key(namespace(account, region), name), ConsistentRead=True
             ).get("Item")
         return _from_item(item) if item else None
 
     def list(self, account: str, prefix: str = "", limit: int | None = None, start_after: str | None = None,
-             ) -> list[QueueRecord]:
-        """Live queues of ``account`` whose names start with ``prefix``, in name order."""
+             region: str | None = None) -> list[QueueRecord]:
+        """Live queues of ``account`` in ``region`` whose names start with ``prefix``, in name order."""
         if account == DROPS_ACCOUNT:
             # Pending drops are no queue, whoever asks (see the module docstring).
             return []
+        account = namespace(account, region)
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "ConsistentRead": True,
@@ -268,7 +285,7 @@ def _drop_from_item(item: dict[str, Any]) -> PendingDrop:
 
 def _to_item(r: QueueRecord) -> dict[str, Any]:
     item: dict[str, Any] = {
-        **_key(r.account, r.name),
+        **_key(namespace(r.account, r.region), r.name),
         "queue_id": {"S": r.queue_id},
         "partition": {"N": str(r.partition)},
         "attributes": {"M": {k: {"S": v} for k, v in r.attributes.items()}},
@@ -279,6 +296,9 @@ def _to_item(r: QueueRecord) -> dict[str, Any]:
     }
     if r.purged_at is not None:
         item["purged_at"] = {"N": repr(r.purged_at)}
+    if r.previous_dedup_scope is not None and r.dedup_scope_changed_at is not None:
+        item["previous_dedup_scope"] = {"S": r.previous_dedup_scope}
+        item["dedup_scope_changed_at"] = {"N": repr(r.dedup_scope_changed_at)}
     if r.deleted_at is not None:
         item["deleted_at"] = {"N": repr(r.deleted_at)}
         item["expires_at"] = {"N": str(int(r.deleted_at) + TOMBSTONE_LIFETIME_SECONDS)}
@@ -286,8 +306,10 @@ def _to_item(r: QueueRecord) -> dict[str, Any]:
 
 
 def _from_item(item: dict[str, Any]) -> QueueRecord:
+    account, _, region = item["account"]["S"].partition(":")
     return QueueRecord(
-        account=item["account"]["S"],
+        account=account,
+        region=region or None,
         name=item["name"]["S"],
         queue_id=item["queue_id"]["S"],
         partition=int(item["partition"]["N"]),
@@ -298,4 +320,8 @@ def _from_item(item: dict[str, Any]) -> QueueRecord:
         purged_at=float(item["purged_at"]["N"]) if "purged_at" in item else None,
         deleted_at=float(item["deleted_at"]["N"]) if "deleted_at" in item else None,
         version=int(item.get("version", {}).get("N", "0")),
+        previous_dedup_scope=item["previous_dedup_scope"]["S"] if "previous_dedup_scope" in item else None,
+        dedup_scope_changed_at=(
+            float(item["dedup_scope_changed_at"]["N"]) if "dedup_scope_changed_at" in item else None
+        ),
     )

@@ -30,6 +30,7 @@ from ferrymq.errors import (
     InvalidParameterValue,
     MissingParameter,
     SerializationError,
+    UnknownOperation,
     UnsupportedProtocol,
 )
 from ferrymq.protocol.model import (
@@ -70,6 +71,14 @@ def parse_request(method: str, path: str, query_string: str, headers: Mapping[st
     if target is not None or content_type.startswith("application/x-amz-json"):
         return _parse_json(content_type, target, body)
     return _parse_query(method, path, query_string, content_type, body)
+
+
+def response_protocol(request_protocol: str, headers: Mapping[str, str]) -> Literal["json", "query"]:
+    """The protocol to answer in: a query-protocol request that accepts ``application/json`` (a GET from a
+    browser or curl, say) gets JSON, as AWS answers it; anything else is answered in its own protocol."""
+    if request_protocol == "json" or "application/json" in headers.get("accept", "").lower():
+        return "json"
+    return "query"
 
 
 # --- AWS JSON 1.0 ------------------------------------------------------------------------------------
@@ -194,13 +203,21 @@ def _parse_query(method: str, path: str, query_string: str, content_type: str, b
     except UnicodeDecodeError as exc:
         raise InvalidParameterValue("The request parameters are not valid UTF-8.") from exc
     action = flat.pop("Action", None)
+    queue_path = _queue_path(path)
     if not action:
+        if method == "GET" and queue_path is not None:
+            # A browser opening a queue URL: AWS answers that there is no such operation.
+            raise UnknownOperation()
         raise MissingParameter("The request must contain the parameter Action.")
     operation = OPERATIONS.get(action)
-    if operation is None:
+    if operation is None or (queue_path is not None and action in _NOT_ON_A_QUEUE):
         raise InvalidAction(f"The action {action} is not valid for this endpoint.")
     params = _query_structure(_group(flat), operation.input, "")
-    return SqsRequest(action, params, "query", _queue_path(path))
+    return SqsRequest(action, params, "query", queue_path)
+
+
+# Actions about no queue in particular, which AWS refuses when sent to a queue's URL.
+_NOT_ON_A_QUEUE = frozenset({"CreateQueue", "ListQueues"})
 
 
 def _form_fields(text: str) -> dict[str, str]:

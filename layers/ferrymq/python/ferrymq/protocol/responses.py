@@ -2,8 +2,8 @@
 
 A result is the action's output in its AWS JSON 1.0 shape (binary values as ``bytes``).  Members that are
 absent or None are left out; empty lists and maps are left out too, except the members the model marks as
-required (a batch's ``Successful`` and ``Failed``), which the JSON protocol always writes.  So a ReceiveMessage
-that found nothing renders as ``{}``.
+required, which the JSON protocol writes: a batch's ``Successful`` always, its ``Failed`` only when something
+failed (AWS leaves an empty ``Failed`` out).  So a ReceiveMessage that found nothing renders as ``{}``.
 
 Errors render from the class attributes of :mod:`ferrymq.errors`; anything that is not an ``SqsError`` renders
 as ``InternalError`` with its default message, never with the exception's text.
@@ -38,6 +38,8 @@ from ferrymq.protocol.xml import escape_text, write_structure
 
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
 XML_CONTENT_TYPE = "text/xml"
+# Required members AWS still leaves out of a JSON response when they are empty.
+_LEFT_OUT_WHEN_EMPTY = frozenset({"Failed"})
 _XML_DECLARATION = '<?xml version="1.0"?>'
 
 
@@ -110,11 +112,11 @@ def _json_structure(value: dict[str, Any], shape: Shape) -> dict[str, Any]:
         kind = member.shape.kind
         if kind in (LIST, MAP, STRUCTURE):
             item = _json_value(item, member.shape)
-            if not item and kind != STRUCTURE and name not in required:
+            if not item and kind != STRUCTURE and (name not in required or name in _LEFT_OUT_WHEN_EMPTY):
                 continue
         out[name] = item
     for name in required:
-        if name not in out and members[name].shape.kind in (LIST, MAP):
+        if name not in out and name not in _LEFT_OUT_WHEN_EMPTY and members[name].shape.kind in (LIST, MAP):
             out[name] = [] if members[name].shape.kind == LIST else {}
     return out
 
