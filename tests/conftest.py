@@ -21,6 +21,8 @@ import pytest
 from ferrymq.settings import Settings
 from tests.support.processes import terminate_group
 
+pytest_plugins = ["tests.support.spark_session"]
+
 AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "test",
     "AWS_SECRET_ACCESS_KEY": "test",

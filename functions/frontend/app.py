@@ -33,7 +33,8 @@ _frontend: Frontend | None = None
 def _get_frontend() -> Frontend:
     global _frontend
     if _frontend is None:
-        _frontend = build_frontend(Settings.from_env())
+        # No usage thread: a frozen execution environment would stall it; _dispatch flushes when due instead.
+        _frontend = build_frontend(Settings.from_env(), usage_thread=False)
     return _frontend
 
 
@@ -70,7 +71,11 @@ def to_http_request(current: object) -> HttpRequest:
 
 def _dispatch() -> Response:
     request = to_http_request(app.current_request)
-    response = _loop.run_until_complete(_get_frontend().handle(request))
+    frontend = _get_frontend()
+    response = _loop.run_until_complete(frontend.handle(request))
+    if frontend.usage is not None:
+        # One Firehose call every usage_flush_seconds at most, never one per invocation.
+        frontend.usage.flush_if_due()
     # API Gateway wants text for a non-binary body; SQS responses are always UTF-8 JSON or XML.
     return Response(body=response.body.decode("utf-8"), status_code=response.status, headers=dict(response.headers))
 
@@ -82,4 +87,10 @@ def root() -> Response:
 
 @app.route("/{account}/{queue}", methods=["GET", "POST"], content_types=_CONTENT_TYPES)
 def queue_path(account: str, queue: str) -> Response:
+    return _dispatch()
+
+
+@app.route("/queue/{region}/{account}/{queue}", methods=["GET", "POST"], content_types=_CONTENT_TYPES)
+def regional_queue_path(region: str, account: str, queue: str) -> Response:
+    """The path form of queue URLs, which names the queue's region (see functions/frontend/queue_urls.py)."""
     return _dispatch()

@@ -74,6 +74,7 @@ def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
             headers=headers,
             body=b"".join(chunks),
             scheme=scope.get("scheme", "http"),
+            peer=scope["client"][0] if scope.get("client") else None,
         )
         response = await get_frontend().handle(request)
         await send(

@@ -13,6 +13,8 @@ class HttpRequest:
     headers: dict[str, str]  # lower-case names
     body: bytes
     scheme: str = "http"
+    # The client's address as the server saw it (usage records); X-Forwarded-For, when present, wins.
+    peer: str | None = None
 
     @property
     def base_url(self) -> str:

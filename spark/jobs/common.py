@@ -1,0 +1,34 @@
+"""What every job entry shares: its arguments, its session, its I/O, and printing its summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ferrymq.settings import Settings
+from spark import session
+from spark.io import Io
+from spark.pipeline import check_date
+
+
+def parser(job: str, *, needs_input: bool = True) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"spark/jobs/{job}.py", description=f"FerryMQ usage: the {job} job.")
+    if needs_input:
+        parser.add_argument("--input", required=True, help="usage prefix, e.g. s3://ferrymq-usage/usage/v1")
+    parser.add_argument("--output", required=True, help="output prefix, e.g. s3://ferrymq-usage/derived")
+    parser.add_argument("--date", required=True, type=check_date, help="the day to process, YYYY-MM-DD (UTC)")
+    parser.add_argument("--master", help="Spark master when not run by spark-submit (default local[2])")
+    return parser
+
+
+def run(job: str, args: argparse.Namespace, work: Callable[[Io], dict[str, Any]]) -> int:
+    settings = Settings.from_env()
+    spark = session.build(f"ferrymq-{job}", args.master)
+    try:
+        summary = work(Io(spark, endpoint_url=settings.aws_endpoint_url, region=settings.region))
+    finally:
+        spark.stop()
+    print(json.dumps(summary, sort_keys=True))
+    return 0
