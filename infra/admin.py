@@ -8,6 +8,7 @@ from typing import TextIO
 
 from ferrymq.aws.credentials import Credential, CredentialStore
 from ferrymq.settings import Settings
+from infra import cluster
 from infra.bootstrap import bootstrap
 
 
@@ -61,4 +62,21 @@ def delete_credentials(settings: Settings, access_key_id: str, out: TextIO, err:
 def run_bootstrap(settings: Settings, endpoint: str, out: TextIO) -> int:
     bootstrap(settings)
     print(f"FerryMQ's tables, bucket and key are in place at {endpoint}", file=out)
+    return 0
+
+
+def cluster_status(settings: Settings, as_json: bool, out: TextIO) -> int:
+    report = cluster.status(settings)
+    if as_json:
+        print(json.dumps(report), file=out)
+    else:
+        for line in cluster.render(report):
+            print(line, file=out)
+    return 0
+
+
+def cluster_init(settings: Settings, out: TextIO) -> int:
+    sets = cluster.ensure_replica_sets(settings, cluster.worker_ids(settings.workers))
+    for partition, rs in sorted(sets.items()):
+        print(f"partition {partition}: replicas {','.join(rs.replicas)}, acks {rs.acks.value}", file=out)
     return 0

@@ -1,5 +1,5 @@
 """The ``ferrymq`` command: ``up`` runs the local stack; ``credentials`` and ``bootstrap`` administer it;
-``log`` works on a stopped storage worker's log directory.
+``log`` works on a stopped storage worker's log directory; ``spark`` runs a usage job against the stack's S3.
 
 Settings come from ``FERRYMQ_*`` variables, read once here. AWS calls go to ``AWS_ENDPOINT_URL`` (or
 ``FERRYMQ_AWS_ENDPOINT_URL``) when set, otherwise to the durable stand-in in ``FERRYMQ_DATA_DIR/aws``; see
@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 from typing import TextIO
 
@@ -25,12 +26,25 @@ from infra import admin, aws_target
 from infra.bootstrap import bootstrap
 from infra.children import ChildFailed
 
+SPARK_JOBS = ("billing", "analytics", "report")
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferrymq", description="FerryMQ, a message queue that speaks the SQS API.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("up", help="run the whole stack locally, in the foreground")
     commands.add_parser("bootstrap", help="create FerryMQ's tables, bucket and key (idempotent)")
+    cluster = commands.add_parser("cluster", help="the storage cluster")
+    cluster_actions = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
+    cluster_status = cluster_actions.add_parser(
+        "status", help="workers (alive, address, partitions led) and partitions (leader, epoch, ISR, lag)"
+    )
+    cluster_status.add_argument("--json", action="store_true", help="print one JSON object")
+    cluster_actions.add_parser(
+        "init",
+        help="give every partition a replica set over FERRYMQ_WORKERS workers (worker-0..), "
+        "FERRYMQ_REPLICATION_FACTOR replicas each (idempotent; `up` does it on every start)",
+    )
     credentials = commands.add_parser("credentials", help="manage access keys")
     actions = credentials.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser("create", help="create an access key and print it with its secret")
@@ -55,7 +69,40 @@ def _parser() -> argparse.ArgumentParser:
     )
     salvage.add_argument("--dry-run", action="store_true", help="only report what would be cut")
     salvage.add_argument("--json", action="store_true", help="print one JSON object")
+    spark_job = commands.add_parser(
+        "spark", help="run a usage job (billing, analytics, report) in local Spark against the stack's S3"
+    )
+    spark_job.add_argument("job", choices=SPARK_JOBS, metavar="JOB", help=", ".join(SPARK_JOBS))
+    spark_job.add_argument("--date", required=True, type=_job_date,
+                           help="the day to process, YYYY-MM-DD (UTC), or today / yesterday")
+    spark_job.add_argument("--input", help="usage prefix (default s3://$FERRYMQ_USAGE_BUCKET/usage/v1)")
+    spark_job.add_argument("--output", help="output prefix (default s3://$FERRYMQ_USAGE_BUCKET/derived)")
+    spark_job.add_argument("--prices", help="price table for billing (default spark/prices.json)")
+    spark_job.add_argument("--master", help="Spark master (default local[2])")
     return parser
+
+
+def _job_date(text: str) -> str:
+    """Checked before a stand-in is started for the job (the job resolves today / yesterday itself)."""
+    if text not in ("today", "yesterday"):
+        date.fromisoformat(text)
+    return text
+
+
+def _spark(settings: Settings, args: argparse.Namespace) -> int:
+    """Run a job's entry in this process, on the S3 endpoint the admin target resolved (already in the env)."""
+    import importlib
+
+    argv = [
+        "--input", args.input or f"s3://{settings.usage_bucket}/usage/v1",
+        "--output", args.output or f"s3://{settings.usage_bucket}/derived",
+        "--date", args.date,
+    ]
+    if args.master:
+        argv += ["--master", args.master]
+    if args.prices and args.job == "billing":
+        argv += ["--prices", args.prices]
+    return int(importlib.import_module(f"spark.jobs.{args.job}").main(argv))
 
 
 def _salvage(directory: Path, dry_run: bool, as_json: bool, out: TextIO, err: TextIO) -> int:
@@ -109,8 +156,14 @@ def main(argv: list[str] | None = None) -> int:
         from infra.local_stack import run_up
 
         return run_up(settings, os.environ, out)
+    if args.command == "spark":
+        return _admin(settings, lambda s, _: _spark(s, args))
     if args.command == "bootstrap":
         return _admin(settings, lambda s, endpoint: admin.run_bootstrap(s, endpoint, out))
+    if args.command == "cluster":
+        if args.action == "init":
+            return _admin(settings, lambda s, _: admin.cluster_init(s, out))
+        return _admin(settings, lambda s, _: admin.cluster_status(s, args.json, out))
     if args.action == "create":
         return _admin(settings, lambda s, _: admin.create_credentials(s, args.account, args.user, args.json, out))
     if args.action == "list":

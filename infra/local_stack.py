@@ -1,10 +1,12 @@
 """``ferrymq up``: the whole stack on one machine, in the foreground.
 
 Start order: AWS stand-in (unless an endpoint is named), bootstrap of tables/bucket/key, the development
-credential, one storage worker serving every partition, the gateway. Then one banner and the machine-readable line
-``FERRYMQ_READY endpoint=URL``. SIGTERM or SIGINT stops the children in reverse order (SIGTERM, then SIGKILL
-after a timeout) and returns 0; a child that dies on its own is reported, the rest are stopped, and the
-return value is 1.
+credential, the replica sets of the storage cluster, its workers (``FERRYMQ_WORKERS``, 3 by default, each
+partition on ``FERRYMQ_REPLICATION_FACTOR`` of them, acknowledged per ``FERRYMQ_ACKS``), the gateway. Then
+one banner and the machine-readable line ``FERRYMQ_READY endpoint=URL``. A worker that dies is restarted
+with backoff (:mod:`infra.worker_pool`) while the others keep serving. SIGTERM or SIGINT stops the children
+in reverse order (SIGTERM, then SIGKILL after a timeout) and returns 0; a stand-in or gateway that dies on
+its own is reported, the rest are stopped, and the return value is 1.
 
 All children share this process's process group, so ``kill -9 -PGID`` takes the whole stack down at once,
 and a terminal's Ctrl-C reaches every process together; each stops cleanly on its own and this process
@@ -29,13 +31,15 @@ from ferrymq.settings import Settings
 from infra import aws_target
 from infra.bootstrap import bootstrap
 from infra.children import Child, ChildFailed, child_environment, python_module_argv, signal_name, start_child, stop_all
+from infra.cluster import ensure_replica_sets, worker_ids
 from infra.gateway import READY_PREFIX as GATEWAY_READY_PREFIX
+from infra.worker_pool import WorkerPool
 from storage_workers.log.lock import locked
 from storage_workers.server.layout import adopt_legacy_log, legacy_segments, replica_dir
 
 WORKER_READY_PREFIX = "FERRYMQ_WORKER_READY"
 WORKER_ID = "worker-0"
-"""The one storage worker ``up`` runs, serving every partition."""
+"""The first storage worker, which adopts the logs of the layouts before replication."""
 READY_PREFIX = "FERRYMQ_READY"
 DEV_USER_NAME = "dev"
 POLL_SECONDS = 0.2
@@ -107,6 +111,8 @@ def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool) 
             f"  access key id    {settings.dev_access_key}",
             f"  secret key       {settings.dev_secret_key}",
             f"  AWS services     {aws_line}",
+            f"  storage          cluster {settings.cluster}: {settings.workers} workers, {settings.partitions} "
+            f"partitions, replication factor {settings.replication_factor}, acks {settings.acks}",
             f"  data             {settings.data_dir}",
             "",
             f"  try: aws sqs list-queues --endpoint-url {endpoint} --region {settings.region}",
@@ -118,15 +124,16 @@ def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool) 
 
 
 def run_up(settings: Settings, env: Mapping[str, str], out: TextIO | None = None) -> int:
-    """Run the stack until a signal (returns 0) or until a child fails (returns 1)."""
+    """Run the stack until a signal (returns 0) or until the stand-in or the gateway fails (returns 1)."""
     out = out or sys.stdout
     stop = _StopRequest()
     previous = {sig: signal.signal(sig, stop.handle) for sig in (signal.SIGTERM, signal.SIGINT)}
     children: list[Child] = []
+    pool = WorkerPool(WORKER_READY_PREFIX, should_abort=stop.is_set)
     standin = aws_target.named_endpoint(env) is None
     try:
         try:
-            endpoint = _start(settings, env, stop, children, standin, out)
+            endpoint = _start(settings, env, stop, children, pool, standin, out)
         except (ChildFailed, StartupFailed) as exc:
             if stop.is_set():
                 return 0
@@ -134,18 +141,34 @@ def run_up(settings: Settings, env: Mapping[str, str], out: TextIO | None = None
             return 1
         if endpoint is None:
             return 0
-        return _supervise(children, stop)
+        return _supervise(children, pool, stop)
     finally:
-        stop_all(children)
+        # Reverse start order: gateway, workers, stand-in.
+        stop_all(children[1:] if standin else children)
+        pool.stop()
         if standin:
+            stop_all(children[:1])
             aws_target.remove_endpoint_file(settings)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, children: list[Child], standin: bool,
-           out: TextIO) -> str | None:
+def check_cluster_shape(settings: Settings) -> None:
+    if settings.workers < 1 or settings.partitions < 1:
+        raise StartupFailed("FERRYMQ_WORKERS and FERRYMQ_PARTITIONS must be at least 1")
+    if not 1 <= settings.replication_factor <= settings.workers:
+        raise StartupFailed(
+            f"FERRYMQ_REPLICATION_FACTOR ({settings.replication_factor}) must be between 1 and FERRYMQ_WORKERS "
+            f"({settings.workers})"
+        )
+    if settings.acks not in ("leader", "majority", "all"):
+        raise StartupFailed(f"FERRYMQ_ACKS must be leader, majority or all, not {settings.acks!r}")
+
+
+def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, children: list[Child], pool: WorkerPool,
+           standin: bool, out: TextIO) -> str | None:
     """Start every part in order; returns the gateway's URL, or None if a stop was requested meanwhile."""
+    check_cluster_shape(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     named = aws_target.named_endpoint(env)
     if named is None:
@@ -158,9 +181,12 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
         aws_env = aws_target.named_environment(named)
     aws_target.apply_environment(aws_env)
     settings = settings.with_(aws_endpoint_url=aws_endpoint)
+    adopt_worker_per_partition_logs(settings)
+    workers = worker_ids(settings.workers)
     try:
         bootstrap(settings)
         seed_dev_credential(settings)
+        replica_sets = ensure_replica_sets(settings, workers)
     except Exception as exc:
         raise StartupFailed(f"could not prepare FerryMQ's AWS resources at {aws_endpoint}: {exc}") from exc
     if stop.is_set():
@@ -168,11 +194,13 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     base_env = child_environment(env, FERRYMQ_DATA_DIR=str(settings.data_dir), **aws_env)
     if standin:
         base_env.pop("AWS_SESSION_TOKEN", None)
-    adopt_worker_per_partition_logs(settings)
-    partitions = ",".join(str(p) for p in range(settings.partitions))
-    argv = python_module_argv("storage_workers", "--partitions", partitions, "--worker-id", WORKER_ID,
-                              "--parent-pid", str(os.getpid()))
-    children.append(start_child(WORKER_ID, argv, base_env, WORKER_READY_PREFIX, should_abort=stop.is_set))
+    pool.env = base_env
+    for worker_id in workers:
+        # A worker holding nothing is a spare: the cluster's manager moves replicas of dead workers to it.
+        held = [str(p) for p, rs in sorted(replica_sets.items()) if worker_id in rs.replicas]
+        argv = python_module_argv("storage_workers", "--partitions", ",".join(held), "--worker-id", worker_id,
+                                  "--parent-pid", str(os.getpid()))
+        pool.start(worker_id, argv)
     argv = python_module_argv("infra.gateway", "--host", settings.host, "--port", str(settings.port),
                               "--parent-pid", str(os.getpid()))
     gateway = start_child("gateway", argv, base_env, GATEWAY_READY_PREFIX, should_abort=stop.is_set)
@@ -182,7 +210,7 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     return endpoint
 
 
-def _supervise(children: list[Child], stop: _StopRequest) -> int:
+def _supervise(children: list[Child], pool: WorkerPool, stop: _StopRequest) -> int:
     while not stop.event.wait(POLL_SECONDS):
         for child in children:
             status = child.exit_status()
@@ -192,4 +220,5 @@ def _supervise(children: list[Child], stop: _StopRequest) -> int:
                 print(f"ferrymq: {child.name} (pid {child.pid}) exited unexpectedly with {signal_name(status)}; "
                       "stopping the stack", file=sys.stderr, flush=True)
                 return 1
+        pool.check()
     return 0

@@ -16,7 +16,11 @@ from storage_workers.server import WorkerConfig, run_worker
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m storage_workers", description="Run a FerryMQ storage worker.")
     served = parser.add_mutually_exclusive_group()
-    served.add_argument("--partitions", type=_partition_list, help="partitions to serve, e.g. 0,1,2 (default 0)")
+    served.add_argument(
+        "--partitions",
+        type=_partition_list,
+        help="partitions to serve, e.g. 0,1,2 (default 0); empty for a spare worker of a cluster",
+    )
     served.add_argument("--partition", type=int, help="a single partition to serve (same as --partitions N)")
     parser.add_argument("--host", help="address to listen on (default FERRYMQ_WORKER_HOST)")
     parser.add_argument("--port", type=int, help="port to listen on, 0 for any free one (default FERRYMQ_WORKER_PORT)")
@@ -66,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _partition_list(text: str) -> tuple[int, ...]:
+    if text == "":
+        return ()
     try:
         partitions = tuple(int(part) for part in text.split(","))
     except ValueError:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ferrymq.aws.credentials import CredentialStore
 from ferrymq.aws.dedup_store import DedupStore
 from ferrymq.aws.partitions import PartitionMap
@@ -10,14 +12,16 @@ from ferrymq.aws.session import client
 from ferrymq.clock import Clock, SystemClock
 from ferrymq.rpc.leaders import LeaderClients
 from ferrymq.settings import Settings
+from ferrymq.usage.writer import FirehoseSink, S3Sink, UsageSink, UsageWriter
 from functions.frontend.auth import Authenticator
 from functions.frontend.context import Services
 from functions.frontend.dispatch import Dispatcher
 from functions.frontend.pipeline import Frontend
+from functions.frontend.usage import UsageRecorder, default_instance
 from functions.metadata.catalog import QueueCatalog
 
 
-def build_frontend(settings: Settings, clock: Clock | None = None) -> Frontend:
+def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thread: bool = True) -> Frontend:
     clock = clock or SystemClock()
     dynamodb = client("dynamodb", settings)
     catalog = QueueCatalog(
@@ -38,7 +42,13 @@ def build_frontend(settings: Settings, clock: Clock | None = None) -> Frontend:
         settings=settings,
         clock=clock,
         catalog=catalog,
-        dispatcher=Dispatcher(leaders, on_queue_gone=lambda q: catalog.invalidate(q.account, q.name)),
+        dispatcher=Dispatcher(
+            leaders,
+            on_queue_gone=lambda q: catalog.invalidate(q.account, q.name, q.region),
+            # An election takes up to a lease and a poll: requests wait that long for the next leader.
+            failover_seconds=settings.leader_lease_seconds + 1.0,
+            clock=clock,
+        ),
         dedup=DedupStore(dynamodb, settings.dedup_table),
     )
     authenticator = Authenticator(
@@ -47,4 +57,33 @@ def build_frontend(settings: Settings, clock: Clock | None = None) -> Frontend:
         ttl=settings.credentials_cache_seconds,
         max_skew_seconds=settings.max_clock_skew_seconds,
     )
-    return Frontend(services, authenticator)
+    usage = build_usage_recorder(settings, catalog, clock, background=usage_thread) if settings.usage_enabled else None
+    return Frontend(services, authenticator, usage=usage)
+
+
+def build_usage_recorder(settings: Settings, catalog: QueueCatalog, clock: Clock, *,
+                         background: bool = True) -> UsageRecorder:
+    """Records to Firehose when a stream is named (the Lambda), else straight to the usage bucket.
+
+    ``background``: run the flusher thread; the Lambda entry flushes at the end of invocations instead,
+    as a frozen execution environment runs no thread between them.
+    """
+    sink: UsageSink
+    if settings.usage_firehose_stream:
+        sink = FirehoseSink(client("firehose", settings), settings.usage_firehose_stream)
+    else:
+        sink = S3Sink(client("s3", settings), settings.usage_bucket)
+    instance = settings.usage_instance or default_instance()
+    recorder: UsageRecorder | None = None
+
+    def build(raw: tuple[Any, ...]) -> dict[str, Any]:
+        assert recorder is not None
+        return recorder.build(raw)
+
+    writer = UsageWriter(sink, settings.usage_spool, instance, flush_seconds=settings.usage_flush_seconds,
+                         flush_records=settings.usage_flush_records, attempts=settings.usage_upload_attempts,
+                         clock=clock, finish=build)
+    recorder = UsageRecorder(writer, region=settings.region, queue_lookup=catalog.cached)
+    if background:
+        writer.start()
+    return recorder

@@ -25,7 +25,6 @@ from ferrymq.clock import Clock
 from ferrymq.errors import OverLimit, QueueDoesNotExist
 from ferrymq.limits import MAX_RETENTION_SECONDS
 from storage_workers.engine.answers import (
-    NOT_IN_FLIGHT,
     OVER_LIMIT_MESSAGE,
     BatchResult,
     expired_handle,
@@ -174,10 +173,28 @@ class Engine(MoveTaskRequests):
         q = self.partition.queues.get(queue_id)
         return q is not None and q.fifo
 
-    def send(self, queue_id: str, messages: Sequence[Sequence[Any]], retention_seconds: int) -> int:
+    def send(
+        self,
+        queue_id: str,
+        messages: Sequence[Sequence[Any]],
+        retention_seconds: int,
+        *,
+        resend_since: int | None = None,
+    ) -> int:
         """Store messages of a standard queue given as ``(id, body, attrs, md5_body, md5_attrs, delay, system)``;
-        returns their sent_ts."""
+        returns their sent_ts.
+
+        ``resend_since`` (ms) marks a resend of a send whose outcome the caller does not know (its leader
+        stepped down, or timed out): a message whose id the queue holds, sent at or after that time, was
+        stored by the first attempt and is not stored again.  Only the messages sent since are looked at,
+        newest first, so the check costs what the queue took in since the first attempt, not its depth.
+        """
         now = self.now_ms()
+        if resend_since is not None and messages:
+            q = self.partition.queues.get(queue_id)
+            if q is not None:
+                stored = _stored_since(q, {m[0] for m in messages}, resend_since)
+                messages = [m for m in messages if m[0] not in stored]
         if not messages:
             return now
         self._before_store(queue_id, now, retention_seconds)
@@ -365,10 +382,12 @@ class Engine(MoveTaskRequests):
         return results
 
     def change_visibility(self, queue_id: str, entries: Sequence[Sequence[Any]]) -> list[BatchResult]:
-        """Set new invisibility deadlines, ``timeout`` seconds from now, for in-flight messages.
+        """Set new invisibility deadlines, ``timeout`` seconds from now, for received messages.
 
         Only the handle of the message's latest receive may: an earlier one has expired (it must not move
-        the deadline of another consumer's receive).
+        the deadline of another consumer's receive).  That handle works even when its timeout has run out, as
+        long as nobody received the message since (AWS accepts it: heartbeats that run a little late must not
+        fail); the message is then in flight again until the new deadline.
         """
         q = self.partition.queues.get(queue_id)
         now = self.now_ms()
@@ -385,8 +404,6 @@ class Engine(MoveTaskRequests):
                 results.append(gone_handle(handle))
             elif m.receive_count != receipt.receive_no:
                 results.append(expired_handle(handle))
-            elif m.state != IN_FLIGHT:
-                results.append(NOT_IN_FLIGHT)
             else:
                 results.append(None)
                 changes.append((m.seq, now + int(timeout) * 1000))
@@ -503,3 +520,20 @@ def _pick_fifo(
             if len(picked) >= n:
                 break
     return picked, expired, dead
+
+
+def _stored_since(q: QueueState, ids: set[str], since: int) -> set[str]:
+    """Which of ``ids`` the queue holds among the messages it was sent at or after ``since`` (ms)."""
+    found: set[str] = set()
+    msgs = q.msgs
+    for seq in reversed(q.order):
+        m = msgs.get(seq)
+        if m is None:
+            continue
+        if m.sent_ts < since:
+            break
+        if m.id in ids:
+            found.add(m.id)
+            if len(found) == len(ids):
+                break
+    return found

@@ -34,19 +34,11 @@ from pathlib import Path
 from ferrymq.clock import Clock, SystemClock
 from storage_workers.engine.records import DROPPED, SEQUENCE, Record
 from storage_workers.log import records as codec
+from storage_workers.log.base import write_base
 from storage_workers.log.body_refs import records_without_bodies, resolve_bodies
-from storage_workers.log.format import (
-    BASE,
-    EPOCHS,
-    SNAPSHOT,
-    VERSION,
-    CorruptSegment,
-    committed,
-    encode_frame,
-    encode_header,
-)
+from storage_workers.log.format import BASE, VERSION, CorruptSegment
 from storage_workers.log.reading import SealedSegments
-from storage_workers.log.segments import SegmentInfo, fsync_dir, replace_segment, segment_path
+from storage_workers.log.segments import SegmentInfo, fsync_dir, segment_path
 from storage_workers.log.writer import LogWriter
 
 log = logging.getLogger(__name__)
@@ -86,15 +78,8 @@ def compact_segments(
     if keep_queues is not None:
         snapshot = (r for r in snapshot if r[0] in (SEQUENCE, DROPPED) or r[1] in keep_queues)
     offset, epoch = sealed.last_offset, sealed.last_epoch
-    frames = chain(
-        [encode_frame(EPOCHS, epoch, offset, sealed.history.upto(offset).encode())],
-        (
-            encode_frame(SNAPSHOT, epoch, offset, codec.encode(r))
-            for r in _watch(resolve_bodies(snapshot, directory), cancelled)
-        ),
-    )
-    header = encode_header(BASE, offset + 1, offset, epoch)
-    size = replace_segment(directory, last, chain([header], committed(frames, epoch, offset)))
+    payloads = (codec.encode(r) for r in _watch(resolve_bodies(snapshot, directory), cancelled))
+    size = write_base(directory, last, payloads, offset, epoch, sealed.history)
     for index in indexes[:-1]:
         segment_path(directory, index).unlink()
     fsync_dir(directory)

@@ -47,6 +47,9 @@ class CommitTracker:
         self.me = me
         self.acks = Acks(acks)
         self.replicas = tuple(replicas) or (me,)
+        if len(self.replicas) == 1:
+            # A replica set of one: committed is durable in the leader's log, whatever the mode says.
+            self.acks = Acks.LEADER
         self.isr = frozenset(self.replicas if isr is None else isr)
         if me not in self.replicas or me not in self.isr:
             raise ValueError(f"the leader {me} belongs to its replica set and in-sync set")
@@ -76,6 +79,33 @@ class CommitTracker:
         if durable_offset > self.acked.get(replica, 0):
             self.acked[replica] = durable_offset
             self.advance()
+
+    def set_isr(self, isr: Collection[str]) -> None:
+        """Take the in-sync set as the coordination item now holds it (after a shrink or an expansion the
+        item accepted); the high watermark is recomputed over it."""
+        isr = frozenset(isr)
+        if self.me not in isr or not isr <= set(self.replicas):
+            raise ValueError(f"in-sync set {sorted(isr)} must hold {self.me} and only replicas of {self.replicas}")
+        self.isr = isr
+        self.advance()
+
+    def set_replicas(self, replicas: Iterable[str]) -> None:
+        """Take a new replica set (the manager replaced a replica): members that left it leave the in-sync
+        set too (the item's reassignment dropped them, so they cannot be elected), new ones join it only
+        once caught up."""
+        replicas = tuple(replicas)
+        if self.me not in replicas:
+            raise ValueError(f"the leader {self.me} belongs to its replica set {replicas}")
+        self.replicas = replicas
+        self.isr = self.isr & set(replicas)
+        self.acked = {r: offset for r, offset in self.acked.items() if r in replicas}
+        self.advance()
+
+    def abandon(self) -> list[Any]:
+        """Forget the replies waiting for the high watermark (the leader steps down: whether their records
+        survive is up to the next leader); returns their ``arg``s, oldest first."""
+        waiters, self._waiters = self._waiters, deque()
+        return [arg for _, _, arg in waiters]
 
     def advance(self) -> None:
         """Recompute the high watermark (after an acknowledgement or the leader's own fsync) and run the

@@ -1,11 +1,19 @@
 """The follower side of one partition's replication stream: a loop that pulls the leader's records, appends
 them to this replica's log and applies them to its state.
 
+Before its first fetch from a leader the follower reconciles its log with the leader's by epoch
+(OFFSET_FOR_EPOCH, the rules of :func:`ferrymq.replication_rules.truncation_point`): what it holds from
+epochs the leader does not share is cut, and its state is rebuilt from what is left (the replica's
+``truncate``), so a deposed leader's unreplicated tail never reaches another replica.
+
 Each FETCH asks from this log's end and carries how far its fsync has come, which the leader counts as the
 acknowledgement.  Fetches are pipelined: the next one goes as soon as a batch is appended, without waiting
 for that batch's fsync; if the leader has nothing new meanwhile, the loop waits for its own fsync and then
-reports it with a fetch that waits at the leader for new records.  A restarted follower simply fetches from
-its recovered log's end.
+reports it with a fetch that waits at the leader for new records.  A restarted follower simply reconciles
+and fetches from its recovered log's end.
+
+A leader that cannot be reached, or that refuses the epoch, is reported through ``on_trouble`` (the worker's
+controller then reads the partition's coordination item again) and tried again after a pause.
 """
 
 from __future__ import annotations
@@ -13,8 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
-from ferrymq.errors import ServiceUnavailable
+from ferrymq.errors import ServiceUnavailable, SnapshotNeeded, SqsError
+from ferrymq.replication_rules import AskAbout, EpochEnd, first_question, truncation_point
 from ferrymq.rpc.client import WorkerClient
 from storage_workers.engine.records import Record
 from storage_workers.log import records as codec
@@ -24,18 +34,45 @@ from storage_workers.replication.roles import FollowerRole
 log = logging.getLogger(__name__)
 
 
+class FollowerHost(Protocol):
+    """What the follower needs of the replica it runs in; ``log`` may change after ``truncate``."""
+
+    @property
+    def log(self) -> LogWriter | None: ...
+
+    def apply(self, record: Record) -> None: ...
+
+    async def truncate(self, end_offset: int) -> None:
+        """Cut the log so that ``end_offset`` is its end, and rebuild the state from what is left."""
+        ...
+
+    async def install(self, offset: int, epoch: int, history: list[tuple[int, int]], payloads: list[bytes]) -> None:
+        """Replace the log by the leader's state as of ``offset`` (appended in ``epoch``), and rebuild from it."""
+        ...
+
+
 class Follower:
     def __init__(
-        self, partition: int, me: str, role: FollowerRole, wal: LogWriter, apply: Callable[[Record], None]
+        self,
+        partition: int,
+        me: str,
+        role: FollowerRole,
+        host: FollowerHost,
+        *,
+        on_trouble: Callable[[], None] = lambda: None,
     ) -> None:
         self.partition = partition
         self.me = me
         self.role = role
-        self.log = wal
-        self._apply = apply
+        self.host = host
+        self.on_trouble = on_trouble
         self.client = WorkerClient(*role.leader, connect_timeout=max(role.retry_seconds, 1.0))
         self.fetches = 0
         """FETCH requests answered so far."""
+        self.truncated_to: int | None = None
+        """Where reconciliation cut the log, when it cut anything."""
+        self.copies = 0
+        """Copies of the leader's state installed (the leader had compacted away what this log lacked)."""
         self.failure: BaseException | None = None
         """What stopped the loop for good (a frame this log cannot take), if anything."""
         self._running = asyncio.Event()
@@ -49,10 +86,12 @@ class Follower:
         self._running.set()
 
     async def run(self) -> None:
-        """Fetch, append and apply until cancelled, or until a frame cannot be appended."""
-        wal = self.log
+        """Reconcile, then fetch, append and apply until cancelled, or until a frame cannot be appended."""
+        await self._reconcile()
         while True:
             await self._running.wait()
+            wal = self.host.log
+            assert wal is not None
             end = wal.end_offset
             syncing = wal.durable_offset < end
             try:
@@ -65,9 +104,16 @@ class Follower:
                     max_bytes=self.role.max_bytes,
                     wait_ms=0 if syncing else self.role.wait_ms,
                 )
-            except ServiceUnavailable as exc:
-                log.warning("partition %d: fetch from %s:%d failed: %s", self.partition, *self.role.leader, exc)
-                await asyncio.sleep(self.role.retry_seconds)
+            except SnapshotNeeded:
+                try:
+                    await self._copy_state()
+                except SqsError as exc:
+                    await self._trouble("state copy from", exc)
+                continue
+            except SqsError as exc:
+                # Refusals too (a request this leader finds malformed is a bug, but one to report and retry
+                # after a pause, not to end replication over).
+                await self._trouble("fetch", exc)
                 continue
             self.fetches += 1
             if not frames and syncing:
@@ -77,11 +123,73 @@ class Follower:
             try:
                 for epoch, offset, payload in frames:
                     wal.append_replicated(epoch, offset, payload)
-                    self._apply(codec.decode(payload))
+                    self.host.apply(codec.decode(payload))
             except Exception as exc:
                 log.critical("partition %d: replication stopped: %s", self.partition, exc)
                 self.failure = exc
+                self.on_trouble()
                 return
+
+    async def _reconcile(self) -> None:
+        """Cut what this log holds beyond the common ground with the leader's, asking until it is known."""
+        while True:
+            wal = self.host.log
+            assert wal is not None
+            history = wal.epochs.as_rules()
+            question: AskAbout | None = first_question(history)
+            try:
+                while question is not None:
+                    answer = await self.client.offset_for_epoch(self.partition, self.role.epoch, question.epoch)
+                    verdict = truncation_point(
+                        history, wal.end_offset, None if answer is None else EpochEnd(*answer)
+                    )
+                    if isinstance(verdict, AskAbout):
+                        question = verdict
+                        continue
+                    if verdict.offset < wal.start_offset:
+                        # What is common lies before this log's compacted base: only a copy helps.
+                        await self._copy_state()
+                    elif verdict.offset < wal.end_offset:
+                        log.warning(
+                            "partition %d: cutting the log from offset %d to %d, beyond what leader %s:%d holds",
+                            self.partition,
+                            verdict.offset,
+                            wal.end_offset,
+                            *self.role.leader,
+                        )
+                        await self.host.truncate(verdict.offset)
+                        self.truncated_to = verdict.offset
+                    break
+            except SqsError as exc:
+                await self._trouble("epoch question to", exc)
+                continue
+            return
+
+    async def _copy_state(self) -> None:
+        """Install a copy of the leader's state, chunk by chunk (the log is replaced once all arrived)."""
+        payloads: list[bytes] = []
+        chunk, chunks = 0, 1
+        while chunk < chunks:
+            offset, epoch, history, chunks, part = await self.client.snapshot(
+                self.partition, self.me, self.role.epoch, chunk
+            )
+            payloads.extend(part)
+            chunk += 1
+        log.warning(
+            "partition %d: installing a copy of leader %s:%d's state as of offset %d (%d records)",
+            self.partition,
+            *self.role.leader,
+            offset,
+            len(payloads),
+        )
+        await self.host.install(offset, epoch, history, payloads)
+        self.copies += 1
+
+    async def _trouble(self, what: str, exc: SqsError) -> None:
+        level = logging.INFO if isinstance(exc, ServiceUnavailable) else logging.WARNING
+        log.log(level, "partition %d: %s %s:%d failed: %s", self.partition, what, *self.role.leader, exc)
+        self.on_trouble()
+        await asyncio.sleep(self.role.retry_seconds)
 
     async def close(self) -> None:
         await self.client.close()

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ferrymq.errors import NotLeader, StaleEpoch
+from ferrymq.errors import NotLeader, SnapshotNeeded, StaleEpoch
+from ferrymq.replication_rules import acks_satisfied, must_shrink
 from ferrymq.rpc.codec import pack
 from ferrymq.rpc.framing import STATUS_OK, encode_frame
 from storage_workers.engine.records import Record
 from storage_workers.log import records as codec
+from storage_workers.log.reading import OffsetCompacted
 from storage_workers.log.writer import LogWriter
 from storage_workers.replication.commit import CommitTracker
 from storage_workers.replication.roles import LeaderRole
@@ -34,8 +37,14 @@ if TYPE_CHECKING:
     from storage_workers.server.connection import Connection
 
 
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class LeaderStream:
-    def __init__(self, partition: int, me: str, role: LeaderRole, log: LogWriter) -> None:
+    def __init__(
+        self, partition: int, me: str, role: LeaderRole, log: LogWriter, *, now_ms: Callable[[], int] = _wall_ms
+    ) -> None:
         if log.epoch > role.epoch:
             raise ValueError(
                 f"partition {partition}: the log holds records of epoch {log.epoch}, above the configured {role.epoch}"
@@ -48,11 +57,20 @@ class LeaderStream:
         self.tail: TailBuffer | None = TailBuffer(role.tail_bytes) if len(self.tracker.replicas) > 1 else None
         """None without followers: appends then go to the log exactly as in the single-copy mode."""
         self._fetches: set[asyncio.Future[None]] = set()
+        self._now_ms = now_ms
+        self.term_start = log.end_offset
+        """The offset of this term's first record: a follower joins the in-sync set only once it has it."""
+        started = now_ms()
+        self.caught_up_at: dict[str, int] = {r: started for r in self.tracker.isr if r != me}
+        """When each follower last fetched from the leader's log end (ms); the in-sync ones count as caught up
+        at the start of the term, so none is dropped before it had a chance to fetch."""
+        self.closed: BaseException | None = None
 
     # --- appending ------------------------------------------------------------------------------------
 
     def append(self, record: Record) -> int:
         """Append an engine record under the leader's epoch (the engine's ``on_record``); returns its offset."""
+        self._check_open()
         tail = self.tail
         if tail is None:
             return self.log.append(record, self.epoch)
@@ -85,16 +103,23 @@ class LeaderStream:
             type(n) is int for n in (epoch, from_offset, durable_offset, max_bytes, wait_ms)
         ):
             raise TypeError("a fetch is a replica id and five integers")
-        if epoch < self.epoch:
-            raise StaleEpoch(f"Partition {self.partition} is in epoch {self.epoch}, not {epoch}.")
-        if epoch > self.epoch:
-            raise NotLeader(f"Storage worker {self.me} leads partition {self.partition} in epoch {self.epoch} only.")
+        self._check_epoch(epoch)
+        self._check_open()
+        if replica not in self.tracker.replicas:
+            # Maybe added to the replica set a moment ago: the follower asks again once this leader knows.
+            raise StaleEpoch(f"{replica} is not in partition {self.partition}'s replica set as {self.me} knows it.")
+        if 1 <= from_offset < self.log.start_offset:
+            raise SnapshotNeeded(
+                f"Partition {self.partition}'s log starts at offset {self.log.start_offset}, after {from_offset}."
+            )
         if not 1 <= from_offset <= self.log.end_offset or durable_offset > from_offset:
             raise ValueError(
                 f"fetch from offset {from_offset} (durable {durable_offset}); the leader's log ends at "
                 f"{self.log.end_offset}"
             )
         self.tracker.ack(replica, durable_offset)
+        if from_offset == self.log.end_offset:
+            self.caught_up_at[replica] = self._now_ms()
         tail = self.tail
         if tail is not None and from_offset < self.log.end_offset and tail.covers(from_offset):
             _answer(conn, request_id, tail.read(from_offset, max(max_bytes, 1)))
@@ -145,17 +170,96 @@ class LeaderStream:
     def _read_log(self, from_offset: int, upto: int, max_bytes: int) -> list[Frame]:
         out: list[Frame] = []
         size = 0
-        with self.log.read_from(from_offset) as reader:
-            for epoch, offset, payload in itertools.takewhile(lambda frame: frame[1] < upto, reader):
-                if out and size + len(payload) > max_bytes:
-                    break
-                out.append((epoch, offset, bytes(payload)))
-                size += len(payload)
+        try:
+            with self.log.read_from(from_offset) as reader:
+                for epoch, offset, payload in itertools.takewhile(lambda frame: frame[1] < upto, reader):
+                    if out and size + len(payload) > max_bytes:
+                        break
+                    out.append((epoch, offset, bytes(payload)))
+                    size += len(payload)
+        except OffsetCompacted:
+            raise SnapshotNeeded(f"Partition {self.partition}'s log was compacted past offset {from_offset}.") from None
         return out
 
     @property
     def waiting_fetches(self) -> int:
         return len(self._fetches)
+
+    def _check_epoch(self, epoch: int) -> None:
+        if epoch < self.epoch:
+            raise StaleEpoch(f"Partition {self.partition} is in epoch {self.epoch}, not {epoch}.")
+        if epoch > self.epoch:
+            raise NotLeader(f"Storage worker {self.me} leads partition {self.partition} in epoch {self.epoch} only.")
+
+    def check_follower(self, replica: str, epoch: int) -> None:
+        """Refuse a follower's request under another epoch, or from a worker outside the replica set."""
+        self._check_epoch(epoch)
+        self._check_open()
+        if replica == self.me or replica not in self.tracker.replicas:
+            raise StaleEpoch(f"{replica} is not in partition {self.partition}'s replica set as {self.me} knows it.")
+
+    def _check_open(self) -> None:
+        if self.closed is not None:
+            raise NotLeader(f"Storage worker {self.me} no longer leads partition {self.partition}.")
+
+    # --- OFFSET_FOR_EPOCH -----------------------------------------------------------------------------
+
+    def offset_for_epoch(self, args: Any) -> list[int] | None:
+        """A rejoining follower's question ``[its epoch, asked epoch]``: ``[epoch, end offset]`` of the
+        latest epoch of this log not above the one asked about, None when this log starts above it."""
+        epoch, asked = args
+        if type(epoch) is not int or type(asked) is not int:
+            raise TypeError("an epoch question is two integers")
+        self._check_epoch(epoch)
+        self._check_open()
+        answer = self.log.end_offset_for_epoch(asked)
+        return None if answer is None else [answer.epoch, answer.end_offset]
+
+    # --- the in-sync set ----------------------------------------------------------------------------------
+
+    def lagging(self, max_lag_ms: int) -> frozenset[str]:
+        """The in-sync followers to drop, as long as the rest still satisfy the acknowledgement mode; when
+        they would not, none is dropped: nothing could be acknowledged either way, and a follower kept in
+        the set can still be elected."""
+        tracker = self.tracker
+        behind = must_shrink(
+            self.me, tracker.isr, tracker.acked, self.log.end_offset, max_lag_ms, self._now_ms(), self.caught_up_at
+        )
+        if not behind or not acks_satisfied(tracker.acks, tracker.replicas, tracker.isr - behind):
+            return frozenset()
+        return behind
+
+    def caught_up(self) -> frozenset[str]:
+        """Followers outside the in-sync set that hold every committed record and this term's start."""
+        tracker = self.tracker
+        needed = max(tracker.high_watermark, self.term_start)
+        return frozenset(
+            replica
+            for replica, acked in tracker.acked.items()
+            if replica not in tracker.isr and acked >= needed
+        )
+
+    def set_isr(self, isr: frozenset[str]) -> None:
+        """The coordination item took a new in-sync set; a follower (re)joining counts as caught up now."""
+        for replica in isr - self.tracker.isr:
+            self.caught_up_at[replica] = self._now_ms()
+        self.tracker.set_isr(isr)
+
+    def set_replicas(self, replicas: tuple[str, ...]) -> None:
+        self.tracker.set_replicas(replicas)
+        self.caught_up_at = {r: t for r, t in self.caught_up_at.items() if r in replicas}
+
+    # --- the end of the term ----------------------------------------------------------------------------
+
+    def close(self, error: BaseException) -> list[Any]:
+        """End the term: parked fetches are answered with ``error``, nothing more is appended, and the
+        replies still waiting for the high watermark are returned (their outcome is the next leader's)."""
+        self.closed = error
+        fetches, self._fetches = self._fetches, set()
+        for fut in fetches:
+            if not fut.done():
+                fut.set_exception(error)
+        return self.tracker.abandon()
 
 
 def _answer(conn: Connection, request_id: int, frames: list[Frame]) -> None:

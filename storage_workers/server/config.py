@@ -21,7 +21,8 @@ class WorkerConfig:
     worker_id: str = "worker-1"
     partitions: tuple[int, ...] = (0,)
     """The partitions this worker serves, each in ``<data_dir>/p<partition>/``; a data directory of the
-    single-partition layout is adopted by the first."""
+    single-partition layout is adopted by the first.  A worker in a cluster starts with those and hosts any
+    other its cluster's replica sets add it to (none: a spare)."""
     group_commit_max_batch: int = 1024
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     compact_min_bytes: int = 128 * 1024 * 1024
@@ -53,8 +54,8 @@ class WorkerConfig:
         return cls(**values)
 
     def __post_init__(self) -> None:
-        if not self.partitions:
-            raise ValueError("a worker serves at least one partition")
+        if not self.partitions and not self.register:
+            raise ValueError("a worker outside any cluster serves at least one partition")
         if len(set(self.partitions)) != len(self.partitions):
             raise ValueError(f"partitions listed twice: {self.partitions}")
         if any(p < 0 for p in self.partitions):

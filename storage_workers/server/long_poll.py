@@ -19,6 +19,17 @@ class LongPolls:
         self._engine = engine
         self._clock = clock
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._closed: BaseException | None = None
+
+    def close(self, error: BaseException) -> None:
+        """Answer every waiting receive with ``error``, and any that would start waiting (the replica no
+        longer leads: polling again would touch an engine that is not its to change)."""
+        self._closed = error
+        waiters, self._waiters = self._waiters, {}
+        for futs in waiters.values():
+            for fut in futs:
+                if not fut.done():
+                    fut.set_exception(error)
 
     def wake(self, queue_id: str) -> None:
         """Let long polls on the queue look again (something may have become visible, or a timer moved)."""
@@ -38,6 +49,8 @@ class LongPolls:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         while True:
+            if self._closed is not None:
+                raise self._closed
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return []

@@ -1,4 +1,5 @@
-"""The worker process: open the log, listen, register in the partition map, serve until told to stop."""
+"""The worker process: open the logs, listen, play the roles the cluster's replica sets give (the
+controller, :mod:`storage_workers.replication.controller`), serve until told to stop."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ from typing import TextIO
 from ferrymq.aws import session
 from ferrymq.aws.partitions import RECEIPT_KEY_BYTES, PartitionMap
 from ferrymq.aws.queue_store import QueueStore
+from ferrymq.aws.replica_sets import ReplicaSets
+from ferrymq.aws.workers import WorkerRegistry
 from ferrymq.errors import SqsError
 from ferrymq.orphan_watch import wait_until_orphaned
+from ferrymq.replication_rules import Acks
 from ferrymq.settings import Settings
 from storage_workers.peers import ClusterPeers
+from storage_workers.replication.controller import ClusterController, ControllerTimes
 from storage_workers.server.config import WorkerConfig
+from storage_workers.server.replica import PartitionReplica
 from storage_workers.server.worker import StorageWorker
 
 log = logging.getLogger(__name__)
@@ -53,7 +59,7 @@ async def run_worker(
     worker = StorageWorker(config, receipt_keys, peers=ClusterPeers.from_settings(settings))
     try:
         worker.open()
-        host, port = await worker.start()
+        host, port = await worker.start(static_roles=partition_map is None)
     except Exception as exc:
         log.error("storage worker could not start: %s", exc)
         await worker.close()
@@ -61,24 +67,36 @@ async def run_worker(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stopped.set)
+    controller: ClusterController | None = None
     if partition_map is not None:
+        worker.run_pending_drops(QueueStore(session.client("dynamodb", settings), settings.queues_table))
+        controller = ClusterController(
+            config.worker_id,
+            settings.cluster,
+            worker.replicas,
+            (host, port),
+            ReplicaSets.from_settings(settings),
+            WorkerRegistry.from_settings(settings),
+            acks=Acks(settings.acks),
+            times=controller_times(settings),
+            host=lambda partition: _host(worker, partition_map, partition),
+        )
         try:
-            for partition, replica in worker.replicas.items():
-                replica.epoch = await asyncio.to_thread(
-                    partition_map.register, partition, config.worker_id, host, port
-                )
+            # One pass before the ready line: the partitions this worker is to lead are led when it is ready.
+            await controller.poll_once()
         except SqsError as exc:
             # Outages come with the generic message clients see; the botocore failure behind one says what broke.
-            log.error("could not register in the partition map: %s", exc.__cause__ or exc.message)
+            log.error("could not read the cluster's replica sets: %s", exc.__cause__ or exc.message)
             await worker.close()
             return 1
-        worker.run_pending_drops(QueueStore(session.client("dynamodb", settings), settings.queues_table))
+        controller.start()
     log.info(
-        "worker %s serves partitions %s at %s:%d",
+        "worker %s holds partitions %s at %s:%d (leads %s)",
         config.worker_id,
-        ", ".join(f"{p} (epoch {r.epoch})" for p, r in worker.replicas.items()),
+        ",".join(str(p) for p in worker.replicas),
         host,
         port,
+        ", ".join(f"{p} in epoch {r.leading_epoch}" for p, r in worker.replicas.items() if r.term) or "none yet",
     )
     if not worker.stopped.is_set():
         print(f"{READY_LINE} {host} {port}", file=out, flush=True)
@@ -86,8 +104,25 @@ async def run_worker(
     await worker.stopped.wait()
     if watch is not None:
         watch.cancel()
+    if controller is not None:
+        await controller.close()
     await worker.close()
     if worker.fatal is not None:
         log.critical("stopped after a log failure: %s", worker.fatal)
         return 1
     return 0
+
+
+async def _host(worker: StorageWorker, partition_map: PartitionMap, partition: int) -> PartitionReplica:
+    key = await asyncio.to_thread(partition_map.receipt_key, partition)
+    return worker.host(partition, key)
+
+
+def controller_times(settings: Settings) -> ControllerTimes:
+    return ControllerTimes(
+        lease_ms=int(settings.leader_lease_seconds * 1000),
+        max_lag_ms=int(settings.replica_max_lag_seconds * 1000),
+        heartbeat_seconds=settings.worker_heartbeat_seconds,
+        handover_after_ms=int(settings.leader_handover_seconds * 1000),
+        grace_ms=int(settings.worker_grace_seconds * 1000),
+    )

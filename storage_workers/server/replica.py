@@ -1,15 +1,21 @@
-"""One partition as a worker serves it: its log directory, engine, compactor, long polls, dead-letter
-forwarder, move-task runner, pending-drop sweeper and receipt key.
+"""One partition as a worker holds it: its log directory, engine, compactor and receipt key, and the role it
+plays now.
 
-A :class:`PartitionReplica` is opened (its log replayed into its engine), started (move tasks resumed,
-sweeps running) and closed by its :class:`~storage_workers.server.worker.StorageWorker`, which owns the one
-RPC listener and routes each request to the replica of the partition it names.
+A :class:`PartitionReplica` is opened (its log replayed into its engine) and closed by its
+:class:`~storage_workers.server.worker.StorageWorker`, which owns the one RPC listener and routes each request
+to the replica of the partition it names.  In between it plays one role at a time:
 
-Its role is static (``WorkerConfig.role``).  A leader answers requests; every reply waits until the
-request's last record is committed (:mod:`storage_workers.replication.commit`: with ``acks=leader``, durable
-in this log), and it answers its followers' FETCH (:mod:`storage_workers.replication.leader`).  A follower
-answers every request with NotLeader and runs its fetch loop (:mod:`storage_workers.replication.follower`),
-applying what it appends to its state; it runs no sweeps, move tasks or drops, which would emit records.
+- **leader** (:meth:`lead`): a :class:`~storage_workers.server.leader_term.LeaderTerm` answers requests, and
+  every reply waits until the request's last record is committed (:mod:`storage_workers.replication.commit`);
+- **follower** (:meth:`follow`): every request is answered NotLeader while a
+  :class:`~storage_workers.replication.Follower` pulls the leader's records into the log and the engine, so the
+  engine is a hot standby: taking over is starting a term on it, no replay;
+- **standing by** (:meth:`stand_by`): no role, every request answered NotLeader.
+
+Roles come from the worker's controller (:mod:`storage_workers.replication.controller`), which follows the
+partition's coordination item, or are static (``WorkerConfig.role``) for a worker outside any cluster.
+The engine's state always equals a replay of the log: a follower that cuts a diverged tail (or a term that
+ended with a record the log refused) rebuilds it by recovery.
 """
 
 from __future__ import annotations
@@ -22,27 +28,25 @@ from typing import Any
 
 from ferrymq.clock import Clock
 from ferrymq.errors import NotLeader
-from ferrymq.rpc.codec import pack
-from ferrymq.rpc.framing import STATUS_OK, Op, encode_frame
-from storage_workers.drops import PendingDropStore, PendingDropSweeper
+from storage_workers.drops import PendingDropStore
 from storage_workers.engine import Engine
-from storage_workers.handover import DeadLetterForwarder
+from storage_workers.engine.records import Record
+from storage_workers.log.base import install_snapshot
 from storage_workers.log.compaction import Compactor
+from storage_workers.log.epochs import EpochHistory
 from storage_workers.log.lock import locked
-from storage_workers.log.recovery import recover
+from storage_workers.log.recovery import RecoveredLog, recover
 from storage_workers.log.writer import LogWriter
-from storage_workers.move_tasks import MoveTaskRunner
 from storage_workers.peers import Peers
-from storage_workers.replication import Follower, FollowerRole, LeaderStream
+from storage_workers.replication import Follower, FollowerRole, LeaderRole
 from storage_workers.server.config import WorkerConfig
 from storage_workers.server.connection import Connection
-from storage_workers.server.handlers import DEFERRED, PARTITION_OPS, Handler, Handlers
+from storage_workers.server.handlers import PARTITION_OPS, Handler
 from storage_workers.server.layout import replica_dir
-from storage_workers.server.long_poll import LongPolls
-from storage_workers.server.maintenance import every, fold
+from storage_workers.server.leader_term import LeaderTerm
+from storage_workers.server.maintenance import fold
 
 log = logging.getLogger(__name__)
-
 
 
 class PartitionReplica:
@@ -62,67 +66,56 @@ class PartitionReplica:
         self.partition = partition
         self.config = config
         self.directory = replica_dir(config.data_dir, partition)
-        self.engine = Engine(clock, receipt_key)
-        self.engine.transfer_hold_seconds = config.transfer_hold_seconds
+        self.receipt_key = receipt_key
+        self.clock = clock
         self.peers = peers
-        self.long_polls = LongPolls(self.engine, clock)
-        self.forwarder = DeadLetterForwarder(self.engine, peers)
-        self.mover = MoveTaskRunner(
-            self.engine,
-            peers,
-            clock,
-            hold_seconds=config.transfer_hold_seconds,
-            on_delivered=self.long_polls.wake,
-        )
-        self.epoch = 0
-        """The partition map's epoch, once registered."""
+        self.engine = self._new_engine()
         self.log: LogWriter | None = None
         self.compactor: Compactor | None = None
-        self.role = config.role(partition)
-        self.stream: LeaderStream | None = None
-        """The leader side of replication, once open (leaders only)."""
+        self.term: LeaderTerm | None = None
+        """The leadership term, while this replica leads."""
         self.follower: Follower | None = None
-        """The fetch loop, once open (followers only)."""
-        self.handlers: dict[int, Handler]
-        if isinstance(self.role, FollowerRole):
-            self.handlers = dict.fromkeys(PARTITION_OPS, self._not_leader)
-        else:
-            self.handlers = Handlers(
-                engine=self.engine,
-                partition=partition,
-                long_polls=self.long_polls,
-                forwarder=self.forwarder,
-                mover=self.mover,
-                reply=self.reply,
-                fail=fail,
-            ).table()
-            self.handlers[Op.FETCH] = self._fetch
+        """The fetch loop, while this replica follows."""
+        self.following: tuple[tuple[str, int], int] | None = None
+        """The leader address and epoch followed."""
+        self.drops: PendingDropStore | None = None
+        """The catalog's pending drops, carried out by each term (None: a worker outside any catalog)."""
+        self.handlers: dict[int, Handler] = self._standing_by
+        self.diverged = False
+        """The engine applied a record its log refused: rebuild before following."""
+        self.role_changes = 0
         self._fail = fail
         self._on_fatal = on_fatal
         self._lock = contextlib.ExitStack()
-        self._background: list[asyncio.Task[None]] = []
+        self._follow_task: asyncio.Task[None] | None = None
+        self._rebuild_task: asyncio.Task[None] | None = None
+        self._changing = asyncio.Lock()
+
+    @property
+    def _standing_by(self) -> dict[int, Handler]:
+        return dict.fromkeys(PARTITION_OPS, self._not_leader)
+
+    def _new_engine(self) -> Engine:
+        engine = Engine(self.clock, self.receipt_key)
+        engine.transfer_hold_seconds = self.config.transfer_hold_seconds
+        return engine
+
+    # --- the log and the state ------------------------------------------------------------------------
 
     def open(self) -> None:
         """Lock the partition's log directory, replay its log into the engine and get ready to append."""
-        directory = self.directory
-        directory.mkdir(parents=True, exist_ok=True)
-        self._lock.enter_context(locked(directory))
-        recovered = recover(directory, self.engine.apply)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock.enter_context(locked(self.directory))
+        self._use(recover(self.directory, self.engine.apply))
+
+    def _use(self, recovered: RecoveredLog) -> None:
         self.log = wal = LogWriter(
-            directory,
+            self.directory,
             recovered,
             segment_bytes=self.config.segment_bytes,
             max_batch=self.config.group_commit_max_batch,
             on_fatal=self._on_fatal,
         )
-        # The configured epoch (0 by default) until epochs are claimed and kept beside the log (elections): the
-        # partition map's epoch is not used, as one rebuilt under a kept log could start lower than the log's.
-        role = self.role
-        if isinstance(role, FollowerRole):
-            self.follower = Follower(self.partition, self.config.worker_id, role, wal, self.engine.apply)
-        else:
-            self.stream = LeaderStream(self.partition, self.config.worker_id, role, wal)
-            self.engine.on_record = self.stream.append
         self.compactor = Compactor(
             wal,
             fold,
@@ -133,73 +126,183 @@ class PartitionReplica:
         )
         wal.on_commit = self._committed
         log.info(
-            "partition %d: recovered %d queues, %d messages from %d segments in %s",
+            "partition %d: recovered %d queues, %d messages from %d segments (offsets up to %d) in %s",
             self.partition,
             len(self.engine.queues),
             sum(len(q.msgs) for q in self.engine.queues.values()),
             len(recovered.segments),
-            directory,
+            recovered.end_offset,
+            self.directory,
         )
+
+    async def _rebuild(self) -> None:
+        """Replay the log into a new engine (after a cut, or a refused record)."""
+        if self.compactor is not None:
+            await self.compactor.close()
+        if self.log is not None:
+            await self.log.close()
+        self.engine = engine = self._new_engine()
+        self._use(await asyncio.to_thread(recover, self.directory, engine.apply))
+        self.diverged = False
+
+    def apply(self, record: Record) -> None:
+        """Apply a record the follower appended (the follower's host)."""
+        self.engine.apply(record)
+
+    async def truncate(self, end_offset: int) -> None:
+        """Cut the log so that ``end_offset`` is its end and rebuild the state (the follower's host).
+
+        The work runs in a task of its own that a cancelled follower does not interrupt (a log closed
+        halfway through a rebuild would be no log at all); whoever ends the role waits for it."""
+        assert self.log is not None
+        wal = self.log
+
+        async def cut_and_rebuild() -> None:
+            await wal.truncate_after(end_offset - 1)
+            await self._rebuild()
+
+        await self._shielded(cut_and_rebuild())
+
+    async def install(self, offset: int, epoch: int, history: list[tuple[int, int]], payloads: list[bytes]) -> None:
+        """Replace the log by a copy of the leader's state as of ``offset`` and rebuild (the follower's host)."""
+
+        async def replace_and_rebuild() -> None:
+            if self.compactor is not None:
+                await self.compactor.close()
+            if self.log is not None:
+                await self.log.close()
+            self.log = None
+            await asyncio.to_thread(install_snapshot, self.directory, payloads, offset, epoch, EpochHistory(history))
+            await self._rebuild()
+
+        await self._shielded(replace_and_rebuild())
+
+    async def _shielded(self, work: Coroutine[Any, Any, None]) -> None:
+        self._rebuild_task = task = asyncio.get_running_loop().create_task(work)
+        await asyncio.shield(task)
 
     def _committed(self) -> None:
         assert self.compactor is not None
         self.compactor.check()
-        if self.stream is not None:
-            self.stream.committed()
+        if self.term is not None:
+            self.term.stream.committed()
+
+    # --- roles ----------------------------------------------------------------------------------------------
+
+    @property
+    def leading_epoch(self) -> int | None:
+        return self.term.epoch if self.term is not None else None
+
+    async def lead(self, role: LeaderRole) -> None:
+        """Lead in ``role.epoch`` from this replica's state as it is (a follower's is current: no replay)."""
+        async with self._changing:
+            await self._end_role(f"it leads epoch {role.epoch} now")
+            if self.diverged:
+                await self._rebuild()
+            assert self.log is not None
+            self.term = term = LeaderTerm(
+                self.partition,
+                role,
+                config=self.config,
+                engine=self.engine,
+                wal=self.log,
+                clock=self.clock,
+                peers=self.peers,
+                fail=self._fail,
+                on_diverged=self._mark_diverged,
+            )
+            self.handlers = term.handlers
+            self.role_changes += 1
+            term.start()
+            if self.drops is not None:
+                term.start_drops(self.drops)
+            log.info(
+                "partition %d: leading in epoch %d (replicas %s, in sync %s, acks %s) from offset %d",
+                self.partition,
+                role.epoch,
+                ",".join(term.stream.tracker.replicas),
+                ",".join(sorted(term.stream.tracker.isr)),
+                term.stream.tracker.acks.value,
+                self.log.end_offset,
+            )
+
+    async def follow(self, role: FollowerRole, *, on_trouble: Callable[[], None] = lambda: None) -> None:
+        """Follow the leader at ``role.leader`` in ``role.epoch`` (reconciling the log with it first)."""
+        async with self._changing:
+            await self._end_role(f"it follows {role.leader[0]}:{role.leader[1]} in epoch {role.epoch}")
+            if self.diverged:
+                await self._rebuild()
+            self.follower = follower = Follower(
+                self.partition, self.config.worker_id, role, self, on_trouble=on_trouble
+            )
+            self.following = (role.leader, role.epoch)
+            self.role_changes += 1
+            self._follow_task = asyncio.get_running_loop().create_task(follower.run())
+            log.info(
+                "partition %d: following %s:%d in epoch %d", self.partition, role.leader[0], role.leader[1], role.epoch
+            )
+
+    async def stand_by(self, reason: str) -> None:
+        """Play no role: answer every request NotLeader."""
+        async with self._changing:
+            if self.term is not None or self.follower is not None:
+                await self._end_role(reason)
+                self.role_changes += 1
+                log.info("partition %d: standing by: %s", self.partition, reason)
+
+    def _mark_diverged(self) -> None:
+        self.diverged = True
+
+    async def _end_role(self, reason: str) -> None:
+        self.handlers = self._standing_by
+        term, self.term = self.term, None
+        if term is not None:
+            await term.end(reason)
+            self.engine.on_record = None
+        follower, self.follower = self.follower, None
+        self.following = None
+        task, self._follow_task = self._follow_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if follower is not None:
+            await follower.close()
+        await self._rebuilt()
+
+    async def _rebuilt(self) -> None:
+        task, self._rebuild_task = self._rebuild_task, None
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def take_static_role(self) -> None:
+        """Take the role ``WorkerConfig.role`` gives (a worker outside any cluster)."""
+        role = self.config.role(self.partition)
+        await (self.follow(role) if isinstance(role, FollowerRole) else self.lead(role))
 
     def _not_leader(self, conn: Connection, request_id: int, args: Any) -> Any:
-        raise NotLeader(f"Storage worker {self.config.worker_id} follows partition {self.partition}.")
-
-    def _fetch(self, conn: Connection, request_id: int, args: Any) -> Any:
-        assert self.stream is not None
-        task = self.stream.fetch(conn, request_id, args, self._fail)
-        if task is not None:
-            conn.start(task)
-        return DEFERRED
-
-    def start(self) -> None:
-        """Leader: resume the partition's move tasks and start its periodic sweep; follower: start fetching
-        (on the running loop)."""
-        if self.follower is not None:
-            self._spawn(self.follower.run())
-            return
-        for queue_id, handle in self.engine.active_move_tasks():
-            log.info("partition %d: resuming move task %s of %s", self.partition, handle, queue_id)
-            self.mover.launch(queue_id, handle)
-        self._spawn(every("state sweep", self.config.sweep_interval_seconds, self.engine.sweep))
-
-    def run_pending_drops(self, store: PendingDropStore) -> None:
-        """Carry out the partition's pending queue drops now and periodically.
-
-        Only the partition's leader may: a worker that does not serve the partition would clear drops that
-        the one serving it never made.  Called after recovery, as a drop of an id not yet replayed is lost.
-        A follower does nothing: its leader's drops reach it as records.
-        """
-        assert self.log is not None
-        if self.follower is not None:
-            return
-        sweeper = PendingDropSweeper(self.partition, store, self.engine.drop_queue, self.log.flush)
-        self._spawn(sweeper.run(self.config.pending_drops_interval_seconds))
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        self._background.append(asyncio.get_running_loop().create_task(work))
+        raise NotLeader(f"Storage worker {self.config.worker_id} does not lead partition {self.partition}.")
 
     def reply(self, conn: Connection, request_id: int, result: Any) -> None:
         """Answer once every record appended so far is committed."""
-        frame = encode_frame(request_id, STATUS_OK, pack(result))
-        assert self.log is not None and self.stream is not None
-        self.stream.when_committed(self.log.end_offset - 1, conn.write, frame)
+        term = self.term
+        if term is None:
+            self._fail(conn, request_id, NotLeader(f"Partition {self.partition} changed hands."))
+        else:
+            term.reply(conn, request_id, result)
 
     async def close(self) -> None:
-        """Stop the background work, let what was appended become durable (and be answered), release the
+        """Stop the role's work, let what was appended become durable (and be answered), release the
         directory."""
-        for task in self._background:
+        term = self.term
+        if term is not None:
+            await term.close()
+        task, self._follow_task = self._follow_task, None
+        if task is not None:
             task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
-        await self.mover.close()
+            await asyncio.gather(task, return_exceptions=True)
         if self.follower is not None:
             await self.follower.close()
-        await self.forwarder.close()
+        await self._rebuilt()
         if self.compactor is not None:
             await self.compactor.close()
         if self.log is not None:
@@ -207,13 +310,26 @@ class PartitionReplica:
         self._lock.close()
 
     def status(self) -> dict[str, Any]:
-        """The partition's part of ``ping``: size of the state and of the log."""
-        assert self.log is not None
+        """The partition's part of ``ping``: role, replication positions, size of the state and of the log."""
+        if self.log is None:
+            return {"role": "follower", "rebuilding": True, "role_changes": self.role_changes}
+        term = self.term
+        tracker = term.stream.tracker if term is not None else None
+        follower = self.follower
+        role = "leader" if term is not None else "follower" if follower is not None else "standby"
         return {
-            "epoch": self.epoch,
-            "role": "follower" if self.follower is not None else "leader",
+            "role": role,
+            "epoch": term.epoch if term is not None else self.following[1] if self.following else None,
+            "leader": list(self.following[0]) if self.following else None,
             "end_offset": self.log.end_offset,
-            "high_watermark": self.stream.tracker.high_watermark if self.stream is not None else None,
+            "durable_offset": self.log.durable_offset,
+            "high_watermark": tracker.high_watermark if tracker is not None else None,
+            "isr": sorted(tracker.isr) if tracker is not None else None,
+            "acks": tracker.acks.value if tracker is not None else None,
+            "followers": dict(tracker.acked) if tracker is not None else None,
+            "waiting_replies": tracker.waiting if tracker is not None else 0,
+            "fetches": follower.fetches if follower is not None else 0,
+            "role_changes": self.role_changes,
             "queues": len(self.engine.queues),
             "messages": sum(len(q.msgs) for q in self.engine.queues.values()),
             "log_bytes": self.log.total_bytes,
@@ -221,9 +337,14 @@ class PartitionReplica:
             "log_batches": self.log.batches,
             "compactions": self.compactor.runs if self.compactor else 0,
             "compaction": self.compactor.status() if self.compactor else None,
-            "dead_letter_handovers": {
-                "in_flight": self.forwarder.in_flight,
-                "deferred": self.forwarder.deferred,
-                "forwarded": self.forwarder.forwarded,
-            },
+            "dead_letter_handovers": (
+                {
+                    "in_flight": term.forwarder.in_flight,
+                    "deferred": term.forwarder.deferred,
+                    "forwarded": term.forwarder.forwarded,
+                }
+                if term is not None
+                else None
+            ),
         }
+

@@ -72,16 +72,7 @@ class StorageWorker:
         self.stopped = asyncio.Event()
         self.fatal: BaseException | None = None
         self.replicas: dict[int, PartitionReplica] = {
-            partition: PartitionReplica(
-                partition,
-                config,
-                receipt_keys[partition],
-                self.clock,
-                ReplicaPeers(self.peers, partition, self._local_client),
-                fail=self._fail,
-                on_fatal=self._on_log_failure,
-            )
-            for partition in config.partitions
+            partition: self._replica(partition, receipt_keys[partition]) for partition in config.partitions
         }
         self._lock = contextlib.ExitStack()
         self._opened = False
@@ -89,6 +80,30 @@ class StorageWorker:
         self._address: tuple[str, int] | None = None
         self._self_client: WorkerClient | None = None
         self._connections: set[Connection] = set()
+        self._drops: PendingDropStore | None = None
+
+    def _replica(self, partition: int, receipt_key: bytes) -> PartitionReplica:
+        return PartitionReplica(
+            partition,
+            self.config,
+            receipt_key,
+            self.clock,
+            ReplicaPeers(self.peers, partition, self._local_client),
+            fail=self._fail,
+            on_fatal=self._on_log_failure,
+        )
+
+    def host(self, partition: int, receipt_key: bytes) -> PartitionReplica:
+        """Open a replica of ``partition`` on a running worker (a replica set it was just added to); it stands by
+        until its controller gives it a role."""
+        replica = self.replicas.get(partition)
+        if replica is not None:
+            return replica
+        replica = self._replica(partition, receipt_key)
+        replica.open()
+        replica.drops = self._drops
+        self.replicas[partition] = replica
+        return replica
 
     # --- life cycle --------------------------------------------------------------------------------
 
@@ -98,13 +113,15 @@ class StorageWorker:
         directory.mkdir(parents=True, exist_ok=True)
         self._lock.enter_context(locked(directory))
         # The single-partition layout kept its segments here; they belong to the partition it was started for.
-        adopt_legacy_log(directory, replica_dir(directory, self.config.partitions[0]))
+        if self.config.partitions:
+            adopt_legacy_log(directory, replica_dir(directory, self.config.partitions[0]))
         self._opened = True
         for replica in self.replicas.values():
             replica.open()
 
-    async def start(self) -> tuple[str, int]:
-        """Listen; returns the host and port bound."""
+    async def start(self, *, static_roles: bool = True) -> tuple[str, int]:
+        """Listen; returns the host and port bound.  With ``static_roles`` each replica takes the role the
+        configuration gives it; otherwise every replica stands by until a controller assigns its role."""
         if not self._opened:
             self.open()
         self._server = await asyncio.start_server(
@@ -112,14 +129,24 @@ class StorageWorker:
         )
         sockname = self._server.sockets[0].getsockname()
         self._address = (self.config.host, int(sockname[1]))
-        for replica in self.replicas.values():
-            replica.start()
+        if static_roles:
+            for replica in self.replicas.values():
+                await replica.take_static_role()
+        return self._address
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """Where the worker listens, once started."""
         return self._address
 
     def run_pending_drops(self, store: PendingDropStore) -> None:
-        """Carry out every served partition's pending queue drops now and periodically."""
+        """Let every leadership term carry out its partition's pending queue drops (see
+        ``LeaderTerm.start_drops``), the terms running now included."""
+        self._drops = store
         for replica in self.replicas.values():
-            replica.run_pending_drops(store)
+            replica.drops = store
+            if replica.term is not None:
+                replica.term.start_drops(store)
 
     def _local_client(self, partition: int) -> WorkerClient | None:
         """A client for this worker itself when it serves ``partition`` and listens; None otherwise."""

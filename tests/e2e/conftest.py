@@ -60,17 +60,18 @@ class Stack(UpProcess):
         self.stop()
         self.start()
 
+    def ferrymq(self, *args: str) -> str:
+        """Run ``ferrymq ARGS`` against this stack; returns its stdout."""
+        result = subprocess.run(
+            [*ferrymq_command(), *args], env=self.env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
     def create_credentials(self, account_id: str, user_name: str) -> tuple[str, str]:
         """``ferrymq credentials create``; returns (access key id, secret access key)."""
-        result = subprocess.run(
-            [*ferrymq_command(), "credentials", "create", "--account", account_id, "--user", user_name, "--json"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        created = json.loads(result.stdout)
+        created = json.loads(self.ferrymq("credentials", "create", "--account", account_id, "--user", user_name,
+                                          "--json"))
         return created["AccessKeyId"], created["SecretAccessKey"]
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
+import json
 from pathlib import Path
 from typing import Any
 
 import boto3
 
 from tests.e2e.conftest import Stack
+from tests.support.processes import group_members
 from tests.support.sqs_clients import sqs_client
 
 
@@ -30,22 +31,11 @@ def test_boto3_lists_queues_on_a_fresh_stack(stack: Any) -> None:
 def _stack_processes(stack: Stack) -> list[str]:
     """The command lines of the processes in the stack's process group."""
     assert stack.process is not None
-    group = os.getpgid(stack.process.pid)
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.getpgid(int(entry.name)) != group:
-                continue
-            found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-        except (ProcessLookupError, FileNotFoundError, PermissionError):
-            continue
-    return found
+    return [" ".join(argv) for argv in group_members(stack.process.pid).values()]
 
 
-def test_a_stack_of_three_partitions_runs_one_worker_serving_all_of_them(tmp_path: Path) -> None:
-    # given `ferrymq up` with three partitions
+def test_a_stack_of_three_partitions_runs_a_cluster_of_three_workers_each_leading_one(tmp_path: Path) -> None:
+    # given `ferrymq up` with three partitions (three workers, replication factor 3 by default)
     stack = Stack(tmp_path / "ferrymq", {"FERRYMQ_PARTITIONS": "3"})
     try:
         stack.start()
@@ -53,16 +43,25 @@ def test_a_stack_of_three_partitions_runs_one_worker_serving_all_of_them(tmp_pat
         # when forty queues are made (queue ids spread over the partitions: each partition gets some but with
         # odds below one in a million), and each gets a message
         workers = [c for c in _stack_processes(stack) if "storage_workers" in c]
-        directory = stack.data_dir / "workers" / "worker-0"
         for i in range(40):
             url = client.create_queue(QueueName=f"spread-{i}")["QueueUrl"]
             client.send_message(QueueUrl=url, MessageBody=f"body {i}")
             got = client.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
             # then every message comes back from its queue
             assert [m["Body"] for m in got] == [f"body {i}"]
-        # and one storage worker serves the three partitions, each in a log directory of its own
-        assert len(workers) == 1, workers
-        assert "--partitions 0,1,2" in workers[0]
-        assert sorted(p.name for p in directory.iterdir() if p.is_dir()) == ["p0", "p1", "p2"]
+        # and three storage workers hold a replica of every partition, each in a log directory of its own
+        assert len(workers) == 3, workers
+        assert all("--partitions 0,1,2" in w for w in workers)
+        for worker in ("worker-0", "worker-1", "worker-2"):
+            directory = stack.data_dir / "workers" / worker
+            assert sorted(p.name for p in directory.iterdir() if p.is_dir()) == ["p0", "p1", "p2"]
+        # and each worker leads the partition it is the preferred leader of
+        status = json.loads(stack.ferrymq("cluster", "status", "--json"))
+        assert {p["partition"]: p["leader"] for p in status["partitions"]} == {
+            0: "worker-0",
+            1: "worker-1",
+            2: "worker-2",
+        }
+        assert all(sorted(p["isr"]) == ["worker-0", "worker-1", "worker-2"] for p in status["partitions"])
     finally:
         stack.stop()

@@ -75,6 +75,28 @@ def _read_ready_line(proc: subprocess.Popen, timeout: float) -> str:
     return buf.split(b"\n", 1)[0].decode()
 
 
+def _retire_foreign_replica_sets(settings: Settings, partitions: Sequence[int], worker_id: str) -> None:
+    """Forget the replica sets of ``partitions`` that another test's worker holds (the table outlives tests):
+    a worker never takes a partition from the replica set it finds, it stands by, so a test that starts a
+    worker for a partition an earlier test used starts from a partition nobody holds, as an operator
+    retiring that cluster would leave it.  The epoch and the receipt key stay."""
+    from ferrymq.aws import session
+
+    dynamodb = session.client("dynamodb", settings)
+    for partition in partitions:
+        item = dynamodb.get_item(
+            TableName=settings.partitions_table, Key={"partition": {"N": str(partition)}}, ConsistentRead=True
+        ).get("Item")
+        replicas = [v["S"] for v in item.get("replicas", {}).get("L", [])] if item else []
+        if replicas and worker_id not in replicas:
+            dynamodb.update_item(
+                TableName=settings.partitions_table,
+                Key={"partition": {"N": str(partition)}},
+                UpdateExpression="REMOVE replicas, leader, isr, lease_until, #c, acks",
+                ExpressionAttributeNames={"#c": "cluster"},
+            )
+
+
 @pytest.fixture
 def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
@@ -93,6 +115,9 @@ def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..
         """Start a worker; with ``behind_parent`` as the child of a parent process of its own session, so that
         the parent can die alone and the worker, orphaned, still goes with the session at the end."""
         log_path = tmp_path / f"{worker_id}-{len(started)}.stderr"
+        held = partitions if partitions is not None else (partition,)
+        if "--no-register" not in extra_args:
+            _retire_foreign_replica_sets(aws_settings, held, worker_id)
         command = [sys.executable, "-c", _PARENT] if behind_parent else [sys.executable, "-m", "storage_workers"]
         with open(log_path, "wb") as err:
             proc = subprocess.Popen(
@@ -103,7 +128,7 @@ def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..
                     "--worker-id",
                     worker_id,
                     "--partitions",
-                    ",".join(str(p) for p in (partitions if partitions is not None else (partition,))),
+                    ",".join(str(p) for p in held),
                     "--port",
                     str(port),
                     *extra_args,

@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 
 def terminate_group(process: subprocess.Popen, timeout: float) -> None:
@@ -23,3 +24,20 @@ def kill_group(process: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def group_members(pid: int) -> dict[int, list[str]]:
+    """The processes in ``pid``'s process group now: pid -> argv."""
+    group = os.getpgid(pid)
+    found: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != group:
+                continue
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (ProcessLookupError, FileNotFoundError, PermissionError):
+            continue
+        found[int(entry.name)] = [part.decode(errors="replace") for part in argv if part]
+    return found

@@ -21,12 +21,14 @@ from ferrymq.errors import (
     error_for_code,
 )
 from ferrymq.limits import (
+    DEDUP_WINDOW_SECONDS,
     MAX_BATCH_BYTES,
     MAX_DELAY_SECONDS,
     MAX_MESSAGES_PER_RECEIVE,
     MAX_VISIBILITY_TIMEOUT_SECONDS,
     MAX_WAIT_TIME_SECONDS,
 )
+from ferrymq.message_fields import sequence_number
 from ferrymq.protocol.md5 import md5_of_attributes, md5_of_body
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.messages import sent_message
@@ -71,6 +73,15 @@ def _check_token(name: str, value: Any) -> str:
 # --- send --------------------------------------------------------------------------------------------
 
 
+class _WholeRequestError(Exception):
+    """A problem with one entry of SendMessageBatch that AWS answers by failing the whole request (a FIFO entry
+    without its group id, or without a deduplication id the queue cannot compute), not under ``Failed``."""
+
+    def __init__(self, error: SqsError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict]:
     """Check one message to send; returns the worker's message dict and the client's result entry."""
     body = check_body(params.get("MessageBody"))
@@ -85,28 +96,31 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
         params, "DelaySeconds", 0, MAX_DELAY_SECONDS, f"DelaySeconds must be >= 0 and <= {MAX_DELAY_SECONDS}."
     )
     fifo = is_fifo(queue.name)
-    if fifo and delay is not None:
+    # AWS takes DelaySeconds=0 on a FIFO queue (SDK wrappers always send it) and applies the queue's delay.
+    if fifo and delay:
         raise InvalidParameterValue(
             f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request include parameter that is "
             "not valid for this queue type."
         )
-    if delay is None:
+    if delay is None or fifo:
         delay = queue_attributes.int_value(queue.attributes, "DelaySeconds")
     system: dict[str, Any] = {"SenderId": ctx.credential.principal_id}
     if "AWSTraceHeader" in system_attributes:
         system["AWSTraceHeader"] = system_attributes["AWSTraceHeader"]["StringValue"]
+    elif ctx.trace_header:
+        system["AWSTraceHeader"] = ctx.trace_header
     group = params.get("MessageGroupId")
     dedup_id = params.get("MessageDeduplicationId")
     if fifo:
         if group is None:
-            raise MissingParameter("The request must contain the parameter MessageGroupId.")
+            raise _WholeRequestError(MissingParameter("The request must contain the parameter MessageGroupId."))
         _check_token("MessageGroupId", group)
         if dedup_id is None:
             if queue.attributes.get("ContentBasedDeduplication") != "true":
-                raise InvalidParameterValue(
+                raise _WholeRequestError(InvalidParameterValue(
                     "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId "
                     "provided explicitly"
-                )
+                ))
             dedup_id = hashlib.sha256(body.encode()).hexdigest()
         _check_token("MessageDeduplicationId", dedup_id)
     else:
@@ -161,37 +175,57 @@ async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str
     async def op(worker: WorkerClient) -> list[dict]:
         return await worker.send(queue.partition, queue.queue_id, messages, retention_seconds=retention, fifo=fifo)
 
-    stored = await ctx.services.dispatcher.call(queue, op, idempotent=fifo)
+    async def resend(worker: WorkerClient, since_ms: int) -> list[dict]:
+        # The same message ids: what the first attempt stored is not stored twice.
+        return await worker.send(
+            queue.partition, queue.queue_id, messages, retention_seconds=retention, fifo=fifo, resend_since=since_ms
+        )
+
+    # FIFO sends are idempotent by message id at the worker; standard ones when resent as such.
+    stored = await ctx.services.dispatcher.call(queue, op, idempotent=fifo, resend=resend)
     if fifo:
         for message, result, outcome in zip(messages, results, stored, strict=True):
             result["MessageId"] = message["id"]
-            result["SequenceNumber"] = outcome["seq"]
+            result["SequenceNumber"] = sequence_number(outcome["seq"])
 
 
 async def _claim_dedup_ids(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str, Any]]) -> None:
     """Give each message the id of whichever message first used its deduplication id within the window.
 
     A duplicate thus carries the original's id, and the worker, storing each id once, drops it; a retry of a
-    send whose claim was written but which never reached the worker is stored under the claimed id.
+    send whose claim was written but which never reached the worker is stored under the claimed id.  Ids
+    claimed before the queue's last purge are forgotten; ids claimed under the queue's previous
+    DeduplicationScope still count until their window ends.
     """
-    by_group = queue.attributes.get("DeduplicationScope") == "messageGroup"
     now = ctx.services.clock.now()
-    claims = [
-        asyncio.to_thread(
-            ctx.services.dedup.claim,
-            dedup_key(queue.queue_id, m["group"] if by_group else None, m["dedup_id"]),
-            m["id"],
-            now,
-        )
-        for m in messages
-    ]
-    for message, owner in zip(messages, await asyncio.gather(*claims), strict=True):
+    scope = queue_attributes.dedup_scope(queue.attributes)
+    changed_at = queue.dedup_scope_changed_at
+    previous = queue.previous_dedup_scope
+    if previous == scope or changed_at is None or now - changed_at >= DEDUP_WINDOW_SECONDS:
+        previous = None
+    dedup = ctx.services.dedup
+
+    def key(message: dict[str, Any], under: str) -> str:
+        return dedup_key(queue.queue_id, message["group"] if under == "messageGroup" else None, message["dedup_id"])
+
+    def settle(message: dict[str, Any]) -> str:
+        if previous is not None and changed_at is not None:
+            earlier = dedup.owner(key(message, previous), now, claimed_before=changed_at, purged_at=queue.purged_at)
+            if earlier is not None:
+                return earlier
+        return dedup.claim(key(message, scope), message["id"], now, purged_at=queue.purged_at)
+
+    owners = await asyncio.gather(*(asyncio.to_thread(settle, m) for m in messages))
+    for message, owner in zip(messages, owners, strict=True):
         message["id"] = owner
 
 
 async def send_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
-    message, result = _outgoing(ctx, queue, params)
+    try:
+        message, result = _outgoing(ctx, queue, params)
+    except _WholeRequestError as whole:
+        raise whole.error from None
     await _send(ctx, queue, [message], [result])
     return result
 
@@ -210,6 +244,8 @@ async def send_message_batch(ctx: RequestContext, params: dict[str, Any]) -> dic
     for entry in entries:
         try:
             message, result = _outgoing(ctx, queue, entry)
+        except _WholeRequestError as whole:
+            raise whole.error from None
         except SqsError as exc:
             failed.append(_failure(entry["Id"], exc))
             continue
@@ -245,10 +281,13 @@ def _failure(entry_id: str, exc: SqsError) -> dict[str, Any]:
 async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     max_messages = optional_int(params, "MaxNumberOfMessages", 1, MAX_MESSAGES_PER_RECEIVE) or 1
-    visibility = optional_int(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT_SECONDS)
+    # AWS words these two ranges differently from MaxNumberOfMessages' "between".
+    visibility = optional_int(params, "VisibilityTimeout", 0, MAX_VISIBILITY_TIMEOUT_SECONDS,
+                              f"Must be >= 0 and <= {MAX_VISIBILITY_TIMEOUT_SECONDS}, if provided.")
     if visibility is None:
         visibility = queue_attributes.int_value(queue.attributes, "VisibilityTimeout")
-    wait = optional_int(params, "WaitTimeSeconds", 0, MAX_WAIT_TIME_SECONDS)
+    wait = optional_int(params, "WaitTimeSeconds", 0, MAX_WAIT_TIME_SECONDS,
+                        f"Must be >= 0 and <= {MAX_WAIT_TIME_SECONDS}, if provided.")
     if wait is None:
         wait = queue_attributes.int_value(queue.attributes, "ReceiveMessageWaitTimeSeconds")
     system_names = _requested_system_attributes(params)
@@ -287,13 +326,13 @@ async def _redrive(ctx: RequestContext, queue: QueueRecord) -> dict[str, Any] | 
         return None
     catalog = ctx.services.catalog
     try:
-        dlq = await catalog.get(policy.target.account, policy.target.name)
+        dlq = await catalog.get(policy.target.account, policy.target.name, policy.target.region)
     except QueueDoesNotExist:
         return None
     return redrive_option(
-        target_of(dlq, catalog.arn(dlq.account, dlq.name)),
+        target_of(dlq, catalog.arn_of(dlq)),
         max_receive_count=policy.max_receive_count,
-        source_arn=catalog.arn(queue.account, queue.name),
+        source_arn=catalog.arn_of(queue),
     )
 
 
@@ -316,8 +355,10 @@ class _AttributeFilter:
 
 
 def _attribute_filter(names: list[str]) -> _AttributeFilter:
-    everything = any(n in ("All", ".*") for n in names)
-    prefixes = tuple(n[:-1] for n in names if n.endswith(".*") and n != ".*")
+    """AWS's reading of MessageAttributeNames: ``All``, ``.*`` and ``*`` are every attribute, ``Hel.*`` every
+    attribute whose name starts with ``Hel`` (``Hello`` and ``Help.Me`` alike), anything else one name."""
+    everything = any(n in ("All", ".*", "*") for n in names)
+    prefixes = tuple(n[:-2] for n in names if n.endswith(".*") and n != ".*")
     return _AttributeFilter(frozenset(names), prefixes, everything)
 
 
@@ -338,7 +379,7 @@ def _rendered(message: Mapping[str, Any], system_names: frozenset[str], wanted: 
             "AWSTraceHeader": system.get("AWSTraceHeader"),
             "MessageGroupId": message.get("group") or system.get("MessageGroupId"),
             "MessageDeduplicationId": message.get("dedup_id"),
-            "SequenceNumber": message.get("seq"),
+            "SequenceNumber": sequence_number(message["seq"]) if message.get("seq") is not None else None,
             "DeadLetterQueueSourceArn": system.get("DeadLetterQueueSourceArn"),
         }
         attributes = {k: v for k, v in available.items() if k in system_names and v is not None}

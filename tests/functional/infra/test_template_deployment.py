@@ -57,3 +57,26 @@ def test_bootstrapped_resources_keep_their_names() -> None:
 def test_repository_root_is_the_template_folder() -> None:
     assert (REPO / "pyproject.toml").is_file()
     assert Path(cfn.TEMPLATE_PATH).name == "template.yaml"
+
+
+def test_the_storage_cluster_is_three_workers_each_with_a_log_volume_that_outlives_its_instance() -> None:
+    resources = cfn.load()["Resources"]
+    groups = {n: r for n, r in resources.items() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"}
+    volumes = {n: r for n, r in resources.items() if r["Type"] == "AWS::EC2::Volume"}
+    # then three groups of exactly one instance each, in the first three subnets
+    assert sorted(groups) == ["WorkerGroup0", "WorkerGroup1", "WorkerGroup2"]
+    for i, (_, group) in enumerate(sorted(groups.items())):
+        props = group["Properties"]
+        assert (props["MinSize"], props["MaxSize"]) == ("1", "1")
+        (subnet,) = props["VPCZoneIdentifier"]
+        assert subnet.name == "Select" and subnet.value[0] == i and subnet.value[1].value == "SubnetIds"
+        assert {"Key": "ferrymq-slot", "Value": str(i), "PropagateAtLaunch": True} in props["Tags"]
+    # and three volumes kept when the stack or an instance goes, tagged with their slot
+    assert len(volumes) == 3
+    for volume in volumes.values():
+        assert volume["DeletionPolicy"] == volume["UpdateReplacePolicy"] == "Retain"
+        assert volume["Properties"]["Encrypted"] is True
+    # and the worker reads its slot from its tags and runs `ferrymq cluster init` before it starts
+    user_data = repr(resources["WorkerLaunchTemplate"]["Properties"]["LaunchTemplateData"]["UserData"])
+    assert "tags/instance/ferrymq-slot" in user_data and "ferrymq cluster init" in user_data
+    assert "--worker-id worker-$SLOT" in user_data

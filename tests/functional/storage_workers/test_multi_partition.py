@@ -118,7 +118,7 @@ def test_redrive_into_a_dead_letter_queue_on_another_partition_of_the_same_worke
             await eventually(arrived)
             (dead,) = await receive(client, "dlq", partition=1)
             assert (dead["id"], dead["receive_count"]) == (sent["id"], 2)
-            assert server.replicas[0].forwarder.forwarded == 1
+            assert server.replicas[0].term.forwarder.forwarded == 1
 
             async def left() -> bool:
                 return await client.stats(0, "src", retention_seconds=RETENTION) == NO_MESSAGES

@@ -8,10 +8,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ferrymq.errors import InvalidParameterValue, NotLeader, StaleEpoch
+from ferrymq.errors import NotLeader, StaleEpoch
 from ferrymq.replication_rules import Acks
 from ferrymq.rpc.client import WorkerClient
 from storage_workers.log import records as codec
@@ -28,17 +29,23 @@ ALL = LeaderRole(replicas=("leader", "follower"), acks=Acks.ALL)
 
 @asynccontextmanager
 async def node(
-    data_dir: Path, worker_id: str, *, leads: LeaderRole | None = None, follows: FollowerRole | None = None
+    data_dir: Path,
+    worker_id: str,
+    *,
+    leads: LeaderRole | None = None,
+    follows: FollowerRole | None = None,
+    **config_fields: Any,
 ) -> AsyncIterator[tuple[PartitionReplica, WorkerClient, tuple[str, int]]]:
-    """A worker with the given role for partition 0, its replica of it, a client and its address."""
+    """A worker with the given role for partition 0 (and ``config_fields`` of its WorkerConfig), its replica
+    of it, a client and its address."""
     config = WorkerConfig(
         data_dir=data_dir,
         worker_id=worker_id,
         partitions=(P,),
         register=False,
-        transfer_hold_seconds=1,
         leads={P: leads} if leads is not None else {},
         follows={P: follows} if follows is not None else {},
+        **{"transfer_hold_seconds": 1, **config_fields},
     )
     server = StorageWorker(config, {P: RECEIPT_KEY})
     address = await server.start()
@@ -55,15 +62,18 @@ def following(address: tuple[str, int], **kwargs: object) -> FollowerRole:
 
 
 async def caught_up(leader: PartitionReplica, follower: PartitionReplica) -> None:
-    assert leader.log is not None and follower.log is not None
-    leader_log, follower_log = leader.log, follower.log
+    """Until the follower's log ends where the leader's does (each replica's log as it is at each look: a
+    follower that installs a copy of the leader's state gets a new one), both flushed."""
 
     async def same_end() -> bool:
-        return follower_log.end_offset == leader_log.end_offset
+        return (
+            leader.log is not None and follower.log is not None and follower.log.end_offset == leader.log.end_offset
+        )
 
     await eventually(same_end)
-    await leader_log.flush()
-    await follower_log.flush()
+    assert leader.log is not None and follower.log is not None
+    await leader.log.flush()
+    await follower.log.flush()
 
 
 def frames(replica: PartitionReplica) -> list[tuple[int, int, bytes]]:
@@ -80,7 +90,7 @@ def test_with_acks_all_a_send_is_answered_only_once_the_follower_has_it(tmp_path
             node(tmp_path / "f", "follower", follows=following(address)) as (follower, _, _),
         ):
             await client.send(P, "q", [message("warm-up")], retention_seconds=RETENTION)
-            assert leader.log is not None and follower.follower is not None and leader.stream is not None
+            assert leader.log is not None and follower.follower is not None and leader.term is not None
             # when the follower stops fetching and a send arrives
             follower.follower.pause()
             end = leader.log.end_offset
@@ -95,12 +105,12 @@ def test_with_acks_all_a_send_is_answered_only_once_the_follower_has_it(tmp_path
             await client.ping()
             # the send is still not answered
             assert not sending.done()
-            assert leader.stream.tracker.waiting == 1
+            assert leader.term.stream.tracker.waiting == 1
             # when the follower fetches again, then it is answered
             follower.follower.resume()
             [result] = await sending
             assert result["id"]
-            assert leader.stream.tracker.high_watermark == leader.log.end_offset
+            assert leader.term.stream.tracker.high_watermark == leader.log.end_offset
 
     asyncio.run(scenario())
 
@@ -147,8 +157,9 @@ def test_a_restarted_follower_catches_up_from_its_log_end_without_duplicates(tmp
                 await client.send(P, "q", [message(f"b{i}")], retention_seconds=RETENTION)
             await receive(client, "q", max_messages=4)
             # (so far behind that what it lacks is no longer in the leader's tail buffer, but in its log)
-            assert leader.stream is not None and leader.stream.tail is not None
-            assert leader.stream.tail.first_offset is not None and leader.stream.tail.first_offset > stopped_at
+            assert leader.term is not None and leader.term.stream.tail is not None
+            tail = leader.term.stream.tail
+            assert tail.first_offset is not None and tail.first_offset > stopped_at
             # and the follower restarts on its own log
             async with node(tmp_path / "f", "follower", follows=following(address)) as (follower, _, _):
                 assert follower.log is not None and leader.log is not None
@@ -171,7 +182,7 @@ def test_with_acks_leader_sends_are_answered_without_any_follower(tmp_path: Path
             # when messages are sent, then they are answered and stored
             await client.send(P, "q", [message("alone")], retention_seconds=RETENTION)
             assert [m["body"] for m in await receive(client, "q")] == ["alone"]
-            assert leader.stream is not None and leader.stream.tracker.acked == {}
+            assert leader.term is not None and leader.term.stream.tracker.acked == {}
 
     asyncio.run(scenario())
 
@@ -180,13 +191,13 @@ def test_a_fetch_waits_for_the_next_append_and_carries_the_logs_payload(tmp_path
     async def scenario() -> None:
         # given a leader with a follower replica that is not running, and a fetch from its log end
         async with node(tmp_path / "l", "leader", leads=ALL) as (leader, client, _):
-            assert leader.stream is not None and leader.log is not None
+            assert leader.term is not None and leader.log is not None
             start = leader.log.end_offset
             fetching = asyncio.create_task(client.fetch(P, "follower", 0, start, 1, max_bytes=1 << 20,
                                                         wait_ms=60_000))
 
             async def parked() -> bool:
-                return leader.stream is not None and leader.stream.waiting_fetches == 1
+                return leader.term is not None and leader.term.stream.waiting_fetches == 1
 
             await eventually(parked)
             assert not fetching.done()
@@ -211,21 +222,22 @@ def test_a_fetch_of_another_epoch_or_replica_is_refused_and_records_nothing(tmp_
         # given a leader in epoch 3
         role = LeaderRole(replicas=("leader", "follower"), acks=Acks.ALL, epoch=3)
         async with node(tmp_path / "l", "leader", leads=role) as (leader, client, _):
-            assert leader.stream is not None
+            assert leader.term is not None
             # when a follower fetches under epoch 2, then it is fenced
             with pytest.raises(StaleEpoch):
                 await client.fetch(P, "follower", 2, 1, 1, max_bytes=1024, wait_ms=0)
             # under epoch 4, this leader is the stale one
             with pytest.raises(NotLeader):
                 await client.fetch(P, "follower", 4, 1, 1, max_bytes=1024, wait_ms=0)
-            # a worker outside the replica set is refused
-            with pytest.raises(InvalidParameterValue):
+            # a worker outside the replica set is refused as one whose view is stale (it may have been added a
+            # moment ago, and asks again once the leader knows)
+            with pytest.raises(StaleEpoch):
                 await client.fetch(P, "stranger", 3, 1, 1, max_bytes=1024, wait_ms=0)
             # and none of them counted as an acknowledgement
-            assert leader.stream.tracker.acked == {}
+            assert leader.term.stream.tracker.acked == {}
             # while the current epoch is answered
             assert await client.fetch(P, "follower", 3, 1, 1, max_bytes=1024, wait_ms=0) == []
-            assert leader.stream.tracker.acked == {"follower": 1}
+            assert leader.term.stream.tracker.acked == {"follower": 1}
 
     asyncio.run(scenario())
 

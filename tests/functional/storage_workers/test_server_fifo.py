@@ -181,7 +181,7 @@ def test_redrive_into_a_queue_another_worker_leads(tmp_path: Path) -> None:
             (dead,) = await receive(client_b, DLQ, partition=1)
             assert (dead["id"], dead["sent_ts"], dead["receive_count"]) == (sent["id"], sent["sent_ts"], 2)
             assert dead["system"]["DeadLetterQueueSourceArn"] == SRC_ARN
-            assert server_a.replicas[0].forwarder.forwarded == 1
+            assert server_a.replicas[0].term.forwarder.forwarded == 1
 
     asyncio.run(scenario())
 

@@ -56,7 +56,7 @@ def test_up_serves_then_stops_every_child_on_sigterm(tmp_path: Path) -> None:
     # given a running stack
     with _up(tmp_path) as up:
         children = children_of(up.process.pid)
-        assert len(children) == 3  # stand-in, one worker, gateway
+        assert len(children) == 5  # stand-in, three workers, gateway
         endpoint_file = tmp_path / "aws" / layout.ENDPOINT_FILE
         assert endpoint_file.exists()
         # when an admin command runs meanwhile, then it uses the stack's own stand-in
@@ -110,7 +110,7 @@ def test_up_with_a_named_endpoint_starts_no_standin(tmp_path: Path, aws_endpoint
     with _up(tmp_path, AWS_ENDPOINT_URL=aws_endpoint, FERRYMQ_TABLE_PREFIX="ferrymq-cli-",
              FERRYMQ_USAGE_BUCKET="ferrymq-cli-usage") as up:
         # then the stack runs without a stand-in of its own: only a worker and the gateway
-        assert len(children_of(up.process.pid)) == 2
+        assert len(children_of(up.process.pid)) == 4  # three workers and the gateway
         assert not (tmp_path / "aws" / layout.LOCK_FILE).exists()
         assert aws_endpoint in "".join(up.output)
         # and its resources were bootstrapped at that endpoint
@@ -118,3 +118,28 @@ def test_up_with_a_named_endpoint_starts_no_standin(tmp_path: Path, aws_endpoint
         assert "ferrymq-cli-queues" in tables["TableNames"]
         up.process.send_signal(signal.SIGINT)
         assert up.process.wait(30) == 0
+
+
+def test_cluster_init_lays_out_replica_sets_and_status_shows_them_without_a_running_stack(tmp_path: Path) -> None:
+    # given no running stack, when the cluster is initialised for four workers and four partitions
+    made = _ferrymq(tmp_path, "cluster", "init", FERRYMQ_WORKERS="4", FERRYMQ_PARTITIONS="4")
+    assert made.returncode == 0, made.stderr
+    # then each partition has three replicas, its preferred leader first, each worker preferred once
+    lines = made.stdout.splitlines()
+    assert lines[0] == "partition 0: replicas worker-0,worker-1,worker-2, acks majority"
+    assert lines[3] == "partition 3: replicas worker-3,worker-0,worker-1, acks majority"
+    # and running it again changes nothing, even with another shape (a cluster is laid out once)
+    again = _ferrymq(tmp_path, "cluster", "init", FERRYMQ_WORKERS="3", FERRYMQ_PARTITIONS="4")
+    assert again.stdout == made.stdout
+    # and the status shows the partitions, with no worker alive yet
+    status = _ferrymq(tmp_path, "cluster", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert [p["replicas"][0] for p in report["partitions"]] == ["worker-0", "worker-1", "worker-2", "worker-3"]
+    assert report["workers"] == []
+
+
+def test_up_refuses_a_replication_factor_above_the_workers(tmp_path: Path) -> None:
+    refused = _ferrymq(tmp_path, "up", FERRYMQ_WORKERS="2", FERRYMQ_REPLICATION_FACTOR="3", FERRYMQ_PORT="0")
+    assert refused.returncode == 1
+    assert "FERRYMQ_REPLICATION_FACTOR (3) must be between 1 and FERRYMQ_WORKERS (2)" in refused.stderr

@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from ferrymq.aws.queue_store import QueueRecord
-from ferrymq.clock import ManualClock
+from ferrymq.clock import ManualClock, SystemClock
 from ferrymq.errors import InvalidParameterValue, NotLeader, QueueDoesNotExist, ServiceUnavailable, SqsError
-from ferrymq.rpc.client import WorkerClient, WorkerTimeout
+from ferrymq.rpc.client import WorkerClient, WorkerTimeout, WorkerUnreachable
 from ferrymq.rpc.leaders import Endpoint, LeaderClients
 from functions.frontend.dispatch import Dispatcher
 
@@ -173,5 +173,58 @@ def test_not_leader_is_retried_only_once() -> None:
         assert len(seen) == 2
         assert raised.value.status == 503 and isinstance(raised.value, ServiceUnavailable)
         assert "partition 2" in raised.value.message and "w-b" in raised.value.message
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_that_could_not_be_reached_was_never_asked_so_every_operation_is_retried() -> None:
+    async def scenario() -> None:
+        # given a send whose first attempt found no connection to the worker (nothing was sent)
+        d, seen = dispatcher(Leaders()), []
+        op = failing([WorkerUnreachable("connection refused")], seen)
+        # when it is dispatched, then it is retried although it is not idempotent
+        assert await d.call(QUEUE, op, idempotent=False) == "ok"
+        assert len(seen) == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_send_whose_outcome_is_unknown_is_resent_with_the_time_of_the_first_attempt() -> None:
+    async def scenario() -> None:
+        # given a standard send whose leader stepped down before committing it (outcome unknown)
+        clock = ManualClock(start=1_000.0)
+        d = Dispatcher(LeaderClients(Leaders().lookup, clock=clock, ttl=60), clock=clock)
+        seen: list[WorkerClient] = []
+        op = failing([ServiceUnavailable("stepped down before the request was committed")], seen)
+        resent: list[int] = []
+
+        async def resend(client: WorkerClient, since_ms: int) -> str:
+            resent.append(since_ms)
+            return "resent"
+
+        # when it is dispatched with a resend
+        answer = await d.call(QUEUE, op, idempotent=False, resend=resend)
+        # then the retry is the resend, naming a time before the first attempt (with the clock allowance)
+        assert answer == "resent" and len(seen) == 1
+        assert resent == [1_000_000 - 2_000]
+
+    asyncio.run(scenario())
+
+
+def test_a_request_waits_for_the_next_leader_until_the_failover_time_is_up() -> None:
+    async def scenario() -> None:
+        # given a partition whose leader keeps answering NotLeader (no new leader is elected)
+        leaders = Leaders()
+        d = Dispatcher(LeaderClients(leaders.lookup, clock=SystemClock(), ttl=60), failover_seconds=0.4)
+        seen: list[WorkerClient] = []
+        op = failing([NotLeader()] * 100, seen)
+        # when a request is dispatched, then it is retried for the failover time, then answered 503
+        with pytest.raises(ServiceUnavailable):
+            await d.call(QUEUE, op, idempotent=False)
+        assert 3 <= len(seen) < 100
+        # and when a leader turns up within the failover time, the request succeeds there
+        leaders.address = Endpoint("h", 7001)
+        op = failing([NotLeader(), NotLeader()], seen := [])
+        assert await d.call(QUEUE, op, idempotent=False) == "ok"
 
     asyncio.run(scenario())

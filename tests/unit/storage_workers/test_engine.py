@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from ferrymq.clock import ManualClock
-from ferrymq.errors import InvalidParameterValue, MessageNotInflight, QueueDoesNotExist, ReceiptHandleIsInvalid
+from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ReceiptHandleIsInvalid
 from storage_workers.engine import Engine
 from storage_workers.engine.records import EXPIRED, PURGED, RECEIVED, SENT
 from storage_workers.log import records as codec
@@ -183,7 +183,7 @@ def test_change_visibility_to_zero_makes_the_message_visible_at_once(engine: Eng
 
 
 def test_change_visibility_reports_each_failure_by_its_cause(engine: Engine, clock: ManualClock) -> None:
-    # given: one message visible again after its timeout, one deleted, one in flight
+    # given: one message visible again after its timeout (not received since), one deleted, one in flight
     engine.send(Q, [message("visible"), message("deleted"), message("flying")], RETENTION)
     visible, deleted = receive(engine, n=2, visibility=5)
     flying = receive(engine, n=1, visibility=100)[0]
@@ -193,8 +193,8 @@ def test_change_visibility_reports_each_failure_by_its_cause(engine: Engine, clo
     results = engine.change_visibility(
         Q, [(visible["receipt"], 10), (deleted["receipt"], 10), ("garbled", 10), (flying["receipt"], 10)]
     )
-    # then each entry gets its own answer
-    assert results[0] == (MessageNotInflight.code, "The message referred to isn't in flight.")
+    # then each entry gets its own answer: the latest handle of a message whose timeout ran out still works
+    assert results[0] is None
     assert results[1] == (
         InvalidParameterValue.code,
         f"Value {deleted['receipt']} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is "
@@ -205,6 +205,25 @@ def test_change_visibility_reports_each_failure_by_its_cause(engine: Engine, clo
         'The input receipt handle "garbled" is not a valid receipt handle.',
     )
     assert results[3] is None
+    assert stats(engine) == (0, 2, 0)
+
+
+def test_an_earlier_handle_of_a_message_received_again_cannot_change_its_visibility(
+    engine: Engine, clock: ManualClock
+) -> None:
+    # given a message whose timeout ran out and which was received again
+    engine.send(Q, [message()], RETENTION)
+    first = receive(engine, visibility=1)[0]
+    clock.advance(1)
+    second = receive(engine, visibility=30)[0]
+    # when the first receive's handle changes its visibility, then that handle has expired
+    assert engine.change_visibility(Q, [(first["receipt"], 0)]) == [
+        (
+            InvalidParameterValue.code,
+            f"Value {first['receipt']} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.",
+        )
+    ]
+    assert engine.change_visibility(Q, [(second["receipt"], 0)]) == [None]
 
 
 def test_purge_drops_every_message_of_the_queue_only(engine: Engine, records: list) -> None:
@@ -355,3 +374,29 @@ def test_a_snapshot_rebuilds_the_same_state(clock: ManualClock, records: list, e
         assert restored.poll(q, 10, 30, 120) == engine.poll(q, 10, 30, 120)
     # and new messages get sequence numbers never used before
     assert restored.next_seq == engine.next_seq
+
+
+def test_a_resend_after_an_unknown_outcome_stores_only_what_the_first_attempt_did_not(
+    engine: Engine, clock: ManualClock
+) -> None:
+    # given a send of two messages whose outcome the front end never learned (it was stored), and later ones
+    first = [message("a"), message("b")]
+    before = engine.now_ms()
+    engine.send(Q, first, RETENTION)
+    clock.advance(1)
+    engine.send(Q, [message("c")], RETENTION)
+    # when it is resent with the same ids, naming the time of the first attempt, plus one message it lacked
+    fresh = message("d")
+    engine.send(Q, [*first, fresh], RETENTION, resend_since=before)
+    # then only the new one is stored: no copy of what the first attempt stored
+    assert sorted(m["body"] for m in receive(engine)) == ["a", "b", "c", "d"]
+
+
+def test_a_resend_looks_only_at_messages_sent_since_the_time_it_names(engine: Engine, clock: ManualClock) -> None:
+    # given a message sent long before the time a resend names
+    old = message("old")
+    engine.send(Q, [old], RETENTION)
+    clock.advance(60)
+    # when a resend names a later time, then a message of that id is not recognised as its first attempt
+    engine.send(Q, [old], RETENTION, resend_since=engine.now_ms() - 1_000)
+    assert sorted(m["body"] for m in receive(engine)) == ["old", "old"]

@@ -92,6 +92,16 @@ class StaleEpoch(ServiceUnavailable):
     code = "StaleEpoch"
 
 
+class SnapshotNeeded(ServiceUnavailable):
+    """A follower asked for records the leader compacted away; nothing was done.
+
+    Over the worker RPC its ``code`` tells the follower to copy the leader's state (SNAPSHOT) and fetch on
+    from there; should one ever reach a client, it is the 503 of :class:`ServiceUnavailable`.
+    """
+
+    code = "SnapshotNeeded"
+
+
 class InvalidAction(_CommonError, SenderError):
     """The action or operation requested is invalid."""
 
@@ -144,6 +154,14 @@ class UnsupportedProtocol(_CommonError, SenderError):
 
     code = "UnknownOperationException"
     query_code = "InvalidAction"
+
+
+class UnknownOperation(_CommonError, SenderError):
+    """A query-protocol GET of a queue URL that names no action."""
+
+    code = "UnknownOperationException"
+    query_code = "UnknownOperationException"
+    status = 404
 
 
 class IncompleteSignature(_CommonError, SenderError):
@@ -227,7 +245,7 @@ class QueueNameExists(SenderError):
 
     code = "QueueNameExists"
     query_code = "QueueAlreadyExists"
-    default_message = "A queue already exists with the same name and a different value for attribute(s)."
+    default_message = "A queue already exists with the same name and a different value for attribute."
 
 
 class PurgeQueueInProgress(SenderError):

@@ -40,6 +40,8 @@ class ReplicaSet:
     lease_until: int
     """The leader's lease runs up to and including this millisecond."""
     acks: Acks
+    leader_address: tuple[str, int] | None = None
+    """Where the leader listens for the worker RPC, as its claim published it; None before any claim."""
 
 
 # --- leadership ------------------------------------------------------------------------------------

@@ -32,6 +32,10 @@ class Settings:
     port: int = 9324
     # When set, queue URLs use this base instead of the request's Host header.
     queue_url_base: str | None = None
+    # How queue URLs name their region: "host" (sqs.<region>.<host>), "path" (<base>/queue/<region>/...),
+    # "plain" (<base>/<account>/<name>, the home region only) or "auto" (host for DNS names, path for IP
+    # addresses and localhost).  See functions/frontend/queue_urls.py.
+    queue_url_form: str = "auto"
     metadata_cache_seconds: float = 30.0
     credentials_cache_seconds: float = 300.0
     max_clock_skew_seconds: int = 900
@@ -60,6 +64,30 @@ class Settings:
     leader_lease_seconds: float = 5.0
     worker_heartbeat_seconds: float = 1.0
     worker_grace_seconds: float = 10.0
+    # The cluster a worker belongs to, and the shape `ferrymq up` gives a new one: how many workers, how many
+    # replicas per partition, and when a write counts as acknowledged (leader | majority | all).
+    cluster: str = "local"
+    workers: int = 3
+    replication_factor: int = 3
+    acks: str = "majority"
+    # An in-sync follower that has not caught up with the leader's log for this long leaves the in-sync set
+    # (while the rest still satisfy the acks mode): until then, every acknowledgement waits for it.
+    replica_max_lag_seconds: float = 2.0
+    # Leadership goes back to a partition's preferred replica once it has been in sync this long (0: never).
+    leader_handover_seconds: float = 10.0
+
+    # Usage records (ferrymq.usage): buffered, flushed every N seconds or M records, spooled to disk while the
+    # bucket is unreachable. With a Firehose stream named, records go there instead of straight to S3.
+    # Off unless asked for, so a Settings(...) built in a test uploads nothing; from_env() turns it on by default.
+    usage_enabled: bool = False
+    usage_flush_seconds: float = 10.0
+    usage_flush_records: int = 5000
+    usage_upload_attempts: int = 3
+    # Default: <data_dir>/usage-spool.
+    usage_spool_dir: Path | None = None
+    # Names the front end in records; default <hostname>-<pid>.
+    usage_instance: str = ""
+    usage_firehose_stream: str | None = None
 
     @property
     def queues_table(self) -> str:
@@ -81,6 +109,10 @@ class Settings:
     def workers_table(self) -> str:
         return f"{self.table_prefix}workers"
 
+    @property
+    def usage_spool(self) -> Path:
+        return self.usage_spool_dir or self.data_dir / "usage-spool"
+
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
 
@@ -100,6 +132,7 @@ class Settings:
             host=get("HOST", defaults.host),
             port=int(get("PORT", str(defaults.port))),
             queue_url_base=env.get("FERRYMQ_QUEUE_URL_BASE") or None,
+            queue_url_form=get("QUEUE_URL_FORM", defaults.queue_url_form).lower(),
             metadata_cache_seconds=float(get("METADATA_CACHE_SECONDS", str(defaults.metadata_cache_seconds))),
             credentials_cache_seconds=float(
                 get("CREDENTIALS_CACHE_SECONDS", str(defaults.credentials_cache_seconds))
@@ -125,4 +158,17 @@ class Settings:
             leader_lease_seconds=float(get("LEADER_LEASE_SECONDS", str(defaults.leader_lease_seconds))),
             worker_heartbeat_seconds=float(get("WORKER_HEARTBEAT_SECONDS", str(defaults.worker_heartbeat_seconds))),
             worker_grace_seconds=float(get("WORKER_GRACE_SECONDS", str(defaults.worker_grace_seconds))),
+            cluster=get("CLUSTER", defaults.cluster),
+            workers=int(get("WORKERS", str(defaults.workers))),
+            replication_factor=int(get("REPLICATION_FACTOR", str(defaults.replication_factor))),
+            acks=get("ACKS", defaults.acks),
+            replica_max_lag_seconds=float(get("REPLICA_MAX_LAG_SECONDS", str(defaults.replica_max_lag_seconds))),
+            leader_handover_seconds=float(get("LEADER_HANDOVER_SECONDS", str(defaults.leader_handover_seconds))),
+            usage_enabled=get("USAGE_ENABLED", "1").lower() not in ("0", "false", "no", "off"),
+            usage_flush_seconds=float(get("USAGE_FLUSH_SECONDS", str(defaults.usage_flush_seconds))),
+            usage_flush_records=int(get("USAGE_FLUSH_RECORDS", str(defaults.usage_flush_records))),
+            usage_upload_attempts=int(get("USAGE_UPLOAD_ATTEMPTS", str(defaults.usage_upload_attempts))),
+            usage_spool_dir=Path(env["FERRYMQ_USAGE_SPOOL_DIR"]) if env.get("FERRYMQ_USAGE_SPOOL_DIR") else None,
+            usage_instance=get("USAGE_INSTANCE", defaults.usage_instance),
+            usage_firehose_stream=env.get("FERRYMQ_USAGE_FIREHOSE_STREAM") or None,
         )

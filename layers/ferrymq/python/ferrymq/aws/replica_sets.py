@@ -13,7 +13,9 @@ per partition; this adapter adds attributes beside that class's and never touche
     lease_until  N     ms since the Unix epoch; the leader's lease runs through this millisecond
     acks         S     leader | majority | all (:class:`~ferrymq.replication_rules.Acks`)
     receipt_key  B     PartitionMap's; untouched here
-    worker_id, host, port, updated_at   PartitionMap's; untouched here
+    worker_id, host, port   the leader's RPC address, as PartitionMap reads it for the front end; written
+                       by ``claim`` together with the epoch, so the address always names the epoch's leader
+    updated_at   N     PartitionMap's; untouched here
 
 Invariant: ``leader in isr`` and ``isr <= replicas``. Every change below is ONE UpdateItem whose condition
 is the rule that allows it; nothing is read first, so no read can go stale between a check and a write::
@@ -23,8 +25,10 @@ is the rule that allows it; nothing is read first, so no read can go stale betwe
                                                                             replicas[0], epoch one above
                                                                             any epoch the item has
     claim        epoch = seen AND contains(isr, me)                         leader = me, epoch = seen + 1,
-                 AND (lease_until < now OR leader = me)                     lease_until = now + lease
+                 AND (lease_until < now OR leader = me)                     lease_until = now + lease,
+                                                                            worker_id/host/port = me's
     renew        leader = me AND epoch = e                                  lease_until = now + lease
+    release      leader = me AND epoch = e                                  lease_until = now
     shrink_isr   leader = me AND epoch = e                                  DELETE isr (members)
     expand_isr   leader = me AND epoch = e AND contains(replicas, m)...     ADD isr (members)
     reassign     epoch = e AND replicas = previous AND leader IN (new)      replicas = new, DELETE isr
@@ -78,6 +82,9 @@ _NAMES = {
     "#i": "isr",
     "#u": "lease_until",
     "#a": "acks",
+    "#w": "worker_id",
+    "#h": "host",
+    "#p": "port",
 }
 
 
@@ -134,18 +141,34 @@ class ReplicaSets:
 
         return cls(session.client("dynamodb", settings), settings.partitions_table)
 
-    def create(self, partition: int, cluster: str, replicas: Sequence[str], acks: Acks) -> ReplicaSet:
-        """Assign the partition to ``replicas``, all in sync, ``replicas[0]`` leading with no lease yet.
+    def create(
+        self,
+        partition: int,
+        cluster: str,
+        replicas: Sequence[str],
+        acks: Acks,
+        *,
+        isr: Collection[str] | None = None,
+        lease_until: int = 0,
+    ) -> ReplicaSet:
+        """Assign the partition to ``replicas``, ``replicas[0]`` leading with no lease yet, or with one up to
+        ``lease_until`` (ms): the others then leave the first claim to it for that long.
 
-        Creating it again with the same cluster, replicas and acks returns the item as it is now. The epoch
-        continues above any epoch today's PartitionMap gave the item, so no worker ever sees it go back.
+        Every replica is in sync unless ``isr`` names fewer: the replicas that hold the partition's data
+        when a single-copy partition becomes replicated, so that only they may lead and the empty ones
+        catch up from them. Creating it again with the same cluster, replicas and acks returns the item as
+        it is now. The epoch continues above any epoch today's PartitionMap gave the item, so no worker ever
+        sees it go back.
         """
         replicas = _worker_ids(replicas)
         acks = Acks(acks)
+        in_sync = _worker_ids(isr) if isr is not None else replicas
+        if replicas[0] not in in_sync or not set(in_sync) <= set(replicas):
+            raise ValueError(f"the in-sync set {in_sync} holds the first replica and only replicas of {replicas}")
         try:
             return self._update(
                 partition,
-                "SET #c = :c, #r = :r, #l = :l, #e = if_not_exists(#e, :zero) + :one, #i = :i, #u = :zero, #a = :a",
+                "SET #c = :c, #r = :r, #l = :l, #e = if_not_exists(#e, :zero) + :one, #i = :i, #u = :u, #a = :a",
                 "attribute_not_exists(#r)",
                 {
                     ":c": {"S": cluster},
@@ -153,7 +176,8 @@ class ReplicaSets:
                     ":l": {"S": replicas[0]},
                     ":zero": {"N": "0"},
                     ":one": {"N": "1"},
-                    ":i": {"SS": list(replicas)},
+                    ":i": {"SS": list(in_sync)},
+                    ":u": _n(lease_until),
                     ":a": {"S": acks.value},
                 },
             )
@@ -163,21 +187,33 @@ class ReplicaSets:
                 return now
             raise PartitionExists(partition, now, "already assigned to another replica set") from None
 
-    def claim(self, partition: int, worker_id: str, seen_epoch: int, now_ms: int, lease_ms: int) -> ReplicaSet:
-        """Become leader in epoch ``seen_epoch + 1`` with a lease of ``lease_ms`` (see ``may_claim``)."""
+    def claim(
+        self,
+        partition: int,
+        worker_id: str,
+        seen_epoch: int,
+        now_ms: int,
+        lease_ms: int,
+        address: tuple[str, int] | None = None,
+    ) -> ReplicaSet:
+        """Become leader in epoch ``seen_epoch + 1`` with a lease of ``lease_ms`` (see ``may_claim``),
+        publishing ``address`` (host, port) as where the partition's requests go from now on."""
         _positive(lease_ms)
+        update = "SET #l = :me, #e = :next, #u = :until"
+        values: dict[str, Any] = {
+            ":me": {"S": worker_id},
+            ":seen": _n(seen_epoch),
+            ":next": _n(seen_epoch + 1),
+            ":now": _n(now_ms),
+            ":until": _n(now_ms + lease_ms),
+        }
+        if address is not None:
+            update += ", #w = :me, #h = :host, #p = :port"
+            values[":host"] = {"S": address[0]}
+            values[":port"] = _n(address[1])
         try:
             return self._update(
-                partition,
-                "SET #l = :me, #e = :next, #u = :until",
-                "#e = :seen AND contains(#i, :me) AND (#u < :now OR #l = :me)",
-                {
-                    ":me": {"S": worker_id},
-                    ":seen": _n(seen_epoch),
-                    ":next": _n(seen_epoch + 1),
-                    ":now": _n(now_ms),
-                    ":until": _n(now_ms + lease_ms),
-                },
+                partition, update, "#e = :seen AND contains(#i, :me) AND (#u < :now OR #l = :me)", values
             )
         except _Refused as refused:
             now = refused.current
@@ -200,6 +236,19 @@ class ReplicaSets:
                 "SET #u = :until",
                 "#l = :me AND #e = :e",
                 {":me": {"S": worker_id}, ":e": _n(epoch), ":until": _n(now_ms + lease_ms)},
+            )
+        except _Refused as refused:
+            raise self._not_leader(partition, refused.current, worker_id, epoch) from None
+
+    def release(self, partition: int, worker_id: str, epoch: int, now_ms: int) -> ReplicaSet:
+        """End the lease now while ``worker_id`` still leads in ``epoch``: a handover of leadership, which the
+        in-sync replicas claim in preference order from ``now_ms`` on."""
+        try:
+            return self._update(
+                partition,
+                "SET #u = :now",
+                "#l = :me AND #e = :e",
+                {":me": {"S": worker_id}, ":e": _n(epoch), ":now": _n(now_ms)},
             )
         except _Refused as refused:
             raise self._not_leader(partition, refused.current, worker_id, epoch) from None
@@ -349,6 +398,11 @@ def _decode(item: dict[str, Any]) -> ReplicaSet | None:
         isr=frozenset(item["isr"]["SS"]),
         lease_until=int(item["lease_until"]["N"]),
         acks=Acks(item["acks"]["S"]),
+        leader_address=(
+            (item["host"]["S"], int(item["port"]["N"]))
+            if "host" in item and item.get("worker_id", {}).get("S") == item["leader"]["S"]
+            else None
+        ),
     )
 
 

@@ -40,6 +40,8 @@ from ferrymq.settings import Settings
 log = logging.getLogger(__name__)
 
 RESERVED_PREFIX = "#"
+MANAGER_ITEM = "#manager"
+"""The in-cluster manager's lease: ``holder`` (S) and ``lease_until`` (N, ms)."""
 
 
 class WorkerState(StrEnum):
@@ -153,6 +155,29 @@ class WorkerRegistry:
                     break
                 kwargs["ExclusiveStartKey"] = last
         return alive, dead
+
+    def hold_manager_lease(self, cluster: str, worker_id: str, now_ms: int, lease_ms: int) -> bool:
+        """Take or renew the cluster's manager lease (item ``#manager``) for ``lease_ms``; False while another
+        worker's lease is live. Whoever holds it acts as the in-cluster manager."""
+        with _translated():
+            try:
+                self._client.update_item(
+                    TableName=self.table_name,
+                    Key=_key(cluster, MANAGER_ITEM),
+                    UpdateExpression="SET #h = :me, #u = :until",
+                    ConditionExpression="attribute_not_exists(#u) OR #u < :now OR #h = :me",
+                    ExpressionAttributeNames={"#h": "holder", "#u": "lease_until"},
+                    ExpressionAttributeValues={
+                        ":me": {"S": worker_id},
+                        ":now": {"N": str(now_ms)},
+                        ":until": {"N": str(now_ms + lease_ms)},
+                    },
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                    return False
+                raise
+        return True
 
     def leave(self, cluster: str, worker_id: str) -> None:
         """Forget the worker: it left the cluster for good (a crashed worker is only dead, and stays listed)."""

@@ -38,6 +38,10 @@ class WorkerTimeout(ServiceUnavailable):
     """A storage worker did not answer a request before its deadline."""
 
 
+class WorkerUnreachable(ServiceUnavailable):
+    """No connection to the storage worker could be made: the request was never sent."""
+
+
 class _Connection:
     """One TCP connection and the requests outstanding on it; dead for good once lost."""
 
@@ -189,7 +193,7 @@ class WorkerClient:
         if conn is not None and not conn.lost:
             return conn
         if self._closed:
-            raise ServiceUnavailable(f"The client for storage worker {self.host}:{self.port} is closed.")
+            raise WorkerUnreachable(f"The client for storage worker {self.host}:{self.port} is closed.")
         if self._connecting is None:
             self._connecting = asyncio.ensure_future(self._open())
         connecting = self._connecting
@@ -206,7 +210,7 @@ class WorkerClient:
                 asyncio.open_connection(self.host, self.port), self._connect_timeout
             )
         except (OSError, TimeoutError) as exc:
-            raise ServiceUnavailable(f"Storage worker {where} cannot be reached: {exc or 'timed out'}") from None
+            raise WorkerUnreachable(f"Storage worker {where} cannot be reached: {exc or 'timed out'}") from None
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -234,7 +238,14 @@ class WorkerClient:
         return await self._call(Op.PING, [])
 
     async def send(
-        self, partition: int, queue_id: str, messages: list[dict], *, retention_seconds: int, fifo: bool = False
+        self,
+        partition: int,
+        queue_id: str,
+        messages: list[dict],
+        *,
+        retention_seconds: int,
+        fifo: bool = False,
+        resend_since: int | None = None,
     ) -> list[dict]:
         """Store messages; each result is ``{"id", "sent_ts"}``, plus ``"seq"`` (FIFO) and ``"duplicate"`` (FIFO or
         handed-over messages).
@@ -242,6 +253,8 @@ class WorkerClient:
         FIFO messages carry ``"group"`` and ``"dedup_id"``.  A message may carry ``"origin"`` (see the codec) when
         it is handed over from another queue.  FIFO and handed-over messages are stored idempotently by id: a
         resend within five minutes stores nothing and gets the original's result, with ``"duplicate": True``.
+        Plain messages of a standard queue are checked only when ``resend_since`` (ms) says this repeats a send
+        made since then whose outcome is unknown: those the queue holds by id are not stored again.
         """
         wire = []
         extended = fifo
@@ -260,8 +273,10 @@ class WorkerClient:
                 extended = True
             wire.append(row)
         args: list[Any] = [partition, queue_id, wire, retention_seconds]
-        if extended:
+        if extended or resend_since is not None:
             args.append(fifo)
+        if resend_since is not None and not extended:
+            args.append(resend_since)
         rows = await self._call(Op.SEND, args)
         out: list[dict] = []
         for row in rows:
@@ -379,3 +394,21 @@ class WorkerClient:
             wait=wait_ms / 1000,
         )
         return [(row[0], row[1], row[2]) for row in rows]
+
+    async def offset_for_epoch(self, partition: int, epoch: int, asked: int) -> tuple[int, int] | None:
+        """A rejoining follower's question to the partition's leader in ``epoch``: ``(epoch, end offset)`` of
+        the latest epoch of the leader's log not above ``asked``, None when the leader's log starts above
+        it (only a snapshot can bring the follower along)."""
+        answer = await self._call(Op.OFFSET_FOR_EPOCH, [partition, epoch, asked])
+        return None if answer is None else (answer[0], answer[1])
+
+    async def snapshot(
+        self, partition: int, replica: str, epoch: int, chunk: int
+    ) -> tuple[int, int, list[tuple[int, int]], int, list[bytes]]:
+        """Chunk ``chunk`` of the state of the partition's leader in ``epoch``, for follower ``replica``:
+        ``(offset, epoch, history, chunks, payloads)``, the state being as of ``offset`` (appended in
+        ``epoch``, the epoch history up to it ``history``), in ``chunks`` chunks of encoded records.  Chunk 0
+        makes the leader take a new copy of its state; later chunks come from that copy."""
+        answer = await self._call(Op.SNAPSHOT, [partition, replica, epoch, chunk])
+        offset, last_epoch, history, chunks, payloads = answer
+        return offset, last_epoch, [(e, f) for e, f in history], chunks, list(payloads)

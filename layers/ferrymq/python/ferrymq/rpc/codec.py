@@ -48,7 +48,7 @@ def unpack_error(data: bytes) -> SqsError:
 #   PING               []                                                    {"worker_id", "partitions":
 #                                                                             {"<partition>": {...}}, ...}
 #   SEND               [partition, queue_id, [SENT_MESSAGE...],              standard: [[id, sent_ts], ...]
-#                       retention_seconds [, fifo]]                          FIFO or handed over:
+#                       retention_seconds [, fifo [, resend_since]]]         FIFO or handed over:
 #                                                                            [[id, sent_ts, seq, duplicate], ...]
 #   RECEIVE            [partition, queue_id, max_messages,                   [RECEIVED_MESSAGE...] (standard) or
 #                       visibility_timeout, wait_seconds,                    [FIFO_RECEIVED_MESSAGE...] (FIFO)
@@ -61,6 +61,14 @@ def unpack_error(data: bytes) -> SqsError:
 #   START_MOVE_TASK    [partition, queue_id, task]                           MOVE_TASK
 #   LIST_MOVE_TASKS    [partition, queue_id]                                 [MOVE_TASK, ...], most recent first
 #   CANCEL_MOVE_TASK   [partition, queue_id, task_handle]                    {"moved": int}
+#   FETCH              [partition, replica, epoch, from_offset,              [[epoch, offset, payload], ...]
+#                       durable_offset, max_bytes, wait_ms]
+#   OFFSET_FOR_EPOCH   [partition, epoch, asked_epoch]                       [epoch, end_offset] | None
+#   SNAPSHOT           [partition, replica, epoch, chunk]                    [offset, epoch, [[epoch, first],
+#                                                                            ...], chunks, [payload, ...]]
+#
+# ``resend_since`` (ms) marks a standard send that repeats one whose outcome is unknown (see Engine.send).
+# FETCH, OFFSET_FOR_EPOCH and SNAPSHOT are the replication stream's (storage_workers.replication).
 #
 # A SENT_MESSAGE is SENT_MESSAGE_FIELDS, optionally followed by HANDOVER_FIELDS: ``group`` and ``dedup_id``
 # (FIFO queues), and ``origin`` for a message handed over from another queue (dead-letter redrive, move

@@ -45,6 +45,10 @@ class Op(IntEnum):
     CANCEL_MOVE_TASK = 11
     FETCH = 12
     """A follower's pull of a partition's replication stream (not a front-end operation)."""
+    OFFSET_FOR_EPOCH = 13
+    """A rejoining follower's question: where does an epoch end in the leader's log (not a front-end operation)."""
+    SNAPSHOT = 14
+    """A far-behind follower's copy of the leader's state, in chunks (not a front-end operation)."""
 
 
 class FrameError(Exception):

@@ -1,0 +1,169 @@
+"""The local stack's storage cluster: its replica sets, and what ``ferrymq cluster status`` shows.
+
+``ensure_replica_sets`` gives every partition a replica set over the cluster's workers
+(:func:`ferrymq.placement.replicas_for`) unless it has one. A partition whose data a single worker held
+before replication (a stack started by an earlier version) is created with only the workers that hold a
+log for it in sync, so only they may lead and the others copy it from them instead of the reverse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ferrymq.aws.replica_sets import PartitionExists, ReplicaSets
+from ferrymq.aws.workers import WorkerRegistry
+from ferrymq.errors import ServiceUnavailable
+from ferrymq.placement import replicas_for
+from ferrymq.replication_rules import Acks, ReplicaSet, heartbeat_fresh
+from ferrymq.rpc.client import WorkerClient
+from ferrymq.settings import Settings
+from storage_workers.log.format import HEADER_SIZE
+from storage_workers.log.segments import list_segments, segment_path
+from storage_workers.server.layout import replica_dir
+
+log = logging.getLogger(__name__)
+
+
+def worker_ids(count: int) -> list[str]:
+    return [f"worker-{i}" for i in range(count)]
+
+
+def ensure_replica_sets(settings: Settings, workers: Sequence[str]) -> dict[int, ReplicaSet]:
+    """The replica set of every partition, created where missing; each new one's preferred leader holds a
+    lease of one lease period, so that it, not whichever worker starts first, takes the first epoch."""
+    sets = ReplicaSets.from_settings(settings)
+    acks = Acks(settings.acks)
+    lease_until = int(time.time() * 1000 + settings.leader_lease_seconds * 1000)
+    out: dict[int, ReplicaSet] = {}
+    for partition in range(settings.partitions):
+        current = sets.get(partition)
+        if current is not None:
+            out[partition] = current
+            continue
+        replicas = list(replicas_for(partition, workers, settings.replication_factor))
+        holders = [w for w in replicas if _holds_data(settings.data_dir, w, partition)]
+        if holders:
+            replicas = holders + [w for w in replicas if w not in holders]
+        try:
+            out[partition] = sets.create(
+                partition, settings.cluster, replicas, acks, isr=holders or None, lease_until=lease_until
+            )
+        except PartitionExists as exc:
+            if exc.current is None:
+                raise
+            out[partition] = exc.current
+    return out
+
+
+def _holds_data(data_dir: Path, worker: str, partition: int) -> bool:
+    directory = replica_dir(data_dir / "workers" / worker, partition)
+    # Any segment longer than a header holds a record (or a snapshot of one).
+    return directory.is_dir() and any(
+        segment_path(directory, index).stat().st_size > HEADER_SIZE for index in list_segments(directory)
+    )
+
+
+async def _ping(host: str, port: int) -> dict[str, Any] | None:
+    client = WorkerClient(host, port, connect_timeout=1.0, request_timeout=2.0)
+    try:
+        return await client.ping()
+    except ServiceUnavailable:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            await client.close()
+
+
+async def _ping_all(addresses: dict[str, tuple[str, int]]) -> dict[str, dict[str, Any] | None]:
+    answers = await asyncio.gather(*(_ping(*address) for address in addresses.values()))
+    return dict(zip(addresses, answers, strict=True))
+
+
+def status(settings: Settings, now_ms: int | None = None) -> dict[str, Any]:
+    """The cluster as ``ferrymq cluster status`` shows it: workers (as the registry and their own ``ping``
+    report them) and partitions (their coordination items, with each replica's lag behind the leader's log
+    end in records, from the pings)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    grace_ms = int(settings.worker_grace_seconds * 1000)
+    registry = WorkerRegistry.from_settings(settings)
+    alive, dead = registry.members(settings.cluster, now_ms, grace_ms)
+    sets = ReplicaSets.from_settings(settings).all(settings.cluster)
+    pings = asyncio.run(_ping_all({w.worker_id: (w.host, w.port) for w in alive}))
+    workers = []
+    for info in sorted([*alive, *dead], key=lambda w: w.worker_id):
+        workers.append(
+            {
+                "worker_id": info.worker_id,
+                "address": f"{info.host}:{info.port}",
+                "alive": heartbeat_fresh(info.heartbeat_at, now_ms, grace_ms),
+                "heartbeat_age_ms": now_ms - info.heartbeat_at,
+                "leads": [rs.partition for rs in sets if rs.leader == info.worker_id and rs.leader_address],
+                "answers": pings.get(info.worker_id) is not None,
+            }
+        )
+
+    def end_offset(worker: str, partition: int) -> int | None:
+        answer = pings.get(worker)
+        replica = answer.get("partitions", {}).get(str(partition)) if answer else None
+        return replica.get("end_offset") if replica else None
+
+    partitions = [
+        {
+            "partition": rs.partition,
+            "leader": rs.leader,
+            "epoch": rs.epoch,
+            "replicas": list(rs.replicas),
+            "isr": sorted(rs.isr),
+            "acks": rs.acks.value,
+            "lease_ms_left": max(rs.lease_until - now_ms, 0),
+            "lag": _lags(rs, end_offset),
+        }
+        for rs in sets
+    ]
+    return {"cluster": settings.cluster, "workers": workers, "partitions": partitions}
+
+
+def _lags(rs: ReplicaSet, end_offset: Any) -> dict[str, int | None]:
+    """Records each replica lacks of the leader's log; None where a worker did not answer."""
+    leader_end = end_offset(rs.leader, rs.partition)
+    out: dict[str, int | None] = {}
+    for replica in rs.replicas:
+        mine = end_offset(replica, rs.partition)
+        out[replica] = None if leader_end is None or mine is None else max(leader_end - mine, 0)
+    return out
+
+
+def render(report: dict[str, Any]) -> list[str]:
+    """``status`` as two plain tables."""
+    lines = [f"cluster {report['cluster']}", ""]
+    rows = [("WORKER", "ADDRESS", "ALIVE", "ANSWERS", "LEADS")]
+    for w in report["workers"]:
+        rows.append(
+            (
+                w["worker_id"],
+                w["address"],
+                "yes" if w["alive"] else f"no ({w['heartbeat_age_ms'] // 1000} s silent)",
+                "yes" if w["answers"] else "no",
+                ",".join(map(str, w["leads"])) or "-",
+            )
+        )
+    lines += [*_table(rows), ""]
+    rows = [("PARTITION", "LEADER", "EPOCH", "ISR", "REPLICAS", "ACKS", "LAG (records)")]
+    for p in report["partitions"]:
+        lag = " ".join(f"{r}={'?' if n is None else n}" for r, n in p["lag"].items() if r != p["leader"])
+        rows.append(
+            (str(p["partition"]), p["leader"], str(p["epoch"]), ",".join(p["isr"]), ",".join(p["replicas"]),
+             p["acks"], lag or "-")
+        )
+    return lines + _table(rows)
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]

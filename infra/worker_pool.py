@@ -1,0 +1,123 @@
+"""The storage workers ``ferrymq up`` runs, supervised: one that dies is started again, with backoff.
+
+A restarted worker rejoins its cluster as its controller finds it: it follows each partition's current
+leader, cuts what it holds beyond the leader's log, catches up and is taken back into the in-sync set (or,
+as the item's leader whose lease is still live, claims the next epoch at once). The stack keeps serving
+meanwhile from the other replicas. Backoff starts at ``MIN_BACKOFF_SECONDS`` and doubles up to
+``MAX_BACKOFF_SECONDS`` while restarts keep failing or the worker keeps dying within ``STABLE_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from infra.children import Child, ChildFailed, signal_name, start_child
+
+MIN_BACKOFF_SECONDS = 0.5
+MAX_BACKOFF_SECONDS = 10.0
+STABLE_SECONDS = 30.0
+RESTART_READY_TIMEOUT = 60.0
+
+
+@dataclass
+class _Worker:
+    worker_id: str
+    argv: list[str]
+    child: Child | None = None
+    started_at: float = 0.0
+    restart_at: float | None = None
+    backoff: float = MIN_BACKOFF_SECONDS
+    restarts: int = field(default=0)
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        ready_prefix: str,
+        env: Mapping[str, str] | None = None,
+        *,
+        should_abort: Callable[[], bool] = lambda: False,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.env: dict[str, str] = dict(env or {})
+        """The workers' environment (set once the AWS endpoint is known, before the first start)."""
+        self._ready_prefix = ready_prefix
+        self._should_abort = should_abort
+        self._out = out
+        self._err = err or sys.stderr
+        self._clock = clock
+        self._workers: dict[str, _Worker] = {}
+
+    def start(self, worker_id: str, argv: Sequence[str]) -> Child:
+        """Start a worker and return once it is ready (raises ChildFailed when it is not)."""
+        worker = self._workers[worker_id] = _Worker(worker_id, list(argv))
+        return self._start(worker)
+
+    def _start(self, worker: _Worker) -> Child:
+        worker.child = start_child(
+            worker.worker_id,
+            worker.argv,
+            self.env,
+            self._ready_prefix,
+            timeout=RESTART_READY_TIMEOUT,
+            should_abort=self._should_abort,
+            out=self._out,
+        )
+        worker.started_at = self._clock()
+        worker.restart_at = None
+        return worker.child
+
+    @property
+    def children(self) -> list[Child]:
+        return [w.child for w in self._workers.values() if w.child is not None]
+
+    def restarts(self, worker_id: str) -> int:
+        return self._workers[worker_id].restarts
+
+    def check(self) -> None:
+        """Notice workers that died and start those whose backoff is over."""
+        now = self._clock()
+        for worker in self._workers.values():
+            child = worker.child
+            if child is not None:
+                status = child.exit_status()
+                if status is None:
+                    continue
+                if now - worker.started_at >= STABLE_SECONDS:
+                    worker.backoff = MIN_BACKOFF_SECONDS
+                worker.child = None
+                worker.restart_at = now + worker.backoff
+                self._say(
+                    f"ferrymq: {worker.worker_id} (pid {child.pid}) exited with {signal_name(status)}; "
+                    f"restarting it in {worker.backoff:.1f} s"
+                )
+                worker.backoff = min(worker.backoff * 2, MAX_BACKOFF_SECONDS)
+            elif worker.restart_at is not None and now >= worker.restart_at:
+                worker.restarts += 1
+                try:
+                    self._start(worker)
+                except ChildFailed as exc:
+                    if self._should_abort():
+                        return
+                    worker.restart_at = self._clock() + worker.backoff
+                    self._say(
+                        f"ferrymq: restarting {worker.worker_id} failed ({exc}); next try in {worker.backoff:.1f} s"
+                    )
+                    worker.backoff = min(worker.backoff * 2, MAX_BACKOFF_SECONDS)
+                else:
+                    self._say(f"ferrymq: {worker.worker_id} is back (pid {worker.child.pid if worker.child else '?'})")
+
+    def _say(self, line: str) -> None:
+        print(line, file=self._err, flush=True)
+
+    def stop(self) -> None:
+        """Stop every worker, last started first."""
+        for worker in reversed(list(self._workers.values())):
+            if worker.child is not None:
+                worker.child.stop()

@@ -1,0 +1,51 @@
+"""Base segments: a log that starts from a snapshot of the state as of an offset instead of from nothing.
+
+Compaction writes one over the sealed segments it folds (:mod:`.compaction`); a replica too far behind its
+leader to catch up from the leader's log installs one made of the leader's state (:func:`install_snapshot`).
+Either way the header names the offset and epoch the state is as of and starts the log at the offset after
+it, an ``EPOCHS`` frame keeps the epoch history up to there, and the state follows as ``SNAPSHOT`` frames in
+committed batches.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from itertools import chain
+from pathlib import Path
+
+from storage_workers.log.epochs import EpochHistory
+from storage_workers.log.format import BASE, EPOCHS, SNAPSHOT, committed, encode_frame, encode_header
+from storage_workers.log.segments import TMP_SUFFIX, fsync_dir, list_segments, replace_segment, segment_path
+
+
+def write_base(
+    directory: Path, index: int, payloads: Iterable[bytes], offset: int, epoch: int, history: EpochHistory
+) -> int:
+    """Write segment ``index`` as a base holding ``payloads`` (encoded records) as the state as of ``offset``
+    (appended in ``epoch``), atomically over whatever segment ``index`` was; returns its size."""
+    frames = chain(
+        [encode_frame(EPOCHS, epoch, offset, history.upto(offset).encode())],
+        (encode_frame(SNAPSHOT, epoch, offset, payload) for payload in payloads),
+    )
+    header = encode_header(BASE, offset + 1, offset, epoch)
+    return replace_segment(directory, index, chain([header], committed(frames, epoch, offset)))
+
+
+def install_snapshot(
+    directory: Path, payloads: Iterable[bytes], offset: int, epoch: int, history: EpochHistory
+) -> None:
+    """Make the log in ``directory`` (closed) the state ``payloads`` as of ``offset`` and nothing else.
+
+    The new base is written as a segment numbered above every existing one before they are deleted, so a
+    crash in between leaves either the old log or a log whose base supersedes it (recovery starts at the
+    last base and deletes what precedes it)."""
+    existing = list_segments(directory)
+    index = (existing[-1] + 1) if existing else 1
+    write_base(directory, index, payloads, offset, epoch, history)
+    fsync_dir(directory)
+    for old in existing:
+        segment_path(directory, old).unlink()
+    for leftover in directory.glob(f"*{TMP_SUFFIX}"):
+        os.unlink(leftover)
+    fsync_dir(directory)

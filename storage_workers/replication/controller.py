@@ -1,0 +1,395 @@
+"""The worker's controller: plays, for every partition the worker holds, the role its coordination item says.
+
+Every ``poll_seconds`` (at once when a follower reports trouble) it reads the cluster's replica sets (one
+strongly consistent scan of the partitions table, :class:`~ferrymq.aws.replica_sets.ReplicaSets`) and, per
+partition:
+
+- **leading in the item's epoch**: renews the lease every third of it, unless replies have been stuck
+  for a whole lease (then the lease is let lapse, so that an in-sync follower that can still reach the
+  others takes over); every ``isr_check_seconds`` it drops followers lagging past ``max_lag_ms`` from the
+  in-sync set and adds caught-up ones back (``LeaderStream.lagging``/``caught_up``).  The commit tracker's set
+  is always a superset of the item's: a follower leaves it only after the item's conditional write dropped
+  it, and joins it before the write that adds it is sent (Kafka's "maximal ISR"), so that nothing is
+  committed without a replica that may be elected.  The leader is the only writer of its epoch's set, so it
+  never takes the set back from a read of the item, which may be older than its own last write;
+- **leading an older epoch**: deposed (a paused leader waking up): steps down at once;
+- **may claim** (in sync, and the leader's lease lapsed, or the item names this worker leader: a restart):
+  claims the next epoch, publishing its address, and leads.  In-sync replicas wait their rank in the
+  replica list times ``claim_stagger_ms`` after the lease ends, so the preferred one usually wins without a
+  race; a race is settled by the conditional write anyway;
+- **otherwise**: follows the item's leader in the item's epoch (reconciling its log first).
+
+Leadership is handed back to a partition's preferred replica (the first of its list, which placement
+spreads over the workers) once that replica has been in sync and caught up for ``handover_after_ms``: the
+leader releases its lease (``ReplicaSets.release``) and stands by, the preferred replica claims first (rank
+0), and the old leader claims back only if nobody did within a lease.
+
+A partition without a replica set gets one with this worker alone (a worker started on its own).  The
+worker also heartbeats in the cluster's registry, for the managers and ``ferrymq cluster status``.
+
+Safety never depends on this loop's timing: a claim is fenced by the epoch it read, the in-sync set only
+changes through the leader's epoch-fenced writes, and every replication request carries the epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ferrymq.aws.replica_sets import CoordinationError, ReplicaSets
+from ferrymq.aws.workers import WorkerRegistry, WorkerState
+from ferrymq.errors import SqsError
+from ferrymq.placement import replacements
+from ferrymq.replication_rules import Acks, ReplicaSet, may_claim
+from storage_workers.replication.roles import FollowerRole, LeaderRole
+
+log = logging.getLogger(__name__)
+
+
+class Replica(Protocol):
+    """What the controller drives: :class:`storage_workers.server.replica.PartitionReplica`."""
+
+    @property
+    def leading_epoch(self) -> int | None: ...
+
+    following: tuple[tuple[str, int], int] | None
+    term: Any
+    """The leadership term (``LeaderTerm``), while leading."""
+    follower: Any
+    """The fetch loop (``Follower``), while following."""
+
+    async def lead(self, role: LeaderRole) -> None: ...
+
+    async def follow(self, role: FollowerRole, *, on_trouble: Callable[[], None] = ...) -> None: ...
+
+    async def stand_by(self, reason: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ControllerTimes:
+    lease_ms: int = 5_000
+    poll_seconds: float = 0.5
+    isr_check_seconds: float = 0.2
+    max_lag_ms: int = 2_000
+    heartbeat_seconds: float = 1.0
+    claim_stagger_ms: int = 300
+    handover_after_ms: int = 10_000
+    """How long the preferred leader (the first replica) must have been caught up, in sync and not leading
+    before the leader hands leadership back to it; 0 turns handovers off."""
+    trouble_pause_seconds: float = 0.1
+    """The least time between two reads of the item prompted by followers' trouble."""
+    manager_seconds: float = 2.0
+    """How often the in-cluster manager (whoever holds its lease) looks for dead replicas to replace."""
+    grace_ms: int = 10_000
+    """A worker silent this long is dead: its replicas are replaced."""
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ClusterController:
+    def __init__(
+        self,
+        me: str,
+        cluster: str,
+        replicas: Mapping[int, Replica],
+        address: tuple[str, int],
+        sets: ReplicaSets,
+        registry: WorkerRegistry | None,
+        *,
+        acks: Acks = Acks.MAJORITY,
+        times: ControllerTimes | None = None,
+        now_ms: Callable[[], int] = _wall_ms,
+        host: Callable[[int], Awaitable[Replica]] | None = None,
+    ) -> None:
+        """``host`` opens a replica of a partition this worker was just added to (None: only the replicas
+        given are played)."""
+        self.me = me
+        self.cluster = cluster
+        self.replicas = replicas
+        self.address = address
+        self.sets = sets
+        self.registry = registry
+        self.acks = Acks(acks)
+        self.times = times or ControllerTimes()
+        self.now_ms = now_ms
+        self.host = host
+        self.started_ms = now_ms()
+        self.reassignments = 0
+        """Replicas this worker, as the cluster's manager, replaced."""
+        self.polls = 0
+        self._wake = asyncio.Event()
+        self._renewed: dict[int, int] = {}
+        self._stuck: dict[int, tuple[int, int]] = {}
+        self._led_since: dict[int, int] = {}
+        self._released: dict[int, int] = {}
+        """Partitions this worker handed over, and when: it leaves the next claim to the others for a while."""
+        """Per led partition: the high watermark last seen with replies waiting, and since when (ms)."""
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- running ------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._poll_loop()), loop.create_task(self._isr_loop())]
+        if self.registry is not None:
+            self._tasks.append(loop.create_task(self._heartbeat_loop()))
+            self._tasks.append(loop.create_task(self._manager_loop()))
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    def wake(self) -> None:
+        """Read the coordination items again soon (a follower lost its leader, or was refused)."""
+        self._wake.set()
+
+    async def _poll_loop(self) -> None:
+        while True:
+            try:
+                await self.poll_once()
+            except SqsError as exc:
+                log.warning("cluster %s: reading the replica sets failed: %s", self.cluster, exc.__cause__ or exc)
+            except Exception:
+                log.exception("cluster %s: controller step failed", self.cluster)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.times.poll_seconds)
+            if self._wake.is_set():
+                self._wake.clear()
+                await asyncio.sleep(self.times.trouble_pause_seconds)
+
+    async def _isr_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.times.isr_check_seconds)
+            for partition, replica in list(self.replicas.items()):
+                try:
+                    await self._check_isr(partition, replica)
+                except CoordinationError as exc:
+                    log.info("partition %d: %s", partition, exc)
+                    self.wake()
+                except SqsError as exc:
+                    log.warning("partition %d: in-sync set change failed: %s", partition, exc.__cause__ or exc)
+                except Exception:
+                    log.exception("partition %d: in-sync set check failed", partition)
+
+    async def _heartbeat_loop(self) -> None:
+        assert self.registry is not None
+        while True:
+            try:
+                await asyncio.to_thread(
+                    self.registry.heartbeat,
+                    self.me,
+                    self.cluster,
+                    *self.address,
+                    self.now_ms(),
+                    WorkerState.SERVING,
+                    started_at_ms=self.started_ms,
+                )
+            except SqsError as exc:
+                log.warning("heartbeat failed: %s", exc.__cause__ or exc)
+            await asyncio.sleep(self.times.heartbeat_seconds)
+
+    async def _manager_loop(self) -> None:
+        """Act as the in-cluster manager while holding its lease: replace dead replicas (see ``replacements``)."""
+        assert self.registry is not None
+        lease_ms = int(self.times.manager_seconds * 3000)
+        while True:
+            await asyncio.sleep(self.times.manager_seconds)
+            try:
+                if await asyncio.to_thread(
+                    self.registry.hold_manager_lease, self.cluster, self.me, self.now_ms(), lease_ms
+                ):
+                    await self.manage_once()
+            except (SqsError, CoordinationError) as exc:
+                log.warning("cluster %s: manager step failed: %s", self.cluster, exc.__cause__ or exc)
+            except Exception:
+                log.exception("cluster %s: manager step failed", self.cluster)
+
+    async def manage_once(self) -> None:
+        assert self.registry is not None
+        alive, dead = await asyncio.to_thread(self.registry.members, self.cluster, self.now_ms(), self.times.grace_ms)
+        if not dead:
+            return
+        sets = await asyncio.to_thread(self.sets.all, self.cluster)
+        plan = replacements(
+            [(rs.partition, rs.leader, rs.replicas) for rs in sets],
+            [w.worker_id for w in alive],
+            [w.worker_id for w in dead],
+        )
+        by_partition = {rs.partition: rs for rs in sets}
+        for partition, replicas in plan.items():
+            rs = by_partition[partition]
+            await asyncio.to_thread(self.sets.reassign, partition, rs.epoch, replicas, previous=rs.replicas)
+            self.reassignments += 1
+            log.warning(
+                "cluster %s: partition %d re-replicated: %s -> %s (dead: %s)",
+                self.cluster,
+                partition,
+                ",".join(rs.replicas),
+                ",".join(replicas),
+                ",".join(sorted(set(rs.replicas) - set(replicas))),
+            )
+
+    # --- one pass -------------------------------------------------------------------------------------------
+
+    async def poll_once(self) -> None:
+        """Read the replica sets and bring every partition's role in line with its item."""
+        found = {rs.partition: rs for rs in await asyncio.to_thread(self.sets.all, self.cluster)}
+        self.polls += 1
+        if self.host is not None:
+            for partition, rs in sorted(found.items()):
+                if self.me in rs.replicas and partition not in self.replicas:
+                    log.info("partition %d: this worker joined its replica set; hosting a replica", partition)
+                    await self.host(partition)
+        for partition, replica in list(self.replicas.items()):
+            rs = found.get(partition)
+            if rs is None:
+                rs = await self._create(partition)
+            try:
+                await self._act(partition, replica, rs)
+            except CoordinationError as exc:
+                # Someone else's write came first: the next pass sees it.
+                log.info("partition %d: %s", partition, exc)
+                self.wake()
+
+    async def _create(self, partition: int) -> ReplicaSet | None:
+        try:
+            rs = await asyncio.to_thread(self.sets.create, partition, self.cluster, [self.me], self.acks)
+        except CoordinationError as exc:
+            log.error("partition %d has a replica set outside cluster %s: %s", partition, self.cluster, exc)
+            return None
+        log.info("partition %d had no replica set: it is this worker's alone now", partition)
+        return rs
+
+    async def _act(self, partition: int, replica: Replica, rs: ReplicaSet | None) -> None:
+        if rs is None or self.me not in rs.replicas:
+            await replica.stand_by("this worker holds no replica of it")
+            return
+        now = self.now_ms()
+        leading = replica.leading_epoch
+        if leading is not None and rs.leader == self.me and rs.epoch == leading:
+            await self._renew(partition, replica, rs, now)
+            return
+        if leading is not None:
+            await replica.stand_by(f"deposed: {rs.leader} leads epoch {rs.epoch}")
+            self._stuck.pop(partition, None)
+        released = self._released.get(partition)
+        if released is not None and rs.leader == self.me and now - released < self.times.lease_ms:
+            # Handed over: the preferred replica claims first; only if none does within a lease, claim back.
+            return
+        if may_claim(rs, self.me, now) and (
+            (rs.leader == self.me and released is None)
+            or now > rs.lease_until + self._rank(rs) * self.times.claim_stagger_ms
+        ):
+            claimed = await asyncio.to_thread(
+                self.sets.claim, partition, self.me, rs.epoch, now, self.times.lease_ms, self.address
+            )
+            self._renewed[partition] = now
+            self._led_since[partition] = now
+            self._released.pop(partition, None)
+            await replica.lead(
+                LeaderRole(replicas=claimed.replicas, isr=claimed.isr, acks=claimed.acks, epoch=claimed.epoch)
+            )
+            return
+        if rs.leader == self.me or rs.leader_address is None:
+            # Our own old claim (not in sync any more), or a leader that never claimed: nothing to follow.
+            if replica.following is not None:
+                await replica.stand_by("no leader to follow")
+            return
+        wanted = (rs.leader_address, rs.epoch)
+        follower = replica.follower
+        if replica.following != wanted or (follower is not None and follower.failure is not None):
+            await replica.follow(FollowerRole(leader=rs.leader_address, epoch=rs.epoch), on_trouble=self.wake)
+
+    def _rank(self, rs: ReplicaSet) -> int:
+        """How many in-sync replicas other than the leader come before this one in preference order."""
+        ahead = [r for r in rs.replicas if r in rs.isr and r != rs.leader]
+        return ahead.index(self.me) if self.me in ahead else len(ahead)
+
+    async def _renew(self, partition: int, replica: Replica, rs: ReplicaSet, now: int) -> None:
+        term = replica.term
+        if term is not None and rs.replicas != term.stream.tracker.replicas:
+            # The manager replaced a replica (the only change of the list, and fenced by this epoch).
+            log.info("partition %d: replica set is now %s", partition, ",".join(rs.replicas))
+            term.stream.set_replicas(rs.replicas)
+        if term is not None and self._should_hand_over(partition, rs, term, now):
+            log.info("partition %d: handing leadership back to its preferred replica %s", partition, rs.replicas[0])
+            await asyncio.to_thread(self.sets.release, partition, self.me, rs.epoch, now)
+            self._released[partition] = now
+            await replica.stand_by(f"handed over to {rs.replicas[0]}")
+            return
+        if now - self._renewed.get(partition, 0) < self.times.lease_ms // 3:
+            return
+        if term is not None and self._stuck_for(partition, term, now) > self.times.lease_ms:
+            log.warning(
+                "partition %d: nothing committed for %d ms with replies waiting; letting the lease lapse",
+                partition,
+                self._stuck_for(partition, term, now),
+            )
+            return
+        try:
+            await asyncio.to_thread(self.sets.renew, partition, self.me, rs.epoch, now, self.times.lease_ms)
+        except CoordinationError:
+            await replica.stand_by("fenced while renewing its lease")
+            raise
+        self._renewed[partition] = now
+
+    def _should_hand_over(self, partition: int, rs: ReplicaSet, term: Any, now: int) -> bool:
+        """Leadership goes back to the preferred replica, so that it stays spread over the workers as
+        placement laid it out, once that replica has been in sync and fully caught up for a while."""
+        preferred = rs.replicas[0]
+        if not self.times.handover_after_ms or preferred == self.me or preferred not in rs.isr:
+            return False
+        if now - self._led_since.setdefault(partition, now) < self.times.handover_after_ms:
+            return False
+        stream = term.stream
+        caught_up_at = stream.caught_up_at.get(preferred)
+        recently = caught_up_at is not None and now - caught_up_at < self.times.max_lag_ms
+        return preferred in stream.tracker.isr and recently
+
+    def _stuck_for(self, partition: int, term: Any, now: int) -> int:
+        tracker = term.stream.tracker
+        if not tracker.waiting:
+            self._stuck.pop(partition, None)
+            return 0
+        seen = self._stuck.get(partition)
+        if seen is None or seen[0] != tracker.high_watermark:
+            self._stuck[partition] = (tracker.high_watermark, now)
+            return 0
+        return now - seen[1]
+
+    async def _check_isr(self, partition: int, replica: Replica) -> None:
+        term = replica.term
+        if term is None or term.ended:
+            return
+        stream = term.stream
+        epoch = term.epoch
+        lagging = stream.lagging(self.times.max_lag_ms)
+        if lagging:
+            log.warning("partition %d: %s left the in-sync set (lagging)", partition, ", ".join(sorted(lagging)))
+            changed = await asyncio.to_thread(self.sets.shrink_isr, partition, self.me, epoch, lagging)
+            if replica.term is term:
+                stream.set_isr(changed.isr)
+        joining = stream.caught_up()
+        if joining:
+            # Counted in the high watermark before the item says they are in sync, never after: from the
+            # moment the write lands they may be elected, so nothing may be committed without them.
+            before = stream.tracker.isr
+            stream.set_isr(before | joining)
+            try:
+                changed = await asyncio.to_thread(self.sets.expand_isr, partition, self.me, epoch, joining)
+            except BaseException:
+                if replica.term is term:
+                    stream.set_isr(before)
+                raise
+            log.info("partition %d: %s back in the in-sync set", partition, ", ".join(sorted(joining)))
+            if replica.term is term:
+                stream.set_isr(changed.isr)

@@ -1,0 +1,220 @@
+"""One leadership term of a partition replica: from the claim of an epoch until the replica steps down.
+
+A term owns everything that only a leader runs: the replication stream (appends under the term's epoch,
+FETCH and OFFSET_FOR_EPOCH for followers, the commit tracker that gates replies), the request handlers,
+long polls, dead-letter hand-overs, move tasks, the periodic state sweep and the pending-drop sweeper.
+Ending the term stops all of it before anything else may touch the engine: requests and parked long polls
+are answered NotLeader (nothing was done), replies still waiting for the high watermark ServiceUnavailable
+(whether their records survive is the next leader's to say, so their outcome is unknown, as a timeout's),
+and hand-overs and move tasks are cancelled, to be resumed by whoever leads next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ferrymq.clock import Clock
+from ferrymq.errors import NotLeader, ServiceUnavailable
+from ferrymq.rpc.codec import pack, pack_error
+from ferrymq.rpc.framing import STATUS_ERROR, STATUS_OK, Op, encode_frame
+from storage_workers.drops import PendingDropStore, PendingDropSweeper
+from storage_workers.engine import Engine
+from storage_workers.engine.records import Record
+from storage_workers.handover import DeadLetterForwarder
+from storage_workers.log import records as codec
+from storage_workers.log.writer import LogWriter
+from storage_workers.move_tasks import MoveTaskRunner
+from storage_workers.peers import Peers
+from storage_workers.replication import LeaderRole, LeaderStream
+from storage_workers.server.connection import Connection
+from storage_workers.server.handlers import DEFERRED, Handler, Handlers
+from storage_workers.server.long_poll import LongPolls
+from storage_workers.server.maintenance import every
+
+if TYPE_CHECKING:
+    from storage_workers.server.config import WorkerConfig
+
+log = logging.getLogger(__name__)
+
+
+class LeaderTerm:
+    def __init__(
+        self,
+        partition: int,
+        role: LeaderRole,
+        *,
+        config: WorkerConfig,
+        engine: Engine,
+        wal: LogWriter,
+        clock: Clock,
+        peers: Peers,
+        fail: Callable[[Connection, int, BaseException], None],
+        on_diverged: Callable[[], None],
+    ) -> None:
+        """``on_diverged`` is told when the engine applied a record the log refused (the term had ended):
+        the replica's state then no longer matches its log and must be rebuilt from it."""
+        self.partition = partition
+        self.epoch = role.epoch
+        self.config = config
+        self.engine = engine
+        self.stream = LeaderStream(partition, config.worker_id, role, wal, now_ms=lambda: int(clock.now() * 1000))
+        self.long_polls = LongPolls(engine, clock)
+        self.forwarder = DeadLetterForwarder(engine, peers)
+        self.mover = MoveTaskRunner(
+            engine, peers, clock, hold_seconds=config.transfer_hold_seconds, on_delivered=self.long_polls.wake
+        )
+        self._fail = fail
+        self._on_diverged = on_diverged
+        self.handlers: dict[int, Handler] = Handlers(
+            engine=engine,
+            partition=partition,
+            long_polls=self.long_polls,
+            forwarder=self.forwarder,
+            mover=self.mover,
+            reply=self.reply,
+            fail=fail,
+        ).table()
+        self.handlers[Op.FETCH] = self._fetch
+        self.handlers[Op.OFFSET_FOR_EPOCH] = self._offset_for_epoch
+        self.handlers[Op.SNAPSHOT] = self._snapshot
+        self._snapshots: dict[str, _StateCopy] = {}
+        """Per follower, the copy of the state it is being sent, chunk by chunk."""
+        self._tasks: list[asyncio.Task[None]] = []
+        self.ended = False
+        engine.on_record = self._append
+
+    def _append(self, record: Record) -> None:
+        try:
+            self.stream.append(record)
+        except BaseException:
+            # The engine applied the record before the log refused it.
+            self._on_diverged()
+            raise
+
+    # --- requests -------------------------------------------------------------------------------------
+
+    def reply(self, conn: Connection, request_id: int, result: Any) -> None:
+        """Answer once every record appended so far is committed."""
+        frame = encode_frame(request_id, STATUS_OK, pack(result))
+        self.stream.when_committed(self.stream.log.end_offset - 1, _send, (conn, request_id, frame))
+
+    def _fetch(self, conn: Connection, request_id: int, args: Any) -> Any:
+        task = self.stream.fetch(conn, request_id, args, self._fail)
+        if task is not None:
+            conn.start(task)
+        return DEFERRED
+
+    def _offset_for_epoch(self, conn: Connection, request_id: int, args: Any) -> Any:
+        # Answered at once: the answer is about the log as it is, nothing waits for a commit.
+        conn.write(encode_frame(request_id, STATUS_OK, pack(self.stream.offset_for_epoch(args))))
+        return DEFERRED
+
+    def _snapshot(self, conn: Connection, request_id: int, args: Any) -> Any:
+        replica, epoch, chunk = args
+        if not isinstance(replica, str) or type(epoch) is not int or type(chunk) is not int or chunk < 0:
+            raise TypeError("a snapshot request is a replica id, an epoch and a chunk number")
+        self.stream.check_follower(replica, epoch)
+        if chunk == 0:
+            self._snapshots[replica] = _StateCopy.take(self.engine.snapshot(), self.stream.log)
+        copy = self._snapshots.get(replica)
+        if copy is None or chunk >= len(copy.chunks):
+            raise ValueError(f"no chunk {chunk} of a state copy for {replica}")
+        if chunk == len(copy.chunks) - 1:
+            del self._snapshots[replica]
+        answer = [copy.offset, copy.epoch, copy.history, len(copy.chunks), copy.chunks[chunk]]
+        conn.write(encode_frame(request_id, STATUS_OK, pack(answer)))
+        return DEFERRED
+
+    async def wait_committed(self) -> None:
+        """Return once everything appended so far is committed."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.stream.when_committed(self.stream.log.end_offset - 1, _resolve, fut)
+        await fut
+
+    # --- life cycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Resume the partition's move tasks and start the periodic sweep."""
+        for queue_id, handle in self.engine.active_move_tasks():
+            log.info("partition %d: resuming move task %s of %s", self.partition, handle, queue_id)
+            self.mover.launch(queue_id, handle)
+        self._spawn(every("state sweep", self.config.sweep_interval_seconds, self.engine.sweep))
+
+    def start_drops(self, drops: PendingDropStore) -> None:
+        """Carry out the partition's pending queue drops now and periodically, for as long as the term lasts.
+
+        Only the leader may: a drop cleared by a worker that does not serve the partition would never be
+        made; a follower gets its leader's drops as records.  A drop is cleared from the catalog only once
+        its record is committed, so no failover loses it."""
+        sweeper = PendingDropSweeper(self.partition, drops, self.engine.drop_queue, self.wait_committed)
+        self._spawn(sweeper.run(self.config.pending_drops_interval_seconds))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(work))
+
+    async def end(self, reason: str) -> None:
+        """Step down: nothing of the term touches the engine after the first await."""
+        if self.ended:
+            return
+        self.ended = True
+        me = self.config.worker_id
+        error = NotLeader(f"Storage worker {me} no longer leads partition {self.partition}: {reason}.")
+        # Not NotLeader, which tells the front end that nothing was done: these requests' records were
+        # appended and may yet be committed by the next leader.
+        unknown = ServiceUnavailable(f"Storage worker {me} stepped down before the request was committed.")
+        for task in self._tasks:
+            task.cancel()
+        for conn, request_id, _ in self.stream.close(error):
+            conn.write(encode_frame(request_id, STATUS_ERROR, pack_error(unknown)))
+        self.long_polls.close(error)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.mover.close()
+        await self.forwarder.close()
+
+    async def close(self) -> None:
+        """Shut down with the worker: what was appended still becomes durable and is answered when committed."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.mover.close()
+        await self.forwarder.close()
+
+
+SNAPSHOT_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+class _StateCopy:
+    """The engine's state as of the log's last record, as encoded records in chunks of about
+    ``SNAPSHOT_CHUNK_BYTES``; taken at once, so later appends do not change it while it is sent."""
+
+    def __init__(self, offset: int, epoch: int, history: list[list[int]], chunks: list[list[bytes]]) -> None:
+        self.offset = offset
+        self.epoch = epoch
+        self.history = history
+        self.chunks = chunks
+
+    @classmethod
+    def take(cls, records: Iterable[Record], wal: LogWriter) -> _StateCopy:
+        chunks: list[list[bytes]] = [[]]
+        size = 0
+        for record in records:
+            payload = codec.encode(record)
+            if size and size + len(payload) > SNAPSHOT_CHUNK_BYTES:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(payload)
+            size += len(payload)
+        offset = wal.end_offset - 1
+        return cls(offset, wal.epoch, [[e, f] for e, f in wal.epochs.entries], chunks)
+
+
+def _send(arg: tuple[Connection, int, bytes]) -> None:
+    arg[0].write(arg[2])
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

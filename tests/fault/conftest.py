@@ -1,0 +1,33 @@
+"""A replicated stack for fault injection: ``ferrymq up`` with three workers, replication factor 3 and
+majority acks (the defaults), one partition, and short leases so that failovers fit in a test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Stack
+
+FAULT_ENV = {
+    "FERRYMQ_LEADER_LEASE_SECONDS": "2",
+    "FERRYMQ_REPLICA_MAX_LAG_SECONDS": "1",
+    "FERRYMQ_WORKER_REQUEST_TIMEOUT_SECONDS": "3",
+    "FERRYMQ_LEADER_HANDOVER_SECONDS": "3",
+}
+
+
+def fault_stack(tmp_path_factory: pytest.TempPathFactory, name: str, **env: str) -> Iterator[Stack]:
+    """A started stack with FAULT_ENV and ``env``, stopped when the generator is closed."""
+    stack = Stack(Path(tmp_path_factory.mktemp(name)), {**FAULT_ENV, **env})
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    yield from fault_stack(tmp_path_factory, "fault-stack")
