@@ -28,6 +28,7 @@ from ferrymq.errors import ServiceUnavailable
 from ferrymq.replication_rules import Acks, ReplicaSet
 from ferrymq.settings import Settings
 from tests.support.aws_clients import unreachable_dynamodb
+from tests.support.legacy_partition_map import legacy_item
 
 LEASE_MS = 5_000
 
@@ -103,14 +104,15 @@ def test_create_is_idempotent_for_the_same_replicas_only(
 def test_create_continues_the_epochs_of_todays_partition_map_and_keeps_its_attributes(
     aws_settings: Settings, sets: ReplicaSets, partition: int, cluster: str
 ) -> None:
-    # given a partition today's map has handed over twice, with its receipt key
+    # given a partition that workers of before replica sets took twice, with its receipt key
     partition_map = PartitionMap.from_settings(aws_settings)
     key = partition_map.receipt_key(partition)
-    partition_map.register(partition, "old-1", "127.0.0.1", 7001)
-    assert partition_map.register(partition, "old-2", "127.0.0.1", 7002) == 2
+    client = session.client("dynamodb", aws_settings)
+    legacy_item(client, aws_settings.partitions_table, partition, "old-1", "127.0.0.1", 7001, 1)
+    legacy_item(client, aws_settings.partitions_table, partition, "old-2", "127.0.0.1", 7002, 2)
     # when it gets a replica set, then its epoch goes on from 2: no worker sees it go back
     assert sets.create(partition, cluster, ["a", "b"], Acks.MAJORITY).epoch == 3
-    # and the map's own attributes are untouched
+    # and the address and the key are untouched (until the first claim publishes its own address)
     address = partition_map.lookup(partition)
     assert address is not None and address.worker_id == "old-2"
     assert partition_map.receipt_key(partition) == key
@@ -122,8 +124,9 @@ def test_all_lists_the_replica_sets_of_a_cluster_in_partition_order(
     for offset in (2, 0, 1):
         sets.create(partition + offset, cluster, ["a"], Acks.LEADER)
     sets.create(partition + 3, f"{cluster}-other", ["a"], Acks.LEADER)
-    # an item only today's map wrote is no replica set
-    PartitionMap.from_settings(aws_settings).register(partition + 4, "old", "127.0.0.1", 7001)
+    # an item only a worker of before replica sets wrote is no replica set
+    legacy_item(session.client("dynamodb", aws_settings), aws_settings.partitions_table, partition + 4, "old",
+                "127.0.0.1", 7001, 1)
     assert [rs.partition for rs in sets.all(cluster)] == [partition, partition + 1, partition + 2]
     everywhere = [rs.partition for rs in sets.all()]
     assert partition + 3 in everywhere and partition + 4 not in everywhere
@@ -301,8 +304,9 @@ def test_reassign_is_fenced_by_the_epoch_and_the_replica_set_it_read(
 def test_every_change_to_a_partition_without_a_replica_set_is_refused(
     aws_settings: Settings, sets: ReplicaSets, partition: int
 ) -> None:
-    # an item only today's map wrote counts as no replica set as well
-    PartitionMap.from_settings(aws_settings).register(partition + 1, "old", "127.0.0.1", 7001)
+    # an item only a worker of before replica sets wrote counts as no replica set as well
+    legacy_item(session.client("dynamodb", aws_settings), aws_settings.partitions_table, partition + 1, "old",
+                "127.0.0.1", 7001, 1)
     changes: list[Callable[[int], object]] = [
         lambda p: sets.claim(p, "a", 1, 0, LEASE_MS),
         lambda p: sets.renew(p, "a", 1, 0, LEASE_MS),

@@ -1,15 +1,14 @@
-"""The partition map in DynamoDB: which storage worker serves each partition, and since which epoch.
+"""The partition map in DynamoDB: which storage worker leads each partition, and since which epoch; the front
+end's lookup of where a partition's requests go.
 
 Table ``settings.partitions_table`` (created from ``template.yaml``), one item per partition::
 
     attribute    type  meaning
     partition    N     partition number (the hash key)
-    worker_id    S     the worker that took the partition last
+    worker_id    S     the worker that claimed the partition's current epoch (ReplicaSets.claim)
     host         S     where that worker listens for the worker RPC
     port         N
-    epoch        N     1 for the first worker, +1 each time a worker takes the partition; the write is
-                       conditional on the epoch read just before, so two workers racing cannot get the same one
-    updated_at   N     when the partition was taken, ms since the epoch
+    epoch        N     the leader epoch (see ferrymq.aws.replica_sets, which owns every write of it)
     receipt_key  B     32 random bytes that key the partition's receipt handles; written once, by the first
                        worker to ask (``if_not_exists``), and kept when the partition changes hands
 
@@ -30,13 +29,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ferrymq.aws.errors import translate_client_errors
-from ferrymq.clock import Clock, SystemClock
-from ferrymq.errors import InternalError, ServiceUnavailable
+from ferrymq.errors import InternalError
 from ferrymq.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_REGISTER_ATTEMPTS = 5
 RECEIPT_KEY_BYTES = 32
 
 
@@ -50,55 +47,15 @@ class WorkerAddress:
 
 
 class PartitionMap:
-    def __init__(self, client: Any, table_name: str, *, clock: Clock | None = None) -> None:
+    def __init__(self, client: Any, table_name: str) -> None:
         self._client = client
         self.table_name = table_name
-        self._clock = clock or SystemClock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PartitionMap:
         from ferrymq.aws import session
 
         return cls(session.client("dynamodb", settings), settings.partitions_table)
-
-    def register(self, partition: int, worker_id: str, host: str, port: int) -> int:
-        """Take ``partition`` for this worker; returns the new epoch.
-
-        An update, not a put: the item also holds the partition's receipt key, which outlives its workers.
-        """
-        for _ in range(_REGISTER_ATTEMPTS):
-            current = self.lookup(partition)
-            epoch = (current.epoch if current is not None else 0) + 1
-            names = {"#e": "epoch", "#w": "worker_id", "#h": "host", "#p": "port", "#u": "updated_at"}
-            values: dict[str, Any] = {
-                ":w": {"S": worker_id},
-                ":h": {"S": host},
-                ":p": {"N": str(port)},
-                ":e": {"N": str(epoch)},
-                ":u": {"N": str(int(self._clock.now() * 1000))},
-            }
-            if current is None:
-                condition = "attribute_not_exists(#e)"
-            else:
-                condition = "#e = :seen"
-                values[":seen"] = {"N": str(current.epoch)}
-            with _translated():
-                try:
-                    self._client.update_item(
-                        TableName=self.table_name,
-                        Key={"partition": {"N": str(partition)}},
-                        UpdateExpression="SET #w = :w, #h = :h, #p = :p, #e = :e, #u = :u",
-                        ConditionExpression=condition,
-                        ExpressionAttributeNames=names,
-                        ExpressionAttributeValues=values,
-                    )
-                except ClientError as exc:
-                    if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                        raise
-                    log.info("partition %d changed hands while registering; retrying", partition)
-                    continue
-            return epoch
-        raise ServiceUnavailable(f"Partition {partition} keeps changing hands; could not register {worker_id}.")
 
     def receipt_key(self, partition: int) -> bytes:
         """The key that authenticates the partition's receipt handles, made by whoever asks first.

@@ -15,7 +15,6 @@ per partition; this adapter adds attributes beside that class's and never touche
     receipt_key  B     PartitionMap's; untouched here
     worker_id, host, port   the leader's RPC address, as PartitionMap reads it for the front end; written
                        by ``claim`` together with the epoch, so the address always names the epoch's leader
-    updated_at   N     PartitionMap's; untouched here
 
 Invariant: ``leader in isr`` and ``isr <= replicas``. Every change below is ONE UpdateItem whose condition
 is the rule that allows it; nothing is read first, so no read can go stale between a check and a write::
@@ -157,8 +156,8 @@ class ReplicaSets:
         Every replica is in sync unless ``isr`` names fewer: the replicas that hold the partition's data
         when a single-copy partition becomes replicated, so that only they may lead and the empty ones
         catch up from them. Creating it again with the same cluster, replicas and acks returns the item as
-        it is now. The epoch continues above any epoch today's PartitionMap gave the item, so no worker ever
-        sees it go back.
+        it is now. The epoch continues above any epoch the item already has (from a worker of before replica
+        sets), so no worker ever sees it go back.
         """
         replicas = _worker_ids(replicas)
         acks = Acks(acks)
@@ -386,7 +385,7 @@ class ReplicaSets:
 
 
 def _decode(item: dict[str, Any]) -> ReplicaSet | None:
-    """The replica set of an item; ``None`` for an item only today's PartitionMap has written."""
+    """The replica set of an item; ``None`` for an item without one (a worker of before replica sets wrote it)."""
     if "replicas" not in item:
         return None
     return ReplicaSet(
