@@ -195,11 +195,14 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     if standin:
         base_env.pop("AWS_SESSION_TOKEN", None)
     pool.env = base_env
-    for worker_id in workers:
+    for index, worker_id in enumerate(workers):
         # A worker holding nothing is a spare: the cluster's manager moves replicas of dead workers to it.
         held = [str(p) for p, rs in sorted(replica_sets.items()) if worker_id in rs.replicas]
         argv = python_module_argv("storage_workers", "--partitions", ",".join(held), "--worker-id", worker_id,
                                   "--parent-pid", str(os.getpid()))
+        if settings.worker_port:
+            # A fixed port is the first worker's; the others take the ones after it.
+            argv += ["--port", str(settings.worker_port + index)]
         pool.start(worker_id, argv)
     argv = python_module_argv("infra.gateway", "--host", settings.host, "--port", str(settings.port),
                               "--parent-pid", str(os.getpid()))

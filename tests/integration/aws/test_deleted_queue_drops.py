@@ -20,7 +20,6 @@ import pytest
 
 from ferrymq.aws import session
 from ferrymq.aws.credentials import Credential
-from ferrymq.aws.partitions import PartitionMap
 from ferrymq.aws.queue_store import QueueRecord, QueueStore
 from ferrymq.clock import SystemClock
 from ferrymq.errors import QueueDoesNotExist
@@ -36,6 +35,7 @@ from storage_workers.drops import PendingDropSweeper
 from tests.functional.storage_workers.in_process import worker
 from tests.integration.conftest import WorkerProcess
 from tests.support.engine_requests import RETENTION
+from tests.support.partition_items import address_item
 
 ACCOUNT = "123456789012"
 NO_MESSAGES = {"visible": 0, "in_flight": 0, "delayed": 0}
@@ -64,7 +64,7 @@ def test_a_queue_deleted_while_its_worker_is_down_is_dropped_by_the_worker_later
 ) -> None:
     data_dir = tmp_path / "worker"
     store = QueueStore(session.client("dynamodb", own_tables), own_tables.queues_table)
-    partition_map = PartitionMap(session.client("dynamodb", own_tables), own_tables.partitions_table)
+    dynamodb = session.client("dynamodb", own_tables)
 
     async def delete_while_the_worker_is_down() -> QueueRecord:
         frontend = build_frontend(own_tables, SystemClock())
@@ -73,7 +73,8 @@ def test_a_queue_deleted_while_its_worker_is_down_is_dropped_by_the_worker_later
         try:
             # given a queue with two messages in the worker leading its partition (0: the only one)
             async with worker(data_dir, partition=0) as (_, client):
-                await asyncio.to_thread(partition_map.register, 0, "worker-in-test", client.host, client.port)
+                table = own_tables.partitions_table
+                await asyncio.to_thread(address_item, dynamodb, table, 0, "worker-in-test", client.host, client.port, 1)
                 url = (await create_queue(caller, {"QueueName": "doomed"}))["QueueUrl"]
                 for body in ("one", "two"):
                     await send_message(caller, {"QueueUrl": url, "MessageBody": body})

@@ -28,7 +28,7 @@ from ferrymq.errors import ServiceUnavailable
 from ferrymq.replication_rules import Acks, ReplicaSet
 from ferrymq.settings import Settings
 from tests.support.aws_clients import unreachable_dynamodb
-from tests.support.legacy_partition_map import legacy_item
+from tests.support.partition_items import address_item
 
 LEASE_MS = 5_000
 
@@ -108,8 +108,8 @@ def test_create_continues_the_epochs_of_todays_partition_map_and_keeps_its_attri
     partition_map = PartitionMap.from_settings(aws_settings)
     key = partition_map.receipt_key(partition)
     client = session.client("dynamodb", aws_settings)
-    legacy_item(client, aws_settings.partitions_table, partition, "old-1", "127.0.0.1", 7001, 1)
-    legacy_item(client, aws_settings.partitions_table, partition, "old-2", "127.0.0.1", 7002, 2)
+    address_item(client, aws_settings.partitions_table, partition, "old-1", "127.0.0.1", 7001, 1)
+    address_item(client, aws_settings.partitions_table, partition, "old-2", "127.0.0.1", 7002, 2)
     # when it gets a replica set, then its epoch goes on from 2: no worker sees it go back
     assert sets.create(partition, cluster, ["a", "b"], Acks.MAJORITY).epoch == 3
     # and the address and the key are untouched (until the first claim publishes its own address)
@@ -125,7 +125,7 @@ def test_all_lists_the_replica_sets_of_a_cluster_in_partition_order(
         sets.create(partition + offset, cluster, ["a"], Acks.LEADER)
     sets.create(partition + 3, f"{cluster}-other", ["a"], Acks.LEADER)
     # an item only a worker of before replica sets wrote is no replica set
-    legacy_item(session.client("dynamodb", aws_settings), aws_settings.partitions_table, partition + 4, "old",
+    address_item(session.client("dynamodb", aws_settings), aws_settings.partitions_table, partition + 4, "old",
                 "127.0.0.1", 7001, 1)
     assert [rs.partition for rs in sets.all(cluster)] == [partition, partition + 1, partition + 2]
     everywhere = [rs.partition for rs in sets.all()]
@@ -305,7 +305,7 @@ def test_every_change_to_a_partition_without_a_replica_set_is_refused(
     aws_settings: Settings, sets: ReplicaSets, partition: int
 ) -> None:
     # an item only a worker of before replica sets wrote counts as no replica set as well
-    legacy_item(session.client("dynamodb", aws_settings), aws_settings.partitions_table, partition + 1, "old",
+    address_item(session.client("dynamodb", aws_settings), aws_settings.partitions_table, partition + 1, "old",
                 "127.0.0.1", 7001, 1)
     changes: list[Callable[[int], object]] = [
         lambda p: sets.claim(p, "a", 1, 0, LEASE_MS),

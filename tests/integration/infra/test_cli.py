@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -143,3 +144,29 @@ def test_up_refuses_a_replication_factor_above_the_workers(tmp_path: Path) -> No
     refused = _ferrymq(tmp_path, "up", FERRYMQ_WORKERS="2", FERRYMQ_REPLICATION_FACTOR="3", FERRYMQ_PORT="0")
     assert refused.returncode == 1
     assert "FERRYMQ_REPLICATION_FACTOR (3) must be between 1 and FERRYMQ_WORKERS (2)" in refused.stderr
+
+
+def _three_free_ports() -> int:
+    """The first of three consecutive loopback ports free just now."""
+    for _ in range(50):
+        with socket.socket() as first:
+            first.bind(("127.0.0.1", 0))
+            base = first.getsockname()[1]
+            try:
+                with socket.socket() as second, socket.socket() as third:
+                    second.bind(("127.0.0.1", base + 1))
+                    third.bind(("127.0.0.1", base + 2))
+            except OSError:
+                continue
+        return base
+    raise AssertionError("no three consecutive free ports")
+
+
+def test_with_a_fixed_worker_port_up_s_workers_take_it_and_the_ports_after_it(tmp_path: Path) -> None:
+    base = _three_free_ports()
+    # given `up` with a fixed worker port
+    with _up(tmp_path, FERRYMQ_WORKER_PORT=str(base)) as up:
+        assert up.process.poll() is None
+        # then the three workers listen on consecutive ports, not all on the one given
+        status = json.loads(_ferrymq(tmp_path, "cluster", "status", "--json").stdout)
+        assert sorted(w["address"] for w in status["workers"]) == [f"127.0.0.1:{base + i}" for i in range(3)]

@@ -1,13 +1,14 @@
-"""Partition items as FerryMQ wrote them before replica sets: the serving worker's address and an epoch
-that grew by one per registration, with no replica set. Upgrades must go on from them."""
+"""Partition items with a worker's address and an epoch but no replica set: what workers of before replica
+sets left (upgrades must go on from them), and how a test points the front end at a worker it runs itself,
+outside any cluster."""
 
 from __future__ import annotations
 
 from typing import Any
 
 
-def legacy_item(client: Any, table: str, partition: int, worker_id: str, host: str, port: int, epoch: int) -> None:
-    """Write (or overwrite) the attributes a pre-replication worker's registration left, keeping the rest."""
+def address_item(client: Any, table: str, partition: int, worker_id: str, host: str, port: int, epoch: int) -> None:
+    """Write (or overwrite) the address and epoch of ``partition``'s item, keeping its other attributes."""
     client.update_item(
         TableName=table,
         Key={"partition": {"N": str(partition)}},
