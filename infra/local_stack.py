@@ -200,9 +200,11 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
         held = [str(p) for p, rs in sorted(replica_sets.items()) if worker_id in rs.replicas]
         argv = python_module_argv("storage_workers", "--partitions", ",".join(held), "--worker-id", worker_id,
                                   "--parent-pid", str(os.getpid()))
+        # A fixed port is the first worker's; the others take the ones after it.
         if settings.worker_port:
-            # A fixed port is the first worker's; the others take the ones after it.
             argv += ["--port", str(settings.worker_port + index)]
+        if settings.worker_replication_port:
+            argv += ["--replication-port", str(settings.worker_replication_port + index)]
         pool.start(worker_id, argv)
     argv = python_module_argv("infra.gateway", "--host", settings.host, "--port", str(settings.port),
                               "--parent-pid", str(os.getpid()))

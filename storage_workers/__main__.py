@@ -25,6 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", help="address to listen on (default FERRYMQ_WORKER_HOST)")
     parser.add_argument("--port", type=int, help="port to listen on, 0 for any free one (default FERRYMQ_WORKER_PORT)")
     parser.add_argument(
+        "--replication-port",
+        type=int,
+        help="port followers fetch from, when not the one listened on: a proxy or replication network in front "
+        "(default FERRYMQ_WORKER_REPLICATION_PORT; 0: the listening port)",
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         help="data directory, with a log directory p<partition> per partition "
@@ -54,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         partitions=args.partitions if args.partitions is not None else (args.partition or 0,),
         host=args.host,
         port=args.port,
+        replication_port=args.replication_port,
         data_dir=args.data_dir,
         worker_id=args.worker_id,
         segment_bytes=args.segment_bytes,

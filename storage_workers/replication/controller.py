@@ -107,9 +107,11 @@ class ClusterController:
         times: ControllerTimes | None = None,
         now_ms: Callable[[], int] = _wall_ms,
         host: Callable[[int], Awaitable[Replica]] | None = None,
+        replication_address: tuple[str, int] | None = None,
     ) -> None:
         """``host`` opens a replica of a partition this worker was just added to (None: only the replicas
-        given are played)."""
+        given are played); ``replication_address`` is where followers are told to fetch from, when not
+        ``address``."""
         self.me = me
         self.cluster = cluster
         self.replicas = replicas
@@ -120,6 +122,7 @@ class ClusterController:
         self.times = times or ControllerTimes()
         self.now_ms = now_ms
         self.host = host
+        self.replication_address = replication_address
         self.started_ms = now_ms()
         self.reassignments = 0
         """Replicas this worker, as the cluster's manager, replaced."""
@@ -290,7 +293,14 @@ class ClusterController:
             or now > rs.lease_until + self._rank(rs) * self.times.claim_stagger_ms
         ):
             claimed = await asyncio.to_thread(
-                self.sets.claim, partition, self.me, rs.epoch, now, self.times.lease_ms, self.address
+                self.sets.claim,
+                partition,
+                self.me,
+                rs.epoch,
+                now,
+                self.times.lease_ms,
+                self.address,
+                self.replication_address,
             )
             self._renewed[partition] = now
             self._led_since[partition] = now
@@ -299,15 +309,16 @@ class ClusterController:
                 LeaderRole(replicas=claimed.replicas, isr=claimed.isr, acks=claimed.acks, epoch=claimed.epoch)
             )
             return
-        if rs.leader == self.me or rs.leader_address is None:
+        source = rs.fetch_address
+        if rs.leader == self.me or source is None:
             # Our own old claim (not in sync any more), or a leader that never claimed: nothing to follow.
             if replica.following is not None:
                 await replica.stand_by("no leader to follow")
             return
-        wanted = (rs.leader_address, rs.epoch)
+        wanted = (source, rs.epoch)
         follower = replica.follower
         if replica.following != wanted or (follower is not None and follower.failure is not None):
-            await replica.follow(FollowerRole(leader=rs.leader_address, epoch=rs.epoch), on_trouble=self.wake)
+            await replica.follow(FollowerRole(leader=source, epoch=rs.epoch), on_trouble=self.wake)
 
     def _rank(self, rs: ReplicaSet) -> int:
         """How many in-sync replicas other than the leader come before this one in preference order."""

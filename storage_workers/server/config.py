@@ -18,6 +18,8 @@ class WorkerConfig:
     data_dir: Path
     host: str = "127.0.0.1"
     port: int = 0
+    replication_port: int = 0
+    """The port followers are told to fetch from, when it is not ``port`` (0: ``port``)."""
     worker_id: str = "worker-1"
     partitions: tuple[int, ...] = (0,)
     """The partitions this worker serves, each in ``<data_dir>/p<partition>/``; a data directory of the
@@ -47,6 +49,7 @@ class WorkerConfig:
             "data_dir": Path(data_dir),
             "host": settings.worker_host,
             "port": settings.worker_port,
+            "replication_port": settings.worker_replication_port,
             "worker_id": worker_id,
             "group_commit_max_batch": settings.group_commit_max_batch,
         }

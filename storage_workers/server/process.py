@@ -80,6 +80,7 @@ async def run_worker(
             acks=Acks(settings.acks),
             times=controller_times(settings),
             host=lambda partition: _host(worker, partition_map, partition),
+            replication_address=(host, config.replication_port) if config.replication_port else None,
         )
         try:
             # One pass before the ready line: the partitions this worker is to lead are led when it is ready.

@@ -13,10 +13,11 @@ from collections.abc import Callable
 
 
 class SwitchableProxy:
-    def __init__(self, target: Callable[[], tuple[str, int]]) -> None:
+    def __init__(self, target: Callable[[], tuple[str, int]], port: int = 0) -> None:
+        """Listen on ``port`` (0: any free one) and forward to ``target()``."""
         self._target = target
         self.enabled = True
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server(("127.0.0.1", port))
         self.port = self._listener.getsockname()[1]
         self._closed = False
         self._thread = threading.Thread(target=self._accept, name="test-proxy", daemon=True)

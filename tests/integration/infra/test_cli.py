@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import boto3
 from infra.local_stack import READY_PREFIX
 from infra.standin import layout
 from tests.integration.infra.processes import child_env, children_of, is_alive, running
+from tests.support.ports import consecutive_free_ports
 
 FERRYMQ = [sys.executable, "-m", "infra.cli"]
 
@@ -146,24 +146,8 @@ def test_up_refuses_a_replication_factor_above_the_workers(tmp_path: Path) -> No
     assert "FERRYMQ_REPLICATION_FACTOR (3) must be between 1 and FERRYMQ_WORKERS (2)" in refused.stderr
 
 
-def _three_free_ports() -> int:
-    """The first of three consecutive loopback ports free just now."""
-    for _ in range(50):
-        with socket.socket() as first:
-            first.bind(("127.0.0.1", 0))
-            base = first.getsockname()[1]
-            try:
-                with socket.socket() as second, socket.socket() as third:
-                    second.bind(("127.0.0.1", base + 1))
-                    third.bind(("127.0.0.1", base + 2))
-            except OSError:
-                continue
-        return base
-    raise AssertionError("no three consecutive free ports")
-
-
 def test_with_a_fixed_worker_port_up_s_workers_take_it_and_the_ports_after_it(tmp_path: Path) -> None:
-    base = _three_free_ports()
+    base = consecutive_free_ports(3)
     # given `up` with a fixed worker port
     with _up(tmp_path, FERRYMQ_WORKER_PORT=str(base)) as up:
         assert up.process.poll() is None

@@ -42,6 +42,13 @@ class ReplicaSet:
     acks: Acks
     leader_address: tuple[str, int] | None = None
     """Where the leader listens for the worker RPC, as its claim published it; None before any claim."""
+    replication_address: tuple[str, int] | None = None
+    """Where followers fetch from, when the claim named an address apart from ``leader_address``."""
+
+    @property
+    def fetch_address(self) -> tuple[str, int] | None:
+        """Where the leader's followers fetch from."""
+        return self.replication_address or self.leader_address
 
 
 # --- leadership ------------------------------------------------------------------------------------

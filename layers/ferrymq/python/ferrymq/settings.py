@@ -52,6 +52,10 @@ class Settings:
     data_dir: Path = field(default_factory=_default_data_dir)
     worker_host: str = "127.0.0.1"
     worker_port: int = 0
+    # The port followers fetch from, advertised in a leader's claim when it differs from worker_port (a proxy or
+    # a replication network in front of the worker); 0: worker_port. As with worker_port, `ferrymq up`'s
+    # workers take it and the ports after it.
+    worker_replication_port: int = 0
     worker_id: str = "worker-1"
     partitions: int = 1
     group_commit_max_batch: int = 1024
@@ -146,6 +150,7 @@ class Settings:
             data_dir=Path(get("DATA_DIR", str(defaults.data_dir))),
             worker_host=get("WORKER_HOST", defaults.worker_host),
             worker_port=int(get("WORKER_PORT", str(defaults.worker_port))),
+            worker_replication_port=int(get("WORKER_REPLICATION_PORT", str(defaults.worker_replication_port))),
             worker_id=get("WORKER_ID", defaults.worker_id),
             partitions=int(get("PARTITIONS", str(defaults.partitions))),
             group_commit_max_batch=int(get("GROUP_COMMIT_MAX_BATCH", str(defaults.group_commit_max_batch))),

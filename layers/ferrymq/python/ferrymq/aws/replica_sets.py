@@ -72,7 +72,8 @@ from ferrymq.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Expression names of every attribute this adapter writes; each expression uses some of them.
+# Expression names of every attribute this adapter writes; each expression uses some of them. No name may be
+# the start of another: a request's names are those found in its expressions' text.
 _NAMES = {
     "#c": "cluster",
     "#r": "replicas",
@@ -84,6 +85,8 @@ _NAMES = {
     "#w": "worker_id",
     "#h": "host",
     "#p": "port",
+    "#xh": "replication_host",
+    "#xp": "replication_port",
 }
 
 
@@ -194,9 +197,11 @@ class ReplicaSets:
         now_ms: int,
         lease_ms: int,
         address: tuple[str, int] | None = None,
+        replication_address: tuple[str, int] | None = None,
     ) -> ReplicaSet:
         """Become leader in epoch ``seen_epoch + 1`` with a lease of ``lease_ms`` (see ``may_claim``),
-        publishing ``address`` (host, port) as where the partition's requests go from now on."""
+        publishing ``address`` (host, port) as where the partition's requests go from now on, and
+        ``replication_address`` as where its followers fetch from when that is elsewhere."""
         _positive(lease_ms)
         update = "SET #l = :me, #e = :next, #u = :until"
         values: dict[str, Any] = {
@@ -210,6 +215,12 @@ class ReplicaSets:
             update += ", #w = :me, #h = :host, #p = :port"
             values[":host"] = {"S": address[0]}
             values[":port"] = _n(address[1])
+            if replication_address is not None and replication_address != address:
+                update += ", #xh = :rhost, #xp = :rport"
+                values[":rhost"] = {"S": replication_address[0]}
+                values[":rport"] = _n(replication_address[1])
+            else:
+                update += " REMOVE #xh, #xp"
         try:
             return self._update(
                 partition, update, "#e = :seen AND contains(#i, :me) AND (#u < :now OR #l = :me)", values
@@ -388,6 +399,7 @@ def _decode(item: dict[str, Any]) -> ReplicaSet | None:
     """The replica set of an item; ``None`` for an item without one (a worker of before replica sets wrote it)."""
     if "replicas" not in item:
         return None
+    claimed = item.get("worker_id", {}).get("S") == item["leader"]["S"]
     return ReplicaSet(
         partition=int(item["partition"]["N"]),
         cluster=item["cluster"]["S"],
@@ -398,8 +410,11 @@ def _decode(item: dict[str, Any]) -> ReplicaSet | None:
         lease_until=int(item["lease_until"]["N"]),
         acks=Acks(item["acks"]["S"]),
         leader_address=(
-            (item["host"]["S"], int(item["port"]["N"]))
-            if "host" in item and item.get("worker_id", {}).get("S") == item["leader"]["S"]
+            (item["host"]["S"], int(item["port"]["N"])) if "host" in item and claimed else None
+        ),
+        replication_address=(
+            (item["replication_host"]["S"], int(item["replication_port"]["N"]))
+            if "replication_host" in item and claimed
             else None
         ),
     )
