@@ -82,9 +82,9 @@ class Dispatcher:
                     if isinstance(exc, WorkerTimeout):
                         hung = client
                 # One retry at once whatever the deadline (a worker restarted on a new address is found by it).
-                if tries > 1 and self._clock.monotonic() + pause > deadline:
-                    raise
                 if tries > 1:
+                    if self._clock.monotonic() + pause > deadline:
+                        raise
                     await asyncio.sleep(pause)
                     pause = min(pause * 2, _MAX_PAUSE_SECONDS)
 

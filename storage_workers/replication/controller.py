@@ -127,6 +127,9 @@ class ClusterController:
         self.reassignments = 0
         """Replicas this worker, as the cluster's manager, replaced."""
         self.polls = 0
+        self._scanned: list[ReplicaSet] = []
+        """The cluster's replica sets as the last poll read them (the manager plans from it: a plan made from
+        a stale read is refused by ``reassign``'s condition)."""
         self._wake = asyncio.Event()
         self._renewed: dict[int, int] = {}
         self._stuck: dict[int, tuple[int, int]] = {}
@@ -221,7 +224,7 @@ class ClusterController:
         alive, dead = await asyncio.to_thread(self.registry.members, self.cluster, self.now_ms(), self.times.grace_ms)
         if not dead:
             return
-        sets = await asyncio.to_thread(self.sets.all, self.cluster)
+        sets = self._scanned
         plan = replacements(
             [(rs.partition, rs.leader, rs.replicas) for rs in sets],
             [w.worker_id for w in alive],
@@ -245,7 +248,8 @@ class ClusterController:
 
     async def poll_once(self) -> None:
         """Read the replica sets and bring every partition's role in line with its item."""
-        found = {rs.partition: rs for rs in await asyncio.to_thread(self.sets.all, self.cluster)}
+        self._scanned = await asyncio.to_thread(self.sets.all, self.cluster)
+        found = {rs.partition: rs for rs in self._scanned}
         self.polls += 1
         if self.host is not None:
             for partition, rs in sorted(found.items()):

@@ -103,11 +103,7 @@ class LeaderStream:
             type(n) is int for n in (epoch, from_offset, durable_offset, max_bytes, wait_ms)
         ):
             raise TypeError("a fetch is a replica id and five integers")
-        self._check_epoch(epoch)
-        self._check_open()
-        if replica not in self.tracker.replicas:
-            # Maybe added to the replica set a moment ago: the follower asks again once this leader knows.
-            raise StaleEpoch(f"{replica} is not in partition {self.partition}'s replica set as {self.me} knows it.")
+        self.check_follower(replica, epoch)
         if 1 <= from_offset < self.log.start_offset:
             raise SnapshotNeeded(
                 f"Partition {self.partition}'s log starts at offset {self.log.start_offset}, after {from_offset}."
@@ -192,10 +188,11 @@ class LeaderStream:
             raise NotLeader(f"Storage worker {self.me} leads partition {self.partition} in epoch {self.epoch} only.")
 
     def check_follower(self, replica: str, epoch: int) -> None:
-        """Refuse a follower's request under another epoch, or from a worker outside the replica set."""
+        """Refuse a follower's request under another epoch, or from a worker outside the replica set (maybe
+        added a moment ago: the follower asks again once this leader knows)."""
         self._check_epoch(epoch)
         self._check_open()
-        if replica == self.me or replica not in self.tracker.replicas:
+        if replica not in self.tracker.replicas:
             raise StaleEpoch(f"{replica} is not in partition {self.partition}'s replica set as {self.me} knows it.")
 
     def _check_open(self) -> None:

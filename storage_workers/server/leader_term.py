@@ -117,6 +117,8 @@ class LeaderTerm:
         if not isinstance(replica, str) or type(epoch) is not int or type(chunk) is not int or chunk < 0:
             raise TypeError("a snapshot request is a replica id, an epoch and a chunk number")
         self.stream.check_follower(replica, epoch)
+        if replica == self.stream.me:
+            raise ValueError("a leader copies its state to its followers, not to itself")
         if chunk == 0:
             self._snapshots[replica] = _StateCopy.take(self.engine.snapshot(), self.stream.log)
         copy = self._snapshots.get(replica)
@@ -165,17 +167,14 @@ class LeaderTerm:
         # Not NotLeader, which tells the front end that nothing was done: these requests' records were
         # appended and may yet be committed by the next leader.
         unknown = ServiceUnavailable(f"Storage worker {me} stepped down before the request was committed.")
-        for task in self._tasks:
-            task.cancel()
         for conn, request_id, _ in self.stream.close(error):
             conn.write(encode_frame(request_id, STATUS_ERROR, pack_error(unknown)))
         self.long_polls.close(error)
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.mover.close()
-        await self.forwarder.close()
+        await self.close()
 
     async def close(self) -> None:
-        """Shut down with the worker: what was appended still becomes durable and is answered when committed."""
+        """Stop the term's background work (the only part of ending it when the worker shuts down: what was
+        appended still becomes durable and is answered when committed)."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -259,6 +259,10 @@ class PartitionReplica:
         if term is not None:
             await term.end(reason)
             self.engine.on_record = None
+        await self._stop_following()
+
+    async def _stop_following(self) -> None:
+        """Stop the fetch loop, if any, and wait for a cut or a state copy it started (it is never interrupted)."""
         follower, self.follower = self.follower, None
         self.following = None
         task, self._follow_task = self._follow_task, None
@@ -267,12 +271,9 @@ class PartitionReplica:
             await asyncio.gather(task, return_exceptions=True)
         if follower is not None:
             await follower.close()
-        await self._rebuilt()
-
-    async def _rebuilt(self) -> None:
-        task, self._rebuild_task = self._rebuild_task, None
-        if task is not None:
-            await asyncio.gather(task, return_exceptions=True)
+        rebuild, self._rebuild_task = self._rebuild_task, None
+        if rebuild is not None:
+            await asyncio.gather(rebuild, return_exceptions=True)
 
     async def take_static_role(self) -> None:
         """Take the role ``WorkerConfig.role`` gives (a worker outside any cluster)."""
@@ -296,13 +297,7 @@ class PartitionReplica:
         term = self.term
         if term is not None:
             await term.close()
-        task, self._follow_task = self._follow_task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        if self.follower is not None:
-            await self.follower.close()
-        await self._rebuilt()
+        await self._stop_following()
         if self.compactor is not None:
             await self.compactor.close()
         if self.log is not None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferrymq.errors import ServiceUnavailable
+from ferrymq.errors import InternalError, ServiceUnavailable
 
 _UNAVAILABLE_CODES = frozenset(
     {
@@ -36,3 +37,16 @@ def translate_client_errors() -> Iterator[None]:
         raise
     except BotoCoreError as exc:
         raise ServiceUnavailable() from exc
+
+
+@contextmanager
+def outages_or_internal(what: str, log: logging.Logger) -> Iterator[None]:
+    """Outages as :func:`translate_client_errors` reports them; any other ClientError is a fault of ours:
+    logged (as ``what`` failing) and an InternalError to callers, which act on FerryMQ errors only (a move
+    task waits on an outage, stops on anything else). A ClientError the block catches itself never gets here."""
+    try:
+        with translate_client_errors():
+            yield
+    except ClientError as exc:
+        log.error("%s failed: %s", what, exc)
+        raise InternalError() from None

@@ -21,15 +21,11 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from ferrymq.aws.errors import translate_client_errors
-from ferrymq.errors import InternalError
+from ferrymq.aws.errors import outages_or_internal
 from ferrymq.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -107,13 +103,5 @@ def _address(item: dict[str, Any]) -> WorkerAddress:
     )
 
 
-@contextmanager
-def _translated() -> Iterator[None]:
-    """Outages as every adapter reports them; any other ClientError is a fault of ours: logged here, and an
-    InternalError to callers, which act on FerryMQ errors only (a move task waits on one, stops on others)."""
-    try:
-        with translate_client_errors():
-            yield
-    except ClientError as exc:
-        log.error("partition map call failed: %s", exc)
-        raise InternalError() from None
+def _translated() -> AbstractContextManager[None]:
+    return outages_or_internal("partition map call", log)

@@ -59,13 +59,13 @@ state it made. ``claim`` and ``reassign`` recognise their own result in the refu
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ferrymq.aws.errors import translate_client_errors
+from ferrymq.aws.errors import outages_or_internal
 from ferrymq.errors import InternalError
 from ferrymq.replication_rules import Acks, ReplicaSet, is_leader
 from ferrymq.settings import Settings
@@ -440,12 +440,5 @@ def _list(ids: Sequence[str]) -> dict[str, Any]:
     return {"L": [{"S": i} for i in ids]}
 
 
-@contextmanager
-def _translated() -> Iterator[None]:
-    """Outages as every adapter reports them; any other ClientError is a fault of ours: logged, InternalError."""
-    try:
-        with translate_client_errors():
-            yield
-    except ClientError as exc:
-        log.error("replica-set call failed: %s", exc)
-        raise InternalError() from None
+def _translated() -> AbstractContextManager[None]:
+    return outages_or_internal("replica-set call", log)

@@ -24,16 +24,14 @@ InternalError.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ferrymq.aws.errors import translate_client_errors
-from ferrymq.errors import InternalError
+from ferrymq.aws.errors import outages_or_internal
 from ferrymq.replication_rules import heartbeat_fresh
 from ferrymq.settings import Settings
 
@@ -201,12 +199,5 @@ def _decode(item: dict[str, Any]) -> WorkerInfo:
     )
 
 
-@contextmanager
-def _translated() -> Iterator[None]:
-    """Outages as every adapter reports them; any other ClientError is a fault of ours: logged, InternalError."""
-    try:
-        with translate_client_errors():
-            yield
-    except ClientError as exc:
-        log.error("worker registry call failed: %s", exc)
-        raise InternalError() from None
+def _translated() -> AbstractContextManager[None]:
+    return outages_or_internal("worker registry call", log)
