@@ -14,35 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import time
 from pathlib import Path
-from typing import Any
 
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
+from inprocess_frontend import attach, signed
 
 from ferrymq.settings import Settings
 from functions.frontend.http import HttpRequest
 from functions.frontend.pipeline import Frontend
 from functions.frontend.wiring import build_frontend
-
-HOST = "127.0.0.1:9324"
-
-
-def signed(action: str, payload: dict[str, Any]) -> HttpRequest:
-    body = json.dumps(payload).encode()
-    request = AWSRequest(
-        method="POST",
-        url=f"http://{HOST}/",
-        data=body,
-        headers={"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{action}"},
-    )
-    SigV4Auth(Credentials("test", "test"), "sqs", "us-east-1").add_auth(request)
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    headers["host"] = HOST
-    return HttpRequest("POST", "/", "", headers, body)
 
 
 async def cpu_per_request(frontend: Frontend, request: HttpRequest, total: int, in_flight: int) -> float:
@@ -82,9 +62,7 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Settings().data_dir, help="the running stack's data dir")
     parser.add_argument("--requests", type=int, default=3200)
     args = parser.parse_args()
-    endpoint = os.environ.get("AWS_ENDPOINT_URL") or (args.data_dir / "aws" / "endpoint").read_text().strip()
-    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
-    settings = Settings.from_env().with_(data_dir=args.data_dir)
+    settings = attach(args.data_dir)
     asyncio.run(run(build_frontend(settings), args.requests))
 
 

@@ -97,9 +97,10 @@ def main() -> None:
             lambda: (md5_of_body(BODY), md5_of_attributes(ATTRIBUTES)), number)
 
     headers, body, now = _signed_send()
+    regions = frozenset({"us-east-1"})
 
     def verify() -> None:
-        signed = sigv4.parse_signature("POST", "/", "", headers)
+        signed = sigv4.parse_signature("POST", "/", "", headers, regions=regions)
         sigv4.verify_signature(signed, "secret", method="POST", path="/", query_string="", headers=headers,
                                body=body, now=now)
 

@@ -4,7 +4,9 @@
     python benchmarks/worker_bench.py --host H --port P    # uses a running worker
 
 Every request goes through ``WorkerClient`` over loopback, so the figures include the RPC, the engine, the
-log's group commit and its fdatasync.  The FIFO phases spread messages over ``--groups`` message groups and
+log's group commit and its fdatasync.  The worker it starts requires the cluster-secret handshake (``--no-auth``:
+not); the first phase opens a new connection per request, so its figures show what the handshake costs a connect.
+The FIFO phases spread messages over ``--groups`` message groups and
 consume them the way FIFO consumers must: receive, then delete, before the group hands out more.
 Prints a table; asserts nothing.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferrymq.rpc.client import WorkerClient
+from ferrymq.rpc.peer_auth import PeerAuth
 
 REPO = Path(__file__).resolve().parent.parent
 RETENTION = 345600
@@ -97,11 +101,21 @@ async def phase(name: str, requests: int, concurrency: int, call: Callable[[int]
     return Result(name, requests, handled, seconds, latencies, time.process_time() - cpu0)
 
 
-async def bench(host: str, port: int, n: int, body_size: int, groups: int) -> list[Result]:
-    client = WorkerClient(host, port)
+async def bench(host: str, port: int, n: int, body_size: int, groups: int, auth: PeerAuth | None) -> list[Result]:
+    client = WorkerClient(host, port, auth=auth)
     await client.connect()
     body = "x" * body_size
     results: list[Result] = []
+
+    async def connect_and_ping(_: int) -> int:
+        fresh = WorkerClient(host, port, auth=auth)
+        try:
+            await fresh.ping()
+        finally:
+            await fresh.close()
+        return 1
+
+    results.append(await phase("new connection + ping, 1 in flight", 500, 1, connect_and_ping))
     q = f"bench-{uuid.uuid4()}"
 
     async def send_one(_: int) -> int:
@@ -174,13 +188,17 @@ async def bench(host: str, port: int, n: int, body_size: int, groups: int) -> li
     return results
 
 
-def start_worker(data_dir: Path) -> tuple[subprocess.Popen, str, int]:
+def start_worker(data_dir: Path, secret: str | None) -> tuple[subprocess.Popen, str, int]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRYMQ_CLUSTER_SECRET")}
+    env["FERRYMQ_LOG_LEVEL"] = "ERROR"
+    if secret:
+        env["FERRYMQ_CLUSTER_SECRET"] = secret
     proc = subprocess.Popen(
         [sys.executable, "-m", "storage_workers", "--no-register", "--port", "0", "--data-dir", str(data_dir)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "FERRYMQ_LOG_LEVEL": "WARNING"},
+        env=env,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().decode().split()
@@ -197,7 +215,11 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20000, help="messages per send phase (default 20000)")
     parser.add_argument("--body-size", type=int, default=256, help="message body size in bytes (default 256)")
     parser.add_argument("--groups", type=int, default=256, help="message groups of the FIFO phases (default 256)")
+    parser.add_argument("--no-auth", action="store_true",
+                        help="no cluster-secret handshake (a running worker: FERRYMQ_CLUSTER_SECRET names its secret)")
     args = parser.parse_args()
+    secret = None if args.no_auth else (os.environ.get("FERRYMQ_CLUSTER_SECRET") or secrets.token_urlsafe(32))
+    auth = PeerAuth(secret) if secret else None
     try:
         import uvloop
 
@@ -209,14 +231,15 @@ def main() -> None:
         if args.port:
             host, port = args.host or "127.0.0.1", args.port
         else:
-            proc, host, port = start_worker(Path(tmp))
+            proc, host, port = start_worker(Path(tmp), secret)
         try:
-            results = run(bench(host, port, args.messages, args.body_size, args.groups))
+            results = run(bench(host, port, args.messages, args.body_size, args.groups, auth))
         finally:
             if proc is not None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)
-    print(f"worker {host}:{port}, body {args.body_size} B, {args.groups} FIFO groups, {os.cpu_count()} CPUs")
+    print(f"worker {host}:{port}, body {args.body_size} B, {args.groups} FIFO groups, {os.cpu_count()} CPUs, "
+          f"handshake {'off' if auth is None else 'on'}")
     print(HEADER)
     for r in results:
         print(r.row())

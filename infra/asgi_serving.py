@@ -12,6 +12,7 @@ import signal
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
@@ -37,9 +38,9 @@ def bind_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
     return sock
 
 
-def socket_url(sock: socket.socket) -> str:
+def socket_url(sock: socket.socket, scheme: str = "http") -> str:
     host, port = sock.getsockname()[:2]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 @contextmanager
@@ -78,19 +79,31 @@ async def _serve_and_announce(server: uvicorn.Server, sock: socket.socket, ready
 
 
 def serve_asgi(app: Any, sock: socket.socket, ready_line: str, lifespan: LifespanMode = "auto",
-               parent_pid: int | None = None) -> None:
+               parent_pid: int | None = None, *, http_protocol: type[asyncio.Protocol] | None = None,
+               tls_files: tuple[Path, Path] | None = None, keep_alive_seconds: float = 5.0) -> None:
     """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, or until ``parent_pid`` is no longer the parent.
 
-    ``ready_line`` is printed once serving.
+    ``ready_line`` is printed once serving. ``http_protocol`` replaces uvicorn's httptools protocol (the
+    gateway's adds limits, infra/http_protocol.py); ``tls_files`` (certificate, key) serve HTTPS.  WebSocket
+    upgrades are off: an upgrade request is answered as the plain HTTP request it also is.
     """
     config = uvicorn.Config(
         app,
         lifespan=lifespan,
         loop="uvloop",
-        http="httptools",
+        http=http_protocol or "httptools",
+        ws="none",
         access_log=False,
         log_level="warning",
         server_header=False,
+        # The gateway is the edge of the local stack: a client's X-Forwarded-For must not pass for its address
+        # (the policy condition key aws:SourceIp).
+        proxy_headers=False,
+        # Idle keep-alive connections must not hold a stop up.
+        timeout_graceful_shutdown=3,
+        timeout_keep_alive=keep_alive_seconds,  # type: ignore[arg-type]
+        ssl_certfile=str(tls_files[0]) if tls_files else None,
+        ssl_keyfile=str(tls_files[1]) if tls_files else None,
     )
     server = uvicorn.Server(config)
     with _graceful_signals(), asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:

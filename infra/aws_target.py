@@ -2,9 +2,10 @@
 
 ``AWS_ENDPOINT_URL`` (or ``FERRYMQ_AWS_ENDPOINT_URL``) naming an endpoint — LocalStack, real AWS — means no
 stand-in is started and the user's credentials are used as they are. Otherwise the stand-in serves
-``settings.data_dir / "aws"`` with dummy credentials. ``ferrymq up`` records the running stand-in's URL in
-that directory so admin commands reach the same state; with no stack running, an admin command starts a
-stand-in on that directory for the length of the command.
+``settings.data_dir / "aws"`` and accepts only the key pair generated there on first start
+(:mod:`infra.standin.access_keys`), which every process of the stack signs with. ``ferrymq up`` records the
+running stand-in's URL in that directory so admin commands reach the same state; with no stack running, an
+admin command starts a stand-in on that directory for the length of the command.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ferrymq.private_files import write_private
 from ferrymq.settings import Settings
 from infra.children import Child, child_environment, python_module_argv, start_child
 from infra.standin import layout
+from infra.standin.access_keys import KeyPair, ensure_key_pair
 
-STANDIN_ACCESS_KEY = "test"
-STANDIN_SECRET_KEY = "test"
 STANDIN_HOST = "127.0.0.1"
 
 
@@ -38,12 +39,17 @@ def named_environment(endpoint: str) -> dict[str, str]:
     return {"AWS_ENDPOINT_URL": endpoint}
 
 
-def standin_environment(endpoint: str, region: str) -> dict[str, str]:
-    """What boto3 needs to reach the stand-in: its URL and dummy credentials."""
+def standin_key_pair(settings: Settings) -> KeyPair:
+    """The key pair the stand-in of ``settings.data_dir`` accepts (generated on first use)."""
+    return ensure_key_pair(standin_dir(settings))
+
+
+def standin_environment(endpoint: str, region: str, key_pair: KeyPair) -> dict[str, str]:
+    """What boto3 needs to reach the stand-in: its URL and the key pair it accepts."""
     return {
         "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": STANDIN_ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": STANDIN_SECRET_KEY,
+        "AWS_ACCESS_KEY_ID": key_pair.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": key_pair.secret_access_key,
         "AWS_DEFAULT_REGION": region,
     }
 
@@ -61,16 +67,13 @@ def start_standin(settings: Settings, env: Mapping[str, str], should_abort: Call
     """Start the stand-in on ``standin_dir(settings)``; returns it with its endpoint URL."""
     argv = python_module_argv("infra.standin", "--host", STANDIN_HOST, "--port", "0",
                               "--data-dir", str(standin_dir(settings)), "--parent-pid", str(os.getpid()))
-    child = start_child("aws", argv, child_environment(env), layout.READY_PREFIX, should_abort=should_abort,
-                        timeout=timeout)
+    child_env = child_environment(env, **standin_key_pair(settings).environment())
+    child = start_child("aws", argv, child_env, layout.READY_PREFIX, should_abort=should_abort, timeout=timeout)
     return child, child.ready_fields[0]
 
 
 def write_endpoint_file(settings: Settings, endpoint: str) -> None:
-    path = standin_dir(settings) / layout.ENDPOINT_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(endpoint + "\n")
-    tmp.replace(path)
+    write_private(standin_dir(settings) / layout.ENDPOINT_FILE, (endpoint + "\n").encode())
 
 
 def remove_endpoint_file(settings: Settings) -> None:
@@ -104,10 +107,12 @@ def admin_target(settings: Settings, env: Mapping[str, str]) -> Iterator[AdminTa
         return
     endpoint = running_standin_endpoint(settings)
     if endpoint:
-        yield AdminTarget(endpoint, standin_environment(endpoint, settings.region), temporary=False)
+        yield AdminTarget(endpoint, standin_environment(endpoint, settings.region, standin_key_pair(settings)),
+                          temporary=False)
         return
     child, endpoint = start_standin(settings, env)
     try:
-        yield AdminTarget(endpoint, standin_environment(endpoint, settings.region), temporary=True)
+        yield AdminTarget(endpoint, standin_environment(endpoint, settings.region, standin_key_pair(settings)),
+                          temporary=True)
     finally:
         child.stop()

@@ -20,11 +20,13 @@ from typing import TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferrymq.aws.credentials import DEFAULT_TEMPORARY_SECONDS, MAX_TEMPORARY_SECONDS
 from ferrymq.errors import ServiceUnavailable, SqsError
 from ferrymq.settings import Settings
 from infra import admin, aws_target
 from infra.bootstrap import bootstrap
 from infra.children import ChildFailed
+from infra.cluster_secret import with_local_secret
 
 SPARK_JOBS = ("billing", "analytics", "report")
 
@@ -40,10 +42,24 @@ def _parser() -> argparse.ArgumentParser:
         "status", help="workers (alive, address, partitions led) and partitions (leader, epoch, ISR, lag)"
     )
     cluster_status.add_argument("--json", action="store_true", help="print one JSON object")
+    cluster_status.add_argument(
+        "--cluster", help="the cluster to show in detail (default FERRYMQ_CLUSTER); every cluster is listed"
+    )
+    add_worker = cluster_actions.add_parser(
+        "add-worker",
+        help="move a fair share of the cluster's replicas to a newly started worker that holds none yet, each "
+        "copied and in sync before the replica it replaces is dropped",
+    )
+    add_worker.add_argument("worker_id", metavar="WORKER_ID", help="the new worker, already running")
+    add_worker.add_argument("--cluster", help="its cluster (default FERRYMQ_CLUSTER)")
+    add_worker.add_argument(
+        "--catch-up-seconds", type=float, default=120.0, help="how long a new replica may take to catch up"
+    )
     cluster_actions.add_parser(
         "init",
         help="give every partition a replica set over FERRYMQ_WORKERS workers (worker-0..), "
-        "FERRYMQ_REPLICATION_FACTOR replicas each (idempotent; `up` does it on every start)",
+        "FERRYMQ_REPLICATION_FACTOR replicas each, for each of FERRYMQ_CLUSTERS clusters, and register the clusters "
+        "for queue placement (idempotent; `up` does it on every start)",
     )
     credentials = commands.add_parser("credentials", help="manage access keys")
     actions = credentials.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -51,10 +67,19 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--account", required=True, help="12-digit account id the key belongs to")
     create.add_argument("--user", required=True, help="user name recorded with the key")
     create.add_argument("--json", action="store_true", help="print one JSON object")
+    create.add_argument("--temporary", action="store_true",
+                        help="temporary credentials: an ASIA key that works only with the session token printed "
+                        "with it, until it expires")
+    create.add_argument("--duration-seconds", type=_duration, metavar="N",
+                        help=f"how long temporary credentials work, 1..{MAX_TEMPORARY_SECONDS} "
+                        f"(default {DEFAULT_TEMPORARY_SECONDS})")
     listing = actions.add_parser("list", help="list access keys (without secrets)")
     listing.add_argument("--json", action="store_true", help="print one JSON array")
     delete = actions.add_parser("delete", help="delete an access key")
     delete.add_argument("key_id", metavar="KEY_ID")
+    for verb in ("disable", "enable"):
+        actions.add_parser(verb, help=f"{verb} an access key (it keeps its secret)").add_argument(
+            "key_id", metavar="KEY_ID")
     log_group = commands.add_parser("log", help="work on a stopped storage worker's log")
     log_actions = log_group.add_subparsers(dest="action", required=True, metavar="ACTION")
     salvage = log_actions.add_parser(
@@ -80,6 +105,13 @@ def _parser() -> argparse.ArgumentParser:
     spark_job.add_argument("--prices", help="price table for billing (default spark/prices.json)")
     spark_job.add_argument("--master", help="Spark master (default local[2])")
     return parser
+
+
+def _duration(text: str) -> int:
+    seconds = int(text)
+    if not 1 <= seconds <= MAX_TEMPORARY_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_TEMPORARY_SECONDS}")
+    return seconds
 
 
 def _job_date(text: str) -> str:
@@ -151,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     if args.command == "log":
         return _salvage(args.data_dir, args.dry_run, args.json, out, err)
-    settings = Settings.from_env()
+    # Admin commands on a local stack's data directory talk to its workers with its cluster secret.
+    settings = with_local_secret(Settings.from_env())
     if args.command == "up":
         from infra.local_stack import run_up
 
@@ -163,11 +196,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "cluster":
         if args.action == "init":
             return _admin(settings, lambda s, _: admin.cluster_init(s, out))
-        return _admin(settings, lambda s, _: admin.cluster_status(s, args.json, out))
+        if args.action == "add-worker":
+            return _admin(
+                settings,
+                lambda s, _: admin.cluster_add_worker(s, args.worker_id, args.cluster, args.catch_up_seconds, out),
+            )
+        return _admin(settings, lambda s, _: admin.cluster_status(s, args.json, out, args.cluster))
     if args.action == "create":
-        return _admin(settings, lambda s, _: admin.create_credentials(s, args.account, args.user, args.json, out))
+        if args.duration_seconds is not None and not args.temporary:
+            print("ferrymq: --duration-seconds is for --temporary credentials", file=err)
+            return 2
+        duration = (args.duration_seconds or DEFAULT_TEMPORARY_SECONDS) if args.temporary else None
+        return _admin(settings, lambda s, _: admin.create_credentials(s, args.account, args.user, args.json, out,
+                                                                      duration_seconds=duration))
     if args.action == "list":
         return _admin(settings, lambda s, _: admin.list_credentials(s, args.json, out))
+    if args.action in ("disable", "enable"):
+        active = args.action == "enable"
+        return _admin(settings, lambda s, _: admin.set_credentials_status(s, args.key_id, active, out, err))
     return _admin(settings, lambda s, _: admin.delete_credentials(s, args.key_id, out, err))
 
 

@@ -12,16 +12,19 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ferrymq.aws.replica_sets import PartitionExists, ReplicaSets
+from ferrymq.aws.clusters import ClusterRegistry
+from ferrymq.aws.replica_sets import Fenced, LeaderMustStay, PartitionExists, ReplicaSets
 from ferrymq.aws.workers import WorkerRegistry
 from ferrymq.errors import ServiceUnavailable
-from ferrymq.placement import replicas_for
+from ferrymq.placement import replicas_for, with_new_worker
 from ferrymq.replication_rules import Acks, ReplicaSet, heartbeat_fresh
 from ferrymq.rpc.client import WorkerClient
+from ferrymq.rpc.peer_auth import PeerAuth
 from ferrymq.settings import Settings
 from storage_workers.log.format import HEADER_SIZE
 from storage_workers.log.segments import list_segments, segment_path
@@ -30,34 +33,61 @@ from storage_workers.server.layout import replica_dir
 log = logging.getLogger(__name__)
 
 
-def worker_ids(count: int) -> list[str]:
-    return [f"worker-{i}" for i in range(count)]
+def worker_ids(count: int, start: int = 0) -> list[str]:
+    return [f"worker-{i}" for i in range(start, start + count)]
 
 
-def ensure_replica_sets(settings: Settings, workers: Sequence[str]) -> dict[int, ReplicaSet]:
-    """The replica set of every partition, created where missing; each new one's preferred leader holds a
-    lease of one lease period, so that it, not whichever worker starts first, takes the first epoch."""
+@dataclass(frozen=True)
+class ClusterLayout:
+    """One cluster of the stack: its name, its workers and the partitions whose replica sets it holds."""
+
+    name: str
+    workers: tuple[str, ...]
+    partitions: tuple[int, ...]
+
+
+def cluster_layouts(settings: Settings) -> list[ClusterLayout]:
+    """The stack's ``settings.clusters`` clusters, each of ``settings.workers`` workers and
+    ``settings.partitions`` partitions, numbered on from the previous cluster's (so a stack of one cluster
+    keeps its names, workers and partitions when more are added)."""
+    out = []
+    for index in range(settings.clusters):
+        out.append(
+            ClusterLayout(
+                name=settings.cluster if index == 0 else f"{settings.cluster}-{index}",
+                workers=tuple(worker_ids(settings.workers, index * settings.workers)),
+                partitions=tuple(range(index * settings.partitions, (index + 1) * settings.partitions)),
+            )
+        )
+    return out
+
+
+def ensure_replica_sets(settings: Settings, layout: ClusterLayout) -> dict[int, ReplicaSet]:
+    """The replica set of every partition of the cluster, created where missing; each new one's preferred
+    leader holds a lease of one lease period, so that it, not whichever worker starts first, takes the first
+    epoch. The cluster is registered (its partitions and capacity) for the placement of new queues."""
     sets = ReplicaSets.from_settings(settings)
     acks = Acks(settings.acks)
     lease_until = int(time.time() * 1000 + settings.leader_lease_seconds * 1000)
     out: dict[int, ReplicaSet] = {}
-    for partition in range(settings.partitions):
+    for partition in layout.partitions:
         current = sets.get(partition)
         if current is not None:
             out[partition] = current
             continue
-        replicas = list(replicas_for(partition, workers, settings.replication_factor))
+        replicas = list(replicas_for(partition, layout.workers, settings.replication_factor))
         holders = [w for w in replicas if _holds_data(settings.data_dir, w, partition)]
         if holders:
             replicas = holders + [w for w in replicas if w not in holders]
         try:
             out[partition] = sets.create(
-                partition, settings.cluster, replicas, acks, isr=holders or None, lease_until=lease_until
+                partition, layout.name, replicas, acks, isr=holders or None, lease_until=lease_until
             )
         except PartitionExists as exc:
             if exc.current is None:
                 raise
             out[partition] = exc.current
+    ClusterRegistry.from_settings(settings).register(layout.name, list(layout.partitions), settings.cluster_max_queues)
     return out
 
 
@@ -69,8 +99,8 @@ def _holds_data(data_dir: Path, worker: str, partition: int) -> bool:
     )
 
 
-async def _ping(host: str, port: int) -> dict[str, Any] | None:
-    client = WorkerClient(host, port, connect_timeout=1.0, request_timeout=2.0)
+async def _ping(host: str, port: int, auth: PeerAuth | None) -> dict[str, Any] | None:
+    client = WorkerClient(host, port, connect_timeout=1.0, request_timeout=2.0, auth=auth)
     try:
         return await client.ping()
     except ServiceUnavailable:
@@ -80,21 +110,27 @@ async def _ping(host: str, port: int) -> dict[str, Any] | None:
             await client.close()
 
 
-async def _ping_all(addresses: dict[str, tuple[str, int]]) -> dict[str, dict[str, Any] | None]:
-    answers = await asyncio.gather(*(_ping(*address) for address in addresses.values()))
+async def _ping_all(addresses: dict[str, tuple[str, int]], auth: PeerAuth | None) -> dict[str, dict[str, Any] | None]:
+    answers = await asyncio.gather(*(_ping(*address, auth) for address in addresses.values()))
     return dict(zip(addresses, answers, strict=True))
 
 
-def status(settings: Settings, now_ms: int | None = None) -> dict[str, Any]:
-    """The cluster as ``ferrymq cluster status`` shows it: workers (as the registry and their own ``ping``
-    report them) and partitions (their coordination items, with each replica's lag behind the leader's log
-    end in records, from the pings)."""
+def status(settings: Settings, now_ms: int | None = None, cluster: str | None = None) -> dict[str, Any]:
+    """What ``ferrymq cluster status`` shows: every registered cluster (its partitions, and the queues placed
+    on it against its capacity), then one cluster (``cluster``, by default ``settings.cluster``) in detail:
+    workers (as the registry and their own ``ping`` report them) and partitions (their coordination items,
+    with each replica's lag behind the leader's log end in records, from the pings)."""
+    cluster = cluster or settings.cluster
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     grace_ms = int(settings.worker_grace_seconds * 1000)
     registry = WorkerRegistry.from_settings(settings)
-    alive, dead = registry.members(settings.cluster, now_ms, grace_ms)
-    sets = ReplicaSets.from_settings(settings).all(settings.cluster)
-    pings = asyncio.run(_ping_all({w.worker_id: (w.host, w.port) for w in alive}))
+    alive, dead = registry.members(cluster, now_ms, grace_ms)
+    sets = ReplicaSets.from_settings(settings).all(cluster)
+    clusters = [
+        {"cluster": c.name, "partitions": list(c.partitions), "queues": c.queues, "max_queues": c.max_queues}
+        for c in ClusterRegistry.from_settings(settings).all()
+    ]
+    pings = asyncio.run(_ping_all({w.worker_id: (w.host, w.port) for w in alive}, PeerAuth.from_settings(settings)))
     workers = []
     for info in sorted([*alive, *dead], key=lambda w: w.worker_id):
         workers.append(
@@ -126,7 +162,7 @@ def status(settings: Settings, now_ms: int | None = None) -> dict[str, Any]:
         }
         for rs in sets
     ]
-    return {"cluster": settings.cluster, "workers": workers, "partitions": partitions}
+    return {"cluster": cluster, "clusters": clusters, "workers": workers, "partitions": partitions}
 
 
 def _lags(rs: ReplicaSet, end_offset: Any) -> dict[str, int | None]:
@@ -140,8 +176,12 @@ def _lags(rs: ReplicaSet, end_offset: Any) -> dict[str, int | None]:
 
 
 def render(report: dict[str, Any]) -> list[str]:
-    """``status`` as two plain tables."""
-    lines = [f"cluster {report['cluster']}", ""]
+    """``status`` as plain tables."""
+    rows = [("CLUSTER", "PARTITIONS", "QUEUES", "CAPACITY")]
+    for c in report["clusters"]:
+        rows.append((c["cluster"], _ranges(c["partitions"]), str(c["queues"]), str(c["max_queues"])))
+    lines = [*_table(rows), ""] if len(rows) > 1 else []
+    lines += [f"cluster {report['cluster']}", ""]
     rows = [("WORKER", "ADDRESS", "ALIVE", "ANSWERS", "LEADS")]
     for w in report["workers"]:
         rows.append(
@@ -164,6 +204,84 @@ def render(report: dict[str, Any]) -> list[str]:
     return lines + _table(rows)
 
 
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``0-2,5``."""
+    out: list[str] = []
+    for n in sorted(numbers):
+        if out and out[-1].split("-")[-1] == str(n - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{n}"
+        else:
+            out.append(str(n))
+    return ",".join(out)
+
+
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+class AddWorkerFailed(Exception):
+    """``add_worker`` could not finish; the message says what stands and what to do."""
+
+
+def add_worker(settings: Settings, worker_id: str, cluster: str, *, catch_up_seconds: float = 120.0,
+               say: Callable[[str], None] = print) -> dict[int, tuple[str, ...]]:
+    """Move a fair share of the cluster's replicas to ``worker_id`` (a live worker of the cluster, holding
+    nothing yet): the fewest moves that leave every worker within one replica of the others
+    (:func:`ferrymq.placement.with_new_worker`), never a partition's current leader.
+
+    Each move adds the new worker first (the partition briefly has one replica more), waits until the leader
+    has taken it into the in-sync set, and only then drops the replica it replaces: the partition never has
+    fewer in-sync replicas than before. Returns the partitions' new replica lists.
+    """
+    registry = WorkerRegistry.from_settings(settings)
+    alive, _ = registry.members(cluster, int(time.time() * 1000), int(settings.worker_grace_seconds * 1000))
+    if worker_id not in {w.worker_id for w in alive}:
+        raise AddWorkerFailed(
+            f"worker {worker_id} is not alive in cluster {cluster}: start it first, holding nothing "
+            f"(python -m storage_workers --partitions '' --worker-id {worker_id} --cluster {cluster})"
+        )
+    sets = ReplicaSets.from_settings(settings)
+    current = {rs.partition: rs for rs in sets.all(cluster)}
+    if any(worker_id in rs.replicas for rs in current.values()):
+        raise AddWorkerFailed(f"worker {worker_id} already holds replicas in cluster {cluster}")
+    plan = with_new_worker(
+        {p: rs.replicas for p, rs in current.items()}, worker_id, pinned={p: rs.leader for p, rs in current.items()}
+    )
+    moved: dict[int, tuple[str, ...]] = {}
+    for partition, target in sorted(plan.items()):
+        if target == current[partition].replicas:
+            continue
+        moved[partition] = _move_replica(sets, current[partition], target, worker_id, catch_up_seconds)
+        say(f"partition {partition}: {','.join(current[partition].replicas)} -> {','.join(moved[partition])}")
+    return moved
+
+
+def _move_replica(sets: ReplicaSets, rs: ReplicaSet, target: tuple[str, ...], new: str,
+                  catch_up_seconds: float) -> tuple[str, ...]:
+    widened = (*rs.replicas, new)
+    now = sets.reassign(rs.partition, rs.epoch, widened, previous=rs.replicas)
+    deadline = time.monotonic() + catch_up_seconds
+    while new not in now.isr:
+        if time.monotonic() > deadline:
+            raise AddWorkerFailed(
+                f"partition {rs.partition}: {new} did not catch up within {catch_up_seconds:.0f} s; it stays a "
+                f"fourth replica ({','.join(now.replicas)}) until it does"
+            )
+        time.sleep(0.25)
+        now = sets.get(rs.partition) or now
+    while True:
+        try:
+            return sets.reassign(rs.partition, now.epoch, target, previous=now.replicas).replicas
+        except Fenced:
+            # A failover meanwhile: the same change against the new epoch.
+            time.sleep(0.25)
+            fresh = sets.get(rs.partition)
+            if fresh is None or fresh.replicas != widened:
+                raise AddWorkerFailed(f"partition {rs.partition} changed while {new} joined it: {fresh}") from None
+            now = fresh
+        except LeaderMustStay:
+            raise AddWorkerFailed(
+                f"partition {rs.partition}: its leader is now the replica {new} was to replace; it keeps "
+                f"{','.join(now.replicas)}"
+            ) from None

@@ -1,8 +1,10 @@
 """``python -m infra.gateway --host H --port P``: the SQS front end served locally by uvicorn.
 
 The front end's ASGI app (:func:`functions.frontend.asgi.create_app`) runs in uvicorn with uvloop and
-httptools, access logs off. The socket is bound before uvicorn starts so ``--port 0`` works; once serving,
-the gateway prints ``FERRYMQ_GATEWAY_READY http://HOST:PORT``.
+httptools, access logs off, and the transport limits of :mod:`infra.http_protocol` (header timeout, connections
+per client) and :mod:`functions.frontend.transport_limits` (body size, budget and timeout, credentials checked
+before the body is read). With TLS settings (:mod:`infra.tls`) it serves HTTPS. The socket is bound before
+uvicorn starts so ``--port 0`` works; once serving, the gateway prints ``FERRYMQ_GATEWAY_READY URL``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import os
 import sys
 
 from ferrymq.settings import Settings
-from infra import asgi_serving
+from infra import asgi_serving, tls
+from infra.http_protocol import guarded_protocol
 
 READY_PREFIX = "FERRYMQ_GATEWAY_READY"
 
@@ -22,11 +25,15 @@ def run(settings: Settings, host: str, port: int, parent_pid: int | None = None)
     """Serve the front end on ``host:port`` until SIGTERM/SIGINT, or until ``parent_pid`` is gone."""
     from functions.frontend.asgi import create_app
 
+    tls_files = tls.tls_files(settings.with_(host=host))
     sock = asgi_serving.bind_socket(host, port)
     try:
+        url = asgi_serving.socket_url(sock, "https" if tls_files else "http")
         asgi_serving.serve_asgi(
-            create_app(settings), sock, f"{READY_PREFIX} {asgi_serving.socket_url(sock)}", lifespan="on",
-            parent_pid=parent_pid,
+            create_app(settings), sock, f"{READY_PREFIX} {url}", lifespan="on", parent_pid=parent_pid,
+            http_protocol=guarded_protocol(settings.header_timeout_seconds, settings.max_connections_per_client),
+            tls_files=tls_files,
+            keep_alive_seconds=settings.keep_alive_seconds,
         )
     finally:
         sock.close()

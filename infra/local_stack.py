@@ -27,11 +27,13 @@ from types import FrameType
 from typing import TextIO
 
 from ferrymq.aws.credentials import Credential, CredentialStore
+from ferrymq.private_files import private_dir, restrict_umask, tighten_tree
 from ferrymq.settings import Settings
-from infra import aws_target
+from infra import aws_target, tls
 from infra.bootstrap import bootstrap
 from infra.children import Child, ChildFailed, child_environment, python_module_argv, signal_name, start_child, stop_all
-from infra.cluster import ensure_replica_sets, worker_ids
+from infra.cluster import cluster_layouts, ensure_replica_sets
+from infra.cluster_secret import SECRET_FILE_ENV, ensure_secret_file, with_local_secret
 from infra.gateway import READY_PREFIX as GATEWAY_READY_PREFIX
 from infra.worker_pool import WorkerPool
 from storage_workers.log.lock import locked
@@ -111,16 +113,29 @@ def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool) 
             f"  access key id    {settings.dev_access_key}",
             f"  secret key       {settings.dev_secret_key}",
             f"  AWS services     {aws_line}",
-            f"  storage          cluster {settings.cluster}: {settings.workers} workers, {settings.partitions} "
-            f"partitions, replication factor {settings.replication_factor}, acks {settings.acks}",
+            f"  storage          {_clusters_line(settings)}: {settings.workers} workers and {settings.partitions} "
+            f"partitions each, replication factor {settings.replication_factor}, acks {settings.acks}",
             f"  data             {settings.data_dir}",
             "",
-            f"  try: aws sqs list-queues --endpoint-url {endpoint} --region {settings.region}",
+            f"  try: aws sqs list-queues --endpoint-url {endpoint} --region {settings.region}"
+            f"{_ca_bundle(settings, endpoint)}",
             "  stop with Ctrl-C",
             "",
             f"{READY_PREFIX} endpoint={endpoint}",
         ]
     )
+
+
+def _ca_bundle(settings: Settings, endpoint: str) -> str:
+    """The CLI option that makes clients trust the gateway's certificate, when it serves HTTPS."""
+    if not endpoint.startswith("https://"):
+        return ""
+    return f" --ca-bundle {settings.tls_cert_file or tls.self_signed_dir(settings) / tls.CERT_NAME}"
+
+
+def _clusters_line(settings: Settings) -> str:
+    names = [layout.name for layout in cluster_layouts(settings)]
+    return f"cluster {names[0]}" if len(names) == 1 else f"{len(names)} clusters ({', '.join(names)})"
 
 
 def run_up(settings: Settings, env: Mapping[str, str], out: TextIO | None = None) -> int:
@@ -154,8 +169,10 @@ def run_up(settings: Settings, env: Mapping[str, str], out: TextIO | None = None
 
 
 def check_cluster_shape(settings: Settings) -> None:
-    if settings.workers < 1 or settings.partitions < 1:
-        raise StartupFailed("FERRYMQ_WORKERS and FERRYMQ_PARTITIONS must be at least 1")
+    if settings.workers < 1 or settings.partitions < 1 or settings.clusters < 1:
+        raise StartupFailed("FERRYMQ_WORKERS, FERRYMQ_PARTITIONS and FERRYMQ_CLUSTERS must be at least 1")
+    if settings.cluster_max_queues < 1:
+        raise StartupFailed("FERRYMQ_CLUSTER_MAX_QUEUES must be at least 1")
     if not 1 <= settings.replication_factor <= settings.workers:
         raise StartupFailed(
             f"FERRYMQ_REPLICATION_FACTOR ({settings.replication_factor}) must be between 1 and FERRYMQ_WORKERS "
@@ -169,37 +186,48 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
            standin: bool, out: TextIO) -> str | None:
     """Start every part in order; returns the gateway's URL, or None if a stop was requested meanwhile."""
     check_cluster_shape(settings)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # Owner-only from here on, for this process and every child (they inherit the umask); files left with wider
+    # modes by earlier versions are brought down to the same.
+    restrict_umask()
+    private_dir(settings.data_dir)
+    tighten_tree(settings.data_dir)
+    secret_env = {}
+    if not (env.get("FERRYMQ_CLUSTER_SECRET") or env.get(SECRET_FILE_ENV)):
+        secret_env[SECRET_FILE_ENV] = str(ensure_secret_file(settings))
+        settings = with_local_secret(settings)
     named = aws_target.named_endpoint(env)
     if named is None:
         child, aws_endpoint = aws_target.start_standin(settings, env, should_abort=stop.is_set)
         children.append(child)
         aws_target.write_endpoint_file(settings, aws_endpoint)
-        aws_env = aws_target.standin_environment(aws_endpoint, settings.region)
+        aws_env = aws_target.standin_environment(aws_endpoint, settings.region, aws_target.standin_key_pair(settings))
     else:
         aws_endpoint = named
         aws_env = aws_target.named_environment(named)
     aws_target.apply_environment(aws_env)
     settings = settings.with_(aws_endpoint_url=aws_endpoint)
     adopt_worker_per_partition_logs(settings)
-    workers = worker_ids(settings.workers)
+    layouts = cluster_layouts(settings)
     try:
         bootstrap(settings)
         seed_dev_credential(settings)
-        replica_sets = ensure_replica_sets(settings, workers)
+        # Stacks written by earlier versions kept secrets in the clear: seal them before anything serves.
+        CredentialStore.from_settings(settings).seal_plaintext_secrets()
+        replica_sets = [ensure_replica_sets(settings, layout) for layout in layouts]
     except Exception as exc:
         raise StartupFailed(f"could not prepare FerryMQ's AWS resources at {aws_endpoint}: {exc}") from exc
     if stop.is_set():
         return None
-    base_env = child_environment(env, FERRYMQ_DATA_DIR=str(settings.data_dir), **aws_env)
+    base_env = child_environment(env, FERRYMQ_DATA_DIR=str(settings.data_dir), **aws_env, **secret_env)
     if standin:
         base_env.pop("AWS_SESSION_TOKEN", None)
     pool.env = base_env
-    for index, worker_id in enumerate(workers):
+    members = [(layout, sets, w) for layout, sets in zip(layouts, replica_sets, strict=True) for w in layout.workers]
+    for index, (layout, sets, worker_id) in enumerate(members):
         # A worker holding nothing is a spare: the cluster's manager moves replicas of dead workers to it.
-        held = [str(p) for p, rs in sorted(replica_sets.items()) if worker_id in rs.replicas]
+        held = [str(p) for p, rs in sorted(sets.items()) if worker_id in rs.replicas]
         argv = python_module_argv("storage_workers", "--partitions", ",".join(held), "--worker-id", worker_id,
-                                  "--parent-pid", str(os.getpid()))
+                                  "--cluster", layout.name, "--parent-pid", str(os.getpid()))
         # A fixed port is the first worker's; the others take the ones after it.
         if settings.worker_port:
             argv += ["--port", str(settings.worker_port + index)]

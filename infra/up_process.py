@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from ferrymq.private_files import FILE_MODE, private_dir
 from infra.local_stack import READY_PREFIX
 from infra.standin import layout
 
@@ -72,7 +73,9 @@ class UpProcess:
 
     def start(self) -> None:
         """Start ``ferrymq up`` and return once it is ready; on failure nothing of it is left running."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
+        # The log may hold secrets the stack prints (the development key): owner-only, like the rest of the dir.
+        os.close(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE))
         with self.log_path.open("a") as log:
             self._process = subprocess.Popen(
                 [*ferrymq_command(), "up"],

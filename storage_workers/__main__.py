@@ -9,11 +9,14 @@ import os
 import sys
 from pathlib import Path
 
+from ferrymq.private_files import restrict_umask
 from ferrymq.settings import Settings
 from storage_workers.server import WorkerConfig, run_worker
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Segments hold message bodies: nobody but the worker's own user may read them.
+    restrict_umask()
     parser = argparse.ArgumentParser(prog="python -m storage_workers", description="Run a FerryMQ storage worker.")
     served = parser.add_mutually_exclusive_group()
     served.add_argument(
@@ -37,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         "(default FERRYMQ_DATA_DIR/workers/<worker id>)",
     )
     parser.add_argument("--worker-id", help="this worker's name (default FERRYMQ_WORKER_ID)")
+    parser.add_argument("--cluster", help="the cluster this worker belongs to (default FERRYMQ_CLUSTER)")
     parser.add_argument("--segment-bytes", type=int, help="roll log segments at this size")
     parser.add_argument("--compact-min-bytes", type=int, help="compact the log only once it is this large")
     parser.add_argument(
@@ -55,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     settings = Settings.from_env()
+    if args.cluster:
+        settings = settings.with_(cluster=args.cluster)
     config = WorkerConfig.from_settings(
         settings,
         partitions=args.partitions if args.partitions is not None else (args.partition or 0,),

@@ -38,6 +38,7 @@ from ferrymq.destinations import QueueTarget, target_of
 from ferrymq.errors import ServiceUnavailable
 from ferrymq.rpc import leaders
 from ferrymq.rpc.client import DEFAULT_REQUEST_TIMEOUT, WorkerClient
+from ferrymq.rpc.peer_auth import PeerAuth
 from ferrymq.ttl_cache import TtlCache
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ class LeaderClients(ABC):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         clock: Clock | None = None,
         leader_cache_seconds: float = 30.0,
+        auth: PeerAuth | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
         self._leaders = leaders.LeaderClients(
@@ -147,6 +149,7 @@ class LeaderClients(ABC):
             ttl=leader_cache_seconds,
             connect_timeout=connect_timeout,
             request_timeout=request_timeout,
+            auth=auth,
         )
 
     @abstractmethod
@@ -186,12 +189,14 @@ class ClusterPeers(LeaderClients):
         connect_timeout: float = 5.0,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         leader_cache_seconds: float = 30.0,
+        auth: PeerAuth | None = None,
     ) -> None:
         super().__init__(
             connect_timeout=connect_timeout,
             request_timeout=request_timeout,
             clock=clock,
             leader_cache_seconds=leader_cache_seconds,
+            auth=auth,
         )
         self._make_map = partition_map
         self._make_store = queue_store
@@ -212,6 +217,7 @@ class ClusterPeers(LeaderClients):
             connect_timeout=settings.worker_connect_timeout_seconds,
             request_timeout=settings.worker_request_timeout_seconds,
             leader_cache_seconds=settings.metadata_cache_seconds,
+            auth=PeerAuth.from_settings(settings),
         )
 
     def _lookup(self, partition: int) -> Any:

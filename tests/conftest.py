@@ -3,8 +3,9 @@
 ``aws_settings`` gives tests a real AWS API endpoint: LocalStack or another endpoint when
 ``FERRYMQ_TEST_AWS_ENDPOINT`` names one, otherwise FerryMQ's durable stand-in (moto behind a journal) as a
 process of its own on a free loopback port. Unlike moto's bare threaded server, the stand-in applies writes
-one at a time, so DynamoDB's conditional writes are as atomic as FerryMQ relies on. The environment
-variables boto3 reads are set for the whole session, so child processes inherit them too.
+one at a time, so DynamoDB's conditional writes are as atomic as FerryMQ relies on; it accepts only requests
+signed with the session's test key pair (``AWS_TEST_ENV``). The environment variables boto3 reads are set for
+the whole session, so child processes inherit them too.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from ferrymq.settings import Settings
+from infra.standin.access_keys import KeyPair
 from tests.support.processes import terminate_group
 
-pytest_plugins = ["tests.support.spark_session"]
+pytest_plugins = ["tests.support.spark_session", "tests.support.stack"]
 
 AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "test",
@@ -31,6 +33,7 @@ AWS_TEST_ENV = {
 
 
 STANDIN_START_SECONDS = 60.0
+STANDIN_KEY_PAIR = KeyPair(AWS_TEST_ENV["AWS_ACCESS_KEY_ID"], AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"])
 
 
 def _start_standin(data_dir: Path) -> tuple[subprocess.Popen, str]:
@@ -40,6 +43,7 @@ def _start_standin(data_dir: Path) -> tuple[subprocess.Popen, str]:
         stderr=subprocess.DEVNULL,
         text=True,
         start_new_session=True,
+        env={**os.environ, **STANDIN_KEY_PAIR.environment()},
     )
     assert process.stdout is not None
     deadline = time.monotonic() + STANDIN_START_SECONDS

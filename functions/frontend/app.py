@@ -48,10 +48,22 @@ def _query_string(multi: dict[str, list[str]] | None) -> str:
     return "&".join(pairs)
 
 
+def _headers(request: object) -> dict[str, str]:
+    """Lower-case headers; a header sent more than once keeps all its values, comma-joined as an HTTP server
+    joins them (API Gateway's ``headers`` keeps only the last: ``multiValueHeaders`` has them all), so that a
+    second ``Authorization`` header is seen and refused instead of silently replacing the first."""
+    headers = {k.lower(): v for k, v in dict(request.headers).items()}  # type: ignore[attr-defined]
+    event = request.to_original_event() if hasattr(request, "to_original_event") else None
+    for name, values in ((event or {}).get("multiValueHeaders") or {}).items():
+        if isinstance(values, list) and len(values) > 1:
+            headers[name.lower()] = ", ".join(values)
+    return headers
+
+
 def to_http_request(current: object) -> HttpRequest:
     request = current  # chalice.app.Request
     context = getattr(request, "context", {}) or {}
-    headers = {k.lower(): v for k, v in dict(request.headers).items()}  # type: ignore[attr-defined]
+    headers = _headers(request)
     multi = None
     if getattr(request, "query_params", None) is not None:
         multi = {k: request.query_params.getlist(k) for k in request.query_params}  # type: ignore[attr-defined]
@@ -66,6 +78,8 @@ def to_http_request(current: object) -> HttpRequest:
         headers=headers,
         body=request.raw_body or b"",  # type: ignore[attr-defined]
         scheme=headers.get("x-forwarded-proto", "https"),
+        # The address API Gateway saw: the policy condition key aws:SourceIp.
+        peer=(context.get("identity") or {}).get("sourceIp"),
     )
 
 

@@ -9,9 +9,21 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from ferrymq.errors import ServiceUnavailable, SqsError
+from ferrymq.protocol.responses import HttpResponse
 from ferrymq.settings import Settings
 from functions.frontend.http import HttpRequest
 from functions.frontend.pipeline import Frontend
+from functions.frontend.transport_limits import (
+    FREE_BYTES,
+    OVER_CLIENT_CAP,
+    BodyLease,
+    BufferBudget,
+    ClientGone,
+    declared_length,
+    read_body,
+    too_large,
+)
 from functions.frontend.wiring import build_frontend
 
 Scope = MutableMapping[str, Any]
@@ -19,12 +31,11 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# A batch of ten 1 MiB-total messages, base64 and form encoding included, fits well below this.
-MAX_BODY_BYTES = 8 * 1024 * 1024
-
 
 def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
+    """The front end for an ASGI server, with the transport limits of functions/frontend/transport_limits.py."""
     state: dict[str, Frontend] = {}
+    budget = BufferBudget(settings.unauthenticated_buffer_bytes)
 
     def get_frontend() -> Frontend:
         if "frontend" not in state:
@@ -49,49 +60,68 @@ def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
             return
         if scope["type"] != "http":
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                await _plain(send, 413, b"Request entity too large")
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
         headers: dict[str, str] = {}
         for raw_name, raw_value in scope["headers"]:
             name = raw_name.decode("latin-1").lower()
             value = raw_value.decode("latin-1")
             headers[name] = f"{headers[name]},{value}" if name in headers else value
         raw_path = scope.get("raw_path")
-        request = HttpRequest(
+        lease = BodyLease(budget)
+        head = HttpRequest(
             method=scope["method"],
             path=raw_path.decode("latin-1") if raw_path else scope["path"],
             query_string=scope.get("query_string", b"").decode("latin-1"),
             headers=headers,
-            body=b"".join(chunks),
+            body=b"",
             scheme=scope.get("scheme", "http"),
             peer=scope["client"][0] if scope.get("client") else None,
+            on_authenticated=lease.release,
         )
-        response = await get_frontend().handle(request)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status,
-                "headers": [
-                    *((k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers),
-                    (b"content-length", str(len(response.body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": response.body})
+        frontend = get_frontend()
+        try:
+            try:
+                body = await _read_request(scope, receive, head, frontend, lease)
+            except SqsError as refused:
+                # The body may be unread: closing is the only way to be rid of it.
+                await _send(send, frontend.refuse(head, refused), close=True)
+                return
+            except ClientGone:
+                return
+            request = HttpRequest(head.method, head.path, head.query_string, headers, body, head.scheme, head.peer,
+                                  lease.release)
+            response = await frontend.handle(request)
+        finally:
+            lease.release()
+        await _send(send, response)
+
+    async def _read_request(scope: Scope, receive: Receive, head: HttpRequest, frontend: Frontend,
+                            lease: BodyLease) -> bytes:
+        """The body of a request that passed every check that can be made before reading it."""
+        if scope.get("extensions", {}).get(OVER_CLIENT_CAP):
+            raise ServiceUnavailable()
+        declared = declared_length(head.headers)
+
+        def oversized(size: int) -> SqsError:
+            return too_large(head.headers, head.query_string, size, settings.max_request_bytes)
+
+        if declared is not None and declared > settings.max_request_bytes:
+            raise oversized(declared)
+        if declared is None or declared > FREE_BYTES:
+            # A body within the free allowance is buffered by the server whatever we do: the pipeline's full
+            # check suffices, and a small request's signature header is parsed once, not twice.
+            await frontend.identify(head)
+        return await read_body(receive, declared=declared, limit=settings.max_request_bytes, lease=lease,
+                               timeout=settings.body_timeout_seconds, oversized=oversized)
 
     return app
 
 
-async def _plain(send: Send, status: int, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": body})
+async def _send(send: Send, response: HttpResponse, *, close: bool = False) -> None:
+    headers = [
+        *((k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers),
+        (b"content-length", str(len(response.body)).encode()),
+    ]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await send({"type": "http.response.body", "body": response.body})

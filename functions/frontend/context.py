@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from ferrymq.aws.credentials import Credential
 from ferrymq.aws.dedup_store import DedupStore
 from ferrymq.aws.queue_store import QueueRecord
+from ferrymq.bulkhead import Bulkhead
 from ferrymq.clock import Clock
 from ferrymq.errors import AccessDenied, MissingParameter, QueueDoesNotExist
 from ferrymq.settings import Settings
 from functions.frontend.dispatch import Dispatcher
+from functions.frontend.encryption import MessageCipher
 from functions.frontend.queue_urls import parse_queue_url, queue_url
 from functions.metadata import policy
 from functions.metadata.catalog import QueueCatalog
@@ -23,6 +25,10 @@ class Services:
     catalog: QueueCatalog
     dispatcher: Dispatcher
     dedup: DedupStore
+    # Server-side encryption of message bodies and attributes; None: messages are stored as sent.
+    cipher: MessageCipher | None = None
+    # Where blocking DynamoDB calls run (ferrymq/bulkhead.py); None: the event loop's default threads.
+    metadata: Bulkhead | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +42,11 @@ class RequestContext:
     action: str = ""
     # The X-Amzn-Trace-Id header, which AWS keeps on sent messages as their AWSTraceHeader.
     trace_header: str | None = None
+    # Whether the request arrived over TLS: the policy condition key aws:SecureTransport.
+    secure_transport: bool = False
+    # The client's address as the server reports the connection's peer (not the X-Forwarded-For header usage
+    # records prefer, which any client can write): the policy condition key aws:SourceIp.
+    source_ip: str | None = None
 
     @property
     def account(self) -> str:
@@ -87,4 +98,6 @@ class RequestContext:
             return True
         caller = policy.Caller(self.account, self.credential.user_name)
         resource = self.services.catalog.arn_of(queue)
-        return policy.permits(queue.attributes.get("Policy"), caller, self.action, resource)
+        facts = policy.RequestFacts(now=self.services.clock.now(), source_ip=self.source_ip,
+                                    secure_transport=self.secure_transport)
+        return policy.permits(queue.attributes.get("Policy"), caller, self.action, resource, facts)

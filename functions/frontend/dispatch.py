@@ -1,19 +1,48 @@
 """Dispatch to storage workers: one persistent, pipelined connection per worker leading a partition, shared by
-all requests (the clients and the leader lookup are :class:`~ferrymq.rpc.leaders.LeaderClients`)."""
+all requests (the clients and the leader lookup are :class:`~ferrymq.rpc.leaders.LeaderClients`).
+
+Each worker is walled off from the others: at most ``max_in_flight_per_worker`` requests are outstanding on
+one worker (more wait briefly for room, then are answered ServiceUnavailable), and a circuit breaker per
+worker stops sending to one that has left several requests in a row unanswered. A hung or dead worker then
+holds up only the requests for the partitions it leads, and only for the time a failover takes.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from ferrymq.aws.queue_store import QueueRecord
+from ferrymq.bulkhead import Bulkhead
+from ferrymq.circuit_breaker import CircuitBreaker
 from ferrymq.clock import Clock, SystemClock
-from ferrymq.errors import NotLeader, QueueDoesNotExist, ServiceUnavailable
-from ferrymq.rpc.client import WorkerClient, WorkerTimeout, WorkerUnreachable
+from ferrymq.errors import NotLeader, QueueDoesNotExist, ServiceUnavailable, SqsError
+from ferrymq.rpc.client import WorkerClient, WorkerConnectionLost, WorkerTimeout, WorkerUnreachable
 from ferrymq.rpc.leaders import LeaderClients
 
 T = TypeVar("T")
+
+
+class WorkerShunned(WorkerUnreachable):
+    """The worker's circuit breaker is open, or it has as many requests outstanding as it may: nothing was sent."""
+
+
+@dataclass(frozen=True)
+class WorkerLimits:
+    """How each worker is walled off (see the module docstring)."""
+
+    max_in_flight: int = 4096
+    max_wait_seconds: float = 1.0
+    breaker_failures: int = 3
+    breaker_cooldown_seconds: float = 1.0
+
+
+@dataclass
+class _Wall:
+    bulkhead: Bulkhead
+    breaker: CircuitBreaker
 
 
 class Dispatcher:
@@ -24,6 +53,7 @@ class Dispatcher:
         on_queue_gone: Callable[[QueueRecord], None] | None = None,
         failover_seconds: float = 0.0,
         clock: Clock | None = None,
+        limits: WorkerLimits | None = None,
     ) -> None:
         """``on_queue_gone``: told when a worker answers that a queue id is gone (deleted since this front end
         cached the queue), so the cache is dropped and the next request reads the catalog.
@@ -33,6 +63,46 @@ class Dispatcher:
         self._on_queue_gone = on_queue_gone
         self._failover_seconds = failover_seconds
         self._clock = clock or SystemClock()
+        self._limits = limits or WorkerLimits()
+        self._walls: dict[tuple[str, int], _Wall] = {}
+
+    def breaker(self, client: WorkerClient) -> CircuitBreaker:
+        return self._wall(client).breaker
+
+    def _wall(self, client: WorkerClient) -> _Wall:
+        where = (client.host, client.port)
+        wall = self._walls.get(where)
+        if wall is None:
+            limits = self._limits
+            wall = self._walls[where] = _Wall(
+                Bulkhead(f"storage worker {client.host}:{client.port}", max_concurrent=limits.max_in_flight,
+                         max_wait_seconds=limits.max_wait_seconds),
+                CircuitBreaker(self._clock, failures=limits.breaker_failures,
+                               cooldown_seconds=limits.breaker_cooldown_seconds),
+            )
+        return wall
+
+    async def _through_wall(self, client: WorkerClient, attempt: Callable[[WorkerClient], Awaitable[T]]) -> T:
+        """``attempt(client)`` within the worker's bulkhead and breaker; refused by either, it was not sent."""
+        wall = self._wall(client)
+        if not wall.breaker.allow():
+            raise WorkerShunned(f"Storage worker {client.host}:{client.port} is not answering; not sent.")
+        try:
+            await wall.bulkhead.acquire()
+        except ServiceUnavailable as exc:
+            raise WorkerShunned(exc.message) from None
+        try:
+            result = await attempt(client)
+        except (WorkerTimeout, WorkerUnreachable, WorkerConnectionLost):
+            wall.breaker.failed()
+            raise
+        except SqsError:
+            wall.breaker.succeeded()  # an answer, if a refusal: the worker works
+            raise
+        finally:
+            wall.bulkhead.release()
+        wall.breaker.succeeded()
+        return result
 
     async def call(
         self,
@@ -66,7 +136,7 @@ class Dispatcher:
                 if client is hung:
                     raise WorkerTimeout("The storage worker that timed out still leads the partition.")
                 sent = True
-                return await attempt(client)
+                return await self._through_wall(client, attempt)
             except QueueDoesNotExist:
                 if self._on_queue_gone is not None:
                     self._on_queue_gone(queue)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -15,6 +16,14 @@ class HttpRequest:
     scheme: str = "http"
     # The client's address as the server saw it (usage records); X-Forwarded-For, when present, wins.
     peer: str | None = None
+    # Called once the signature has been verified: the gateway stops counting the body against the budget of
+    # bytes buffered for requests not yet authenticated (functions/frontend/transport_limits.py).
+    on_authenticated: Callable[[], None] | None = None
+
+    @property
+    def secure_transport(self) -> bool:
+        """Whether the request reached us over TLS: what the policy condition ``aws:SecureTransport`` tests."""
+        return self.scheme == "https"
 
     @property
     def base_url(self) -> str:

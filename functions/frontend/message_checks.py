@@ -133,18 +133,6 @@ def _check_number(name: str, text: str) -> None:
         raise InvalidParameterValue(f"Value of message (user) attribute '{name}' is out of range.")
 
 
-def attributes_size(attributes: Mapping[str, Mapping[str, Any]]) -> int:
-    """Bytes a message's attributes count towards the size limit: name, type and value of each."""
-    size = 0
-    for name, value in attributes.items():
-        size += len(name.encode()) + len(value["DataType"].encode())
-        if "BinaryValue" in value:
-            size += len(value["BinaryValue"])
-        else:
-            size += len(value["StringValue"].encode())
-    return size
-
-
 def check_batch_entries(entries: Any, entry_name: str) -> Sequence[Mapping[str, Any]]:
     """The entry list of a batch action, checked for count, Id form and Id uniqueness."""
     if not entries:

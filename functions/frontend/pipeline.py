@@ -17,9 +17,30 @@ from functions.frontend.actions import ACTIONS
 from functions.frontend.auth import Authenticator
 from functions.frontend.context import RequestContext, Services
 from functions.frontend.http import HttpRequest
+from functions.frontend.throttle import RequestThrottle, build_request_throttle
 from functions.frontend.usage import UsageRecorder
 
 log = logging.getLogger(__name__)
+
+
+# Enough of an exception's text to tell failures apart; its arguments may echo a client's input at any length.
+_MAX_LOGGED_DETAIL = 200
+
+
+def _log_failure(level: int, request_id: str, what: str, cause: BaseException | None) -> None:
+    """One line per failed request, with the traceback only at DEBUG: any client can repeat a request that
+    fails, and SDKs retry every 5xx, so a traceback per failure would flood the log."""
+    detail = ""
+    if cause is not None:
+        try:
+            text = str(cause)
+        except Exception:  # e.g. an int argument past the int-string limit
+            text = "?"
+        if len(text) > _MAX_LOGGED_DETAIL:
+            text = f"{text[:_MAX_LOGGED_DETAIL]}..."
+        detail = f" ({type(cause).__name__}: {text})"
+    log.log(level, "request %s failed: %s%s", request_id, what, detail,
+            exc_info=cause if cause is not None and log.isEnabledFor(logging.DEBUG) else None)
 
 
 def _protocol_of(request: HttpRequest) -> str:
@@ -33,6 +54,9 @@ class Frontend:
         self.services = services
         self._auth = authenticator
         self.usage = usage
+        self._throttle: RequestThrottle | None = build_request_throttle(
+            services.settings, services.clock, services.catalog
+        )
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         request_id = str(uuid.uuid4())
@@ -46,6 +70,8 @@ class Frontend:
         error: BaseException | None = None
         try:
             credential = await self._auth.authenticate(request)
+            if request.on_authenticated is not None:
+                request.on_authenticated()
             account, region = credential.account_id, credential.region or None
             sqs_request = parse_request(
                 request.method, request.path, request.query_string, request.headers, request.body
@@ -54,6 +80,10 @@ class Frontend:
             handler = ACTIONS.get(sqs_request.action)
             if handler is None:
                 raise InvalidAction(f"The action {sqs_request.action} is not valid for this endpoint.")
+            if self._throttle is not None:
+                # Before any metadata lookup or worker call: a throttled request costs next to nothing.
+                self._throttle.check(protocol, credential.account_id, region, sqs_request.action,
+                                     sqs_request.params, sqs_request.path_queue_url_path)
             ctx = RequestContext(
                 services=self.services,
                 credential=credential,
@@ -61,16 +91,18 @@ class Frontend:
                 path_queue_url=sqs_request.path_queue_url_path,
                 action=sqs_request.action,
                 trace_header=request.headers.get("x-amzn-trace-id") or None,
+                secure_transport=request.secure_transport,
+                source_ip=request.peer,
             )
             result = await handler(ctx, sqs_request.params)
             response = render_result(protocol, sqs_request.action, result, request_id)
         except SqsError as exc:
             if not exc.sender:
-                log.warning("request %s failed: %s", request_id, exc.code, exc_info=exc.__cause__ is not None)
+                _log_failure(logging.WARNING, request_id, exc.code, exc.__cause__)
             error = exc
             response = render_error(protocol, exc, request_id)
         except Exception as exc:
-            log.exception("request %s failed unexpectedly", request_id)
+            _log_failure(logging.ERROR, request_id, "unexpected error", exc)
             error = exc
             response = render_error(protocol, exc, request_id)
         if self.usage is not None:
@@ -82,6 +114,14 @@ class Frontend:
                 result=result, error=error, status=response.status, response_bytes=len(response.body), region=region,
             )
         return response
+
+    async def identify(self, request: HttpRequest) -> None:
+        """Refuse, before its body is read, a request whose headers carry no valid credentials (raises SqsError)."""
+        await self._auth.identify(request)
+
+    def refuse(self, request: HttpRequest, error: SqsError) -> HttpResponse:
+        """The answer to a request the gateway refuses before the pipeline runs, in the request's protocol."""
+        return render_error(_protocol_of(request), error, str(uuid.uuid4()))
 
     async def close(self) -> None:
         await self.services.dispatcher.close()

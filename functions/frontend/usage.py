@@ -1,8 +1,9 @@
 """The front end's side of usage records: one record per answered request, refused ones included.
 
 ``UsageRecorder.record`` runs on the request path, after the response is rendered.  It only keeps references
-to what the request already produced (parameters, result, headers), plus the two things that must be read on
-the event loop's thread (the caller's queue and its cached SSE setting), as one tuple in the writer's buffer.
+to what the request already produced (parameters, result, headers), plus what must be read on the event
+loop's thread (the caller's queue, its cached SSE setting and the KMS calls the request made), as one tuple in
+the writer's buffer.
 Everything slower (measuring payloads, billing units, formatting the time, JSON, gzip, uploads) happens in
 the writer's flusher thread (:func:`build`).  It never raises into the request: a recording bug is logged and
 the request is answered as if nothing happened.
@@ -21,6 +22,7 @@ from ferrymq.errors import SqsError
 from ferrymq.protocol.requests import parse_request
 from ferrymq.usage import schema
 from ferrymq.usage.writer import UsageWriter
+from functions.frontend.encryption import SSE_NONE, sse_mode, take_kms_calls
 from functions.frontend.http import HttpRequest
 from functions.frontend.queue_urls import parse_queue_url
 
@@ -77,14 +79,7 @@ def _queue_of(region: str | None, params: Mapping[str, Any] | None, path_queue_u
 
 
 def _sse_of(record: QueueRecord | None) -> str:
-    if record is None:
-        return "none"
-    attributes = record.attributes
-    if attributes.get("KmsMasterKeyId"):
-        return "kms"
-    if attributes.get("SqsManagedSseEnabled", "").lower() == "true":
-        return "sqs"
-    return "none"
+    return SSE_NONE if record is None else sse_mode(record.attributes)
 
 
 class UsageRecorder:
@@ -100,10 +95,12 @@ class UsageRecorder:
         """``region``: the verified request's (its credential scope), where a URL naming none points."""
         try:
             queue = _queue_of(region, params, path_queue_url, action, account)
-            sse = "none" if queue is None else _sse_of(self._lookup(*queue))
+            sse = SSE_NONE if queue is None else _sse_of(self._lookup(*queue))
+            # Read here, on the request's context: encryption counted its calls there.
+            kms_calls = take_kms_calls()
             # The result only counts when the request succeeded (a failed receive returned no messages).
             raw = (request, request_id, arrived, latency, account, action, params, path_queue_url,
-                   result if error is None else None, error, status, queue, sse)
+                   result if error is None else None, error, status, queue, sse, kms_calls)
             self._writer.add(raw, len(request.body) + response_bytes)
         except Exception:  # a recording bug must never turn into a failed request
             log.exception("usage record of request %s failed", request_id)
@@ -111,7 +108,7 @@ class UsageRecorder:
     def build(self, raw: tuple[Any, ...]) -> dict[str, Any]:
         """The stored record of what ``record`` buffered; runs in the writer's flusher."""
         (request, request_id, arrived, latency, account, action, params, path_queue_url, result, error, status,
-         queue, sse) = raw
+         queue, sse, kms_calls) = raw
         if action is None and error is not None:
             # Refused before parsing (a bad signature, an unknown key): parse now, only to name what was refused.
             try:
@@ -152,8 +149,7 @@ class UsageRecorder:
             "instance": self._writer.instance,
             "queue_type": None if queue is None else ("fifo" if queue[1].endswith(".fifo") else "standard"),
             "sse": sse,
-            # The front end does not encrypt message bodies yet, so it makes no KMS calls of its own.
-            "kms_calls": 0,
+            "kms_calls": kms_calls,
             "source_ip": forwarded.split(",", 1)[0].strip() if forwarded else request.peer,
             "user_agent": user_agent[: schema.USER_AGENT_MAX] if user_agent else None,
         }

@@ -4,39 +4,62 @@ from __future__ import annotations
 
 from typing import Any
 
+from ferrymq.aws.clusters import ClusterRegistry
 from ferrymq.aws.credentials import CredentialStore
 from ferrymq.aws.dedup_store import DedupStore
-from ferrymq.aws.partitions import PartitionMap
+from ferrymq.aws.kms import Kms
+from ferrymq.aws.partitions import PartitionMap, WorkerAddress
 from ferrymq.aws.queue_store import QueueStore
 from ferrymq.aws.session import client
+from ferrymq.bulkhead import Bulkhead
 from ferrymq.clock import Clock, SystemClock
 from ferrymq.rpc.leaders import LeaderClients
+from ferrymq.rpc.peer_auth import PeerAuth
 from ferrymq.settings import Settings
+from ferrymq.sse.data_keys import DataKeys
 from ferrymq.usage.writer import FirehoseSink, S3Sink, UsageSink, UsageWriter
 from functions.frontend.auth import Authenticator
 from functions.frontend.context import Services
-from functions.frontend.dispatch import Dispatcher
+from functions.frontend.dispatch import Dispatcher, WorkerLimits
+from functions.frontend.encryption import MessageCipher
 from functions.frontend.pipeline import Frontend
 from functions.frontend.usage import UsageRecorder, default_instance
 from functions.metadata.catalog import QueueCatalog
+from functions.metadata.queue_placement import QueuePlacement
 
 
 def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thread: bool = True) -> Frontend:
     clock = clock or SystemClock()
     dynamodb = client("dynamodb", settings)
+    # The front end's DynamoDB calls get threads of their own: a slow DynamoDB holds up only what needs it.
+    metadata = Bulkhead(
+        "metadata store", max_concurrent=settings.metadata_max_concurrent,
+        max_wait_seconds=settings.dependency_wait_seconds, call_timeout_seconds=settings.metadata_timeout_seconds,
+    )
     catalog = QueueCatalog(
         QueueStore(dynamodb, settings.queues_table),
         clock,
         partitions=settings.partitions,
         ttl=settings.metadata_cache_seconds,
         region=settings.region,
+        placement=QueuePlacement(
+            ClusterRegistry(dynamodb, settings.workers_table), clock, partitions=settings.partitions,
+            bulkhead=metadata,
+        ),
+        bulkhead=metadata,
     )
+    partition_map = PartitionMap(dynamodb, settings.partitions_table)
+
+    async def leader_of(partition: int) -> WorkerAddress | None:
+        return await metadata.run(partition_map.lookup, partition)
+
     leaders = LeaderClients(
-        PartitionMap(dynamodb, settings.partitions_table).lookup,
+        leader_of,
         clock=clock,
         ttl=settings.metadata_cache_seconds,
         connect_timeout=settings.worker_connect_timeout_seconds,
         request_timeout=settings.worker_request_timeout_seconds,
+        auth=PeerAuth.from_settings(settings),
     )
     services = Services(
         settings=settings,
@@ -48,17 +71,39 @@ def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thre
             # An election takes up to a lease and a poll: requests wait that long for the next leader.
             failover_seconds=settings.leader_lease_seconds + 1.0,
             clock=clock,
+            limits=WorkerLimits(
+                max_in_flight=settings.worker_max_in_flight,
+                max_wait_seconds=settings.dependency_wait_seconds,
+                breaker_failures=settings.worker_breaker_failures,
+                breaker_cooldown_seconds=settings.worker_breaker_cooldown_seconds,
+            ),
         ),
         dedup=DedupStore(dynamodb, settings.dedup_table),
+        cipher=build_cipher(settings, clock),
+        metadata=metadata,
     )
     authenticator = Authenticator(
         CredentialStore(dynamodb, settings.credentials_table),
         clock,
         ttl=settings.credentials_cache_seconds,
         max_skew_seconds=settings.max_clock_skew_seconds,
+        regions=settings.served_regions,
+        recheck_seconds=settings.credentials_recheck_seconds,
+        negative_ttl=settings.credentials_negative_cache_seconds,
+        bulkhead=metadata,
     )
     usage = build_usage_recorder(settings, catalog, clock, background=usage_thread) if settings.usage_enabled else None
     return Frontend(services, authenticator, usage=usage)
+
+
+def build_cipher(settings: Settings, clock: Clock) -> MessageCipher:
+    """Server-side encryption: data keys through KMS (the stand-in's, LocalStack's or AWS's), on threads of
+    their own: a slow KMS holds up only the requests that need a data key it has not given yet."""
+    keys = DataKeys(Kms(client("kms", settings)), clock.monotonic, max_age=settings.sse_key_cache_seconds)
+    kms = Bulkhead("key service", max_concurrent=settings.metadata_max_concurrent,
+                   max_wait_seconds=settings.dependency_wait_seconds,
+                   call_timeout_seconds=settings.metadata_timeout_seconds)
+    return MessageCipher(keys, settings.managed_sse_key, kms)
 
 
 def build_usage_recorder(settings: Settings, catalog: QueueCatalog, clock: Clock, *,

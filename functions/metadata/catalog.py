@@ -16,15 +16,14 @@ SQS itself describes attribute propagation (up to 60 s).
 
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
-import zlib
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from ferrymq.arn import queue_arn
 from ferrymq.aws.queue_store import QueueRecord, QueueStore, StaleQueueRecord
+from ferrymq.bulkhead import Bulkhead, off_loop
 from ferrymq.clock import Clock
 from ferrymq.destinations import FIFO_SUFFIX, is_fifo
 from ferrymq.errors import (
@@ -39,6 +38,7 @@ from ferrymq.errors import (
 from ferrymq.ttl_cache import TtlCache
 from functions.metadata import policy, queue_attributes, redrive
 from functions.metadata import tags as tag_rules
+from functions.metadata.queue_placement import Placement, QueuePlacement
 
 T = TypeVar("T")
 
@@ -66,10 +66,14 @@ def check_queue_name(name: str, *, fifo: bool) -> None:
 
 class QueueCatalog:
     def __init__(self, store: QueueStore, clock: Clock, *, partitions: int, ttl: float, region: str,
-                 max_entries: int = 10_000) -> None:
+                 max_entries: int = 10_000, placement: QueuePlacement | None = None,
+                 bulkhead: Bulkhead | None = None) -> None:
+        """``placement``: where new queues go; by default a hash over ``partitions``. ``bulkhead``: where the
+        DynamoDB calls run (by default the event loop's default threads)."""
         self._store = store
+        self._bulkhead = bulkhead
         self._clock = clock
-        self._partitions = partitions
+        self._placement = placement or QueuePlacement(None, clock, partitions=partitions)
         self._region = region
         self._cache: TtlCache[tuple[str, str | None, str], QueueRecord] = TtlCache(clock, ttl, max_entries)
 
@@ -92,7 +96,7 @@ class QueueCatalog:
 
     async def _io(self, fn: Callable[..., T], *args: object) -> T:
         # boto3 is blocking; a cache miss must not stall every other request on the event loop.
-        return await asyncio.to_thread(fn, *args)
+        return await off_loop(self._bulkhead, fn, *args)
 
     # --- lookups ---------------------------------------------------------------------------------------
 
@@ -167,12 +171,14 @@ class QueueCatalog:
             if recently_deleted:
                 raise QueueDeletedRecently()
             queue_id = uuid.uuid4().hex
+            placed = await self._placement.place(queue_id)
             record = QueueRecord(
                 account=account,
                 name=name,
                 region=ns,
                 queue_id=queue_id,
-                partition=zlib.crc32(queue_id.encode()) % self._partitions,
+                partition=placed.partition,
+                cluster=placed.cluster,
                 attributes=initial,
                 tags=initial_tags,
                 created_at=int(now),
@@ -182,6 +188,7 @@ class QueueCatalog:
             try:
                 await self._io(self._store.put_new, record, existing)
             except StaleQueueRecord:
+                await self._placement.release(placed)
                 continue
             self._remember(record)
             return record
@@ -282,10 +289,12 @@ class QueueCatalog:
         The tombstone and a pending drop of the queue id are one transaction, so the partition's worker drops
         the messages even when it cannot be told now; :meth:`clear_pending_drop` once it has been told.
         """
-        return await self._update(
+        deleted = await self._update(
             account, name, lambda r: r.evolve(deleted_at=self._clock.now()), write=self._store.tombstone,
             region=region,
         )
+        await self._placement.release(Placement(deleted.partition, deleted.cluster))
+        return deleted
 
     async def clear_pending_drop(self, deleted: QueueRecord) -> None:
         """Forget the pending drop :meth:`delete` recorded, after the worker has dropped the queue id."""

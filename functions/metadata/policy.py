@@ -5,9 +5,10 @@ once (an LRU keyed by the text), so a cross-account request on a cached queue co
 JSON parse and no DynamoDB call.
 
 What is evaluated: ``Effect``, ``Principal``/``NotPrincipal``, ``Action``/``NotAction`` and
-``Resource``/``NotResource``, with IAM's ``*`` and ``?`` wildcards (actions case-insensitively).  Conditions are
-not evaluated; rather than guess, a statement carrying one fails closed: an Allow with a Condition grants nothing,
-a Deny with a Condition denies.  An explicit Deny always wins over an Allow.
+``Resource``/``NotResource``, with IAM's ``*`` and ``?`` wildcards (actions case-insensitively), and ``Condition``
+(operators and keys in :mod:`functions.metadata.policy_conditions`): a statement whose conditions do not hold
+for the request does not apply.  An unknown condition operator makes the whole policy invalid, as in SQS.  An
+explicit Deny always wins over an Allow.
 
 The queue's owner account is not subject to its policy (callers check ownership first); some actions are never
 granted to another account, whatever the policy says (:data:`OWNER_ONLY_ACTIONS`).
@@ -18,11 +19,15 @@ from __future__ import annotations
 import functools
 import json
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ferrymq.errors import InvalidAttributeValue, InvalidParameterValue, OverLimit
+from ferrymq.protocol.decoding import DocumentError, load_document
+from functions.metadata import policy_conditions
+from functions.metadata.policy_conditions import RequestFacts
 
 # SQS's policy quotas.
 MAX_POLICY_BYTES = 8_192
@@ -76,7 +81,7 @@ _STATEMENT_KEYS = frozenset(
     {"Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotAction", "Resource", "NotResource", "Condition"}
 )
 _PRINCIPAL_KINDS = frozenset({"AWS", "Service", "Federated", "CanonicalUser"})
-_ACCOUNT = re.compile(r"^\d{12}$")
+_ACCOUNT = re.compile(r"^[0-9]{12}$")
 _IAM_ARN = re.compile(r"^arn:aws[\w-]*:iam::(\d{12}):(root|user/(?:[^/]+/)*([^/]+))$")
 _INVALID = "Invalid value for the parameter Policy."
 
@@ -107,8 +112,8 @@ def check_policy(text: str) -> str:
 
 def _document(text: str) -> dict[str, Any]:
     try:
-        document = json.loads(text)
-    except ValueError:
+        document = load_document(text)
+    except DocumentError:
         raise InvalidAttributeValue(_INVALID) from None
     if not isinstance(document, dict) or set(document) - _DOCUMENT_KEYS:
         raise InvalidAttributeValue(_INVALID)
@@ -185,10 +190,10 @@ def _statement(raw: Any) -> _Statement:
         raise OverLimit(f"{len(actions)} Actions were found, maximum allowed is {MAX_ACTIONS_PER_STATEMENT}.")
     resources, not_resource = _one_of(raw, "Resource")
     condition = raw.get("Condition")
-    if condition is not None and (
-        not isinstance(condition, dict) or not all(isinstance(c, dict) for c in condition.values())
-    ):
-        raise InvalidAttributeValue(_INVALID)
+    try:
+        tests = policy_conditions.parse_condition(condition) if condition is not None else ()
+    except policy_conditions.InvalidCondition:
+        raise InvalidAttributeValue(_INVALID) from None
     return _Statement(
         allow=raw["Effect"] == "Allow",
         principals=principals,
@@ -198,6 +203,7 @@ def _statement(raw: Any) -> _Statement:
         resources=resources,
         not_resource=not_resource,
         conditions=sum(len(c) for c in condition.values()) if condition else 0,
+        tests=tests,
     )
 
 
@@ -219,6 +225,8 @@ class _Statement:
     resources: tuple[str, ...]
     not_resource: bool
     conditions: int
+    # The Condition element, parsed: every test must hold for the statement to apply.
+    tests: tuple[policy_conditions.ConditionTest, ...] = ()
 
     def applies(self, caller: Caller, action: str, resource: str) -> bool:
         """Whether this statement speaks about ``caller`` doing ``action`` (``sqs:<name>``, lower-case) here."""
@@ -258,8 +266,13 @@ def _evaluable(text: str) -> tuple[_Statement, ...]:
         return ()
 
 
-def permits(policy: str | None, caller: Caller, action: str, resource: str) -> bool:
-    """Whether ``policy`` lets ``caller`` (not the owner) perform ``action`` on the queue whose ARN is ``resource``."""
+def permits(policy: str | None, caller: Caller, action: str, resource: str,
+            facts: RequestFacts | None = None) -> bool:
+    """Whether ``policy`` lets ``caller`` (not the owner) perform ``action`` on the queue whose ARN is ``resource``.
+
+    ``facts`` feed the statements' conditions (source address, transport, time); without them a conditional
+    statement is judged on the caller alone, at the current time.
+    """
     action = authorised_as(action)
     if not policy or not action or action in OWNER_ONLY_ACTIONS:
         return False
@@ -268,10 +281,13 @@ def permits(policy: str | None, caller: Caller, action: str, resource: str) -> b
     for statement in _evaluable(policy):
         if not statement.applies(caller, wanted, resource):
             continue
+        if statement.tests:
+            facts = facts or RequestFacts(now=time.time())
+            if not policy_conditions.conditions_hold(statement.tests, caller.account, caller.user, facts):
+                continue
         if not statement.allow:
             return False
-        if not statement.conditions:
-            allowed = True
+        allowed = True
     return allowed
 
 

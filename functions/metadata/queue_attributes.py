@@ -24,6 +24,7 @@ from ferrymq.limits import (
     MAX_WAIT_TIME_SECONDS,
     MIN_RETENTION_SECONDS,
 )
+from ferrymq.protocol.decoding import parse_int
 from functions.metadata import policy, redrive
 
 
@@ -122,11 +123,8 @@ def check(name: str, value: str) -> str:
     """The canonical form of a settable attribute's value, or the error SQS gives for it."""
     if name in _INT_ATTRIBUTES:
         limits = _INT_ATTRIBUTES[name][0]
-        try:
-            number = int(value.strip())
-        except (ValueError, AttributeError):
-            raise _invalid(name) from None
-        if not limits.low <= number <= limits.high:
+        number = parse_int(value.strip()) if isinstance(value, str) else None
+        if number is None or not limits.low <= number <= limits.high:
             raise _invalid(name)
         return str(number)
     if name in _BOOL_ATTRIBUTES:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ferrymq.arn import QueueArn, parse_arn, parse_queue_arn
 from ferrymq.errors import InvalidParameterValue
+from ferrymq.protocol.decoding import DocumentError, load_document, parse_int
 
 MAX_RECEIVE_COUNT = (1, 1_000)
 MAX_SOURCE_QUEUE_ARNS = 10
@@ -82,8 +83,8 @@ def redrive_policy_error(raw: str, reason: str) -> InvalidParameterValue:
 def check_redrive_policy(raw: str) -> RedrivePolicy:
     """Read a RedrivePolicy a client sent, or raise SQS's error for it."""
     try:
-        document = json.loads(raw)
-    except ValueError:
+        document = load_document(raw)
+    except DocumentError:
         document = None
     if not isinstance(document, dict):
         raise InvalidParameterValue(
@@ -116,8 +117,10 @@ def _receive_count(value: Any) -> int | None:
     # SQS takes the count as a JSON number or as a string of digits.
     if isinstance(value, bool):
         return None
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        value = int(value.strip())
+    if isinstance(value, str):
+        digits = value.strip()
+        # The string form is digits alone, without a sign.
+        value = parse_int(digits) if digits[:1] not in ("+", "-") else None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, int) and MAX_RECEIVE_COUNT[0] <= value <= MAX_RECEIVE_COUNT[1]:
@@ -137,8 +140,8 @@ def stored_redrive_policy(attributes: dict[str, str]) -> RedrivePolicy | None:
 def check_redrive_allow_policy(raw: str) -> RedriveAllowPolicy:
     """Read a RedriveAllowPolicy a client sent, or raise SQS's error for it."""
     try:
-        document = json.loads(raw)
-    except ValueError:
+        document = load_document(raw)
+    except DocumentError:
         document = None
     if (
         not isinstance(document, dict)

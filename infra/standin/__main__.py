@@ -1,4 +1,9 @@
-"""``python -m infra.standin --host H --port P --data-dir D``: serve the durable AWS stand-in."""
+"""``python -m infra.standin --host H --port P --data-dir D``: serve the durable AWS stand-in.
+
+It accepts only requests signed with one key pair: the one named by ``FERRYMQ_STANDIN_ACCESS_KEY_ID`` and
+``FERRYMQ_STANDIN_SECRET_ACCESS_KEY``, else the one kept in ``D/credentials`` (generated there on first start).
+The secret is never taken from the command line, where any local user could read it.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,15 @@ import logging
 import os
 from pathlib import Path
 
+from ferrymq.private_files import restrict_umask
+from infra.standin.access_keys import ensure_key_pair, from_environment
 from infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES
 from infra.standin.server import serve
 from infra.standin.ttl_sweeper import DEFAULT_INTERVAL_SECONDS
 
 
 def main(argv: list[str] | None = None) -> None:
+    restrict_umask()
     parser = argparse.ArgumentParser(prog="python -m infra.standin", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
@@ -27,7 +35,8 @@ def main(argv: list[str] | None = None) -> None:
         level=os.environ.get("FERRYMQ_LOG_LEVEL", "WARNING").upper(),
         format="%(asctime)s standin %(levelname)s %(name)s: %(message)s",
     )
-    serve(args.host, args.port, args.data_dir, args.journal_limit_bytes, parent_pid=args.parent_pid,
+    key_pair = from_environment(os.environ) or ensure_key_pair(args.data_dir)
+    serve(args.host, args.port, args.data_dir, key_pair, args.journal_limit_bytes, parent_pid=args.parent_pid,
           ttl_sweep_seconds=args.ttl_sweep_seconds)
 
 

@@ -20,6 +20,7 @@ from moto.core.request import (
 )
 
 from infra.standin.durable_app import DurableApp, Response
+from infra.standin.request_auth import RequestVerifier
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -91,16 +92,23 @@ async def _read_body(receive: Receive) -> bytes:
 
 
 class StandinAsgiApp:
-    """ASGI app running every request through ``durable`` on ``executor`` (moto's code blocks)."""
+    """ASGI app running every request through ``durable`` on ``executor`` (moto's code blocks), once ``verifier``
+    has found it signed with the stand-in's key pair."""
 
-    def __init__(self, durable: DurableApp, executor: ThreadPoolExecutor) -> None:
+    def __init__(self, durable: DurableApp, executor: ThreadPoolExecutor, verifier: RequestVerifier) -> None:
         self._durable = durable
         self._executor = executor
+        self._verifier = verifier
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         body = await _read_body(receive)
+        refusal = self._verifier.check(scope, body)
+        if refusal is not None:
+            await send({"type": "http.response.start", "status": refusal.status, "headers": refusal.headers})
+            await send({"type": "http.response.body", "body": refusal.body})
+            return
         environ = build_environ(scope)
         loop = asyncio.get_running_loop()
         response: Response = await loop.run_in_executor(self._executor, self._durable.handle, environ, body)

@@ -102,7 +102,7 @@ class Journal:
         """Open (or create) the journal, cut a torn tail, and return it with the entries it holds."""
         data = path.read_bytes() if path.exists() else b""
         entries, intact = decode_entries(data)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         if intact < len(data):
             os.ftruncate(fd, intact)
             os.fsync(fd)

@@ -12,11 +12,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ferrymq.private_files import private_dir
 from infra import asgi_serving
 from infra.standin import model_registry, replay_clock
+from infra.standin.access_keys import KeyPair
 from infra.standin.asgi_bridge import StandinAsgiApp
 from infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES, DurableApp
 from infra.standin.layout import LOCK_FILE, READY_PREFIX
+from infra.standin.request_auth import RequestVerifier
 from infra.standin.snapshot import DURABLE_SERVICES
 from infra.standin.ttl_sweeper import DEFAULT_INTERVAL_SECONDS, TtlSweeper
 
@@ -29,8 +32,8 @@ WORKER_THREADS = 32
 @contextmanager
 def exclusive_data_dir(data_dir: Path) -> Iterator[None]:
     """Hold an advisory lock on ``data_dir`` so two stand-ins never share one journal; the OS drops it on exit."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    private_dir(data_dir)
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -78,9 +81,11 @@ def build_durable_app(data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL
     return DurableApp(dispatcher, data_dir, clock, journal_limit_bytes)
 
 
-def serve(host: str, port: int, data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES,
-          parent_pid: int | None = None, ttl_sweep_seconds: float = DEFAULT_INTERVAL_SECONDS) -> None:
-    """Recover state from ``data_dir``, serve until SIGTERM/SIGINT (or ``parent_pid`` is gone), then snapshot.
+def serve(host: str, port: int, data_dir: Path, key_pair: KeyPair,
+          journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES, parent_pid: int | None = None,
+          ttl_sweep_seconds: float = DEFAULT_INTERVAL_SECONDS) -> None:
+    """Recover state from ``data_dir``, serve requests signed with ``key_pair`` until SIGTERM/SIGINT (or
+    ``parent_pid`` is gone), then snapshot.
 
     Expired items of DynamoDB tables with TTL enabled are deleted every ``ttl_sweep_seconds``
     (:mod:`infra.standin.ttl_sweeper`)."""
@@ -93,7 +98,7 @@ def serve(host: str, port: int, data_dir: Path, journal_limit_bytes: int = DEFAU
         sweeper = TtlSweeper(durable, ttl_sweep_seconds)
         sweeper.start()
         try:
-            app = StandinAsgiApp(durable, executor)
+            app = StandinAsgiApp(durable, executor, RequestVerifier(key_pair))
             asgi_serving.serve_asgi(app, sock, f"{READY_PREFIX} {asgi_serving.socket_url(sock)}", lifespan="off",
                                     parent_pid=parent_pid)
         finally:

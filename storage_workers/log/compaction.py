@@ -1,7 +1,9 @@
 """Compaction: sealed segments replaced by one base segment holding only the live state they add up to.
 
 An always-busy queue writes SENT, RECEIVED and DELETED records forever while its live state stays small, so
-the log is compacted when it is much larger than the live state:
+the log is compacted when it is much larger than the live state, and also, however small it is, once the
+bytes of deleted, purged and expired messages are most of what was written since the last compaction: their
+bodies must not stay readable on disk for long (see :class:`Compactor`).  Either way:
 
 1. the sealed segments ``[first .. last]`` (the active segment keeps taking appends) are read and folded into
    the state they describe, by replaying them into a fresh engine, in a thread, off the event loop;
@@ -101,8 +103,12 @@ class Compactor:
     """Decides when to compact a writer's log and runs compaction in a thread, one at a time.
 
     The log is compacted once it is at least ``min_bytes`` and more than ``ratio`` times the live state
-    (``live_bytes()``).  Call :meth:`check` after each commit (``LogWriter.on_commit``).  After a failure the
-    next attempt waits (see the module docstring); ``clock.monotonic()`` measures the wait.
+    (``live_bytes()``), or once the dead bytes (the log's size less the live state) are at least
+    ``min_dead_bytes`` and ``dead_share`` of the log, counting only what was written after the base segment
+    (a base holds live state only, so dead bytes are in what came after it; requiring them there keeps an
+    estimate of the live state that runs low from compacting over and over).  Call :meth:`check` after each
+    commit (``LogWriter.on_commit``).  After a failure the next attempt waits (see the module docstring);
+    ``clock.monotonic()`` measures the wait.
     """
 
     def __init__(
@@ -117,8 +123,12 @@ class Compactor:
         first_retry: float = FIRST_RETRY_SECONDS,
         max_retry: float = MAX_RETRY_SECONDS,
         live_queues: Callable[[], Iterable[str]] | None = None,
+        min_dead_bytes: int = 8 * 1024 * 1024,
+        dead_share: float = 0.5,
     ) -> None:
         self.writer = writer
+        self.min_dead_bytes = min_dead_bytes
+        self.dead_share = dead_share
         self.live_queues = live_queues
         """The queue ids the worker holds now: any other queue's state is left out of the new base."""
         self.fold = fold
@@ -163,8 +173,7 @@ class Compactor:
             return
         if self.next_attempt is not None and self.clock.monotonic() < self.next_attempt:
             return
-        total = self.writer.total_bytes
-        if total < self.min_bytes or total < self.ratio * self.live_bytes():
+        if not self.due():
             return
         sealed = self.writer.sealed_segments()
         if not sealed or (len(sealed) == 1 and sealed[0].is_base):
@@ -175,6 +184,17 @@ class Compactor:
         # Read on the event loop, before the thread starts: the worker's state changes only here.
         keep = frozenset(self.live_queues()) if self.live_queues is not None else None
         self._task = asyncio.get_running_loop().create_task(self._run([s.index for s in sealed], keep))
+
+    def due(self) -> bool:
+        """Whether the log is large against its live state, or mostly dead bytes (see the class docstring)."""
+        total = self.writer.total_bytes
+        live = self.live_bytes()
+        if total >= self.min_bytes and total >= self.ratio * live:
+            return True
+        dead = total - live
+        segments = self.writer.segments
+        since_base = total - (segments[0].size if segments and segments[0].is_base else 0)
+        return dead >= self.min_dead_bytes and since_base >= self.min_dead_bytes and dead >= self.dead_share * total
 
     async def _run(self, indexes: list[int], keep: frozenset[str] | None) -> None:
         directory = self.writer.directory

@@ -23,7 +23,7 @@ class DirectoryInUse(Exception):
 @contextmanager
 def locked(directory: Path, *, shared: bool = False) -> Iterator[None]:
     """Hold ``directory``'s lock for the ``with`` block; raises DirectoryInUse at once when it is taken."""
-    fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)

@@ -100,7 +100,7 @@ def fsync_dir(directory: Path) -> None:
 def create_segment(directory: Path, index: int, first_offset: int, flags: int = 0) -> int:
     """Create segment ``index``, whose first record will have ``first_offset``, holding just its header,
     durably; returns a descriptor open for appending."""
-    fd = os.open(segment_path(directory, index), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+    fd = os.open(segment_path(directory, index), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     try:
         write_all(fd, encode_header(flags, first_offset, snapshot_offset=first_offset - 1 if flags & BASE else 0))
         os.fdatasync(fd)

@@ -26,6 +26,7 @@ from typing import Protocol
 from ferrymq.errors import ServiceUnavailable, SnapshotNeeded, SqsError
 from ferrymq.replication_rules import AskAbout, EpochEnd, first_question, truncation_point
 from ferrymq.rpc.client import WorkerClient
+from ferrymq.rpc.peer_auth import PeerAuth
 from storage_workers.engine.records import Record
 from storage_workers.log import records as codec
 from storage_workers.log.writer import LogWriter
@@ -60,13 +61,15 @@ class Follower:
         host: FollowerHost,
         *,
         on_trouble: Callable[[], None] = lambda: None,
+        auth: PeerAuth | None = None,
     ) -> None:
         self.partition = partition
         self.me = me
         self.role = role
         self.host = host
         self.on_trouble = on_trouble
-        self.client = WorkerClient(*role.leader, connect_timeout=max(role.retry_seconds, 1.0))
+        # The leader lets its followers fetch only after the cluster-secret handshake, like any other client.
+        self.client = WorkerClient(*role.leader, connect_timeout=max(role.retry_seconds, 1.0), auth=auth)
         self.fetches = 0
         """FETCH requests answered so far."""
         self.truncated_to: int | None = None

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ferrymq.rpc.peer_auth import PeerAuth
 from ferrymq.settings import Settings
 from storage_workers.engine.engine import TRANSFER_HOLD_SECONDS
 from storage_workers.log.writer import DEFAULT_SEGMENT_BYTES
@@ -40,6 +41,9 @@ class WorkerConfig:
     neither this nor ``follows`` is led alone (``LeaderRole()``: no followers, ``acks=leader``)."""
     follows: Mapping[int, FollowerRole] = field(default_factory=dict)
     """Partitions this worker follows, each with its leader's address: it serves no requests for them."""
+    peer_auth: PeerAuth | None = None
+    """The cluster-secret handshake every connection to this worker must pass, and that its own connections
+    (to leaders it follows, to other workers) pass; None: connections are not authenticated."""
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> WorkerConfig:
@@ -52,6 +56,7 @@ class WorkerConfig:
             "replication_port": settings.worker_replication_port,
             "worker_id": worker_id,
             "group_commit_max_batch": settings.group_commit_max_batch,
+            "peer_auth": PeerAuth.from_settings(settings),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

@@ -2,6 +2,8 @@
 
 Requests are read in chunks and handed to ``dispatch`` synchronously, in arrival order; replies are queued
 on the :class:`Connection` and go out in one write per event-loop turn, however many became ready in it.
+With a :class:`~ferrymq.rpc.peer_auth.PeerAuth`, nothing is read as a request until the client has passed its
+handshake; a client that does not is disconnected without an answer.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import socket
 from collections.abc import Callable
 
 from ferrymq.rpc.framing import FrameDecoder, FrameError
+from ferrymq.rpc.peer_auth import PeerAuth
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +68,17 @@ async def serve_connection(
     writer: asyncio.StreamWriter,
     dispatch: Dispatch,
     registry: set[Connection],
+    auth: PeerAuth | None = None,
 ) -> None:
     """Serve one accepted connection until the client closes it or sends something that is not a frame."""
     sock = writer.get_extra_info("socket")
     if sock is not None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if auth is not None and not await auth.verify_client(reader, writer):
+        log.info("refused a worker RPC connection from %s: no cluster secret", writer.get_extra_info("peername"))
+        # abort: nothing queued may go out after a failed proof.
+        writer.transport.abort()
+        return
     transport = writer.transport
     conn = Connection(transport, asyncio.get_running_loop())
     registry.add(conn)

@@ -266,7 +266,8 @@ def check_send(queue_id: Any, messages: Any, retention: Any, fifo: bool) -> bool
             isinstance(m, list)
             and len(m) in (7, 10)
             and isinstance(m[0], str)
-            and isinstance(m[1], str)
+            # bytes: an encrypted message's envelope (ferrymq.sse), kept as it is.
+            and isinstance(m[1], str | bytes)
             and isinstance(m[2], dict)
             and isinstance(m[3], str)
             and (m[4] is None or isinstance(m[4], str))

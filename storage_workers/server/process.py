@@ -42,6 +42,9 @@ async def run_worker(
     """Run a worker until SIGTERM or SIGINT, or until ``parent_pid`` is no longer its parent; returns the
     process exit status."""
     out = out if out is not None else sys.stdout
+    if config.peer_auth is None:
+        log.warning("no cluster secret (FERRYMQ_CLUSTER_SECRET or FERRYMQ_CLUSTER_SECRET_FILE): any process that "
+                    "reaches this worker's port can read and change its queues")
     partition_map = PartitionMap.from_settings(settings) if config.register else None
     try:
         receipt_keys = {

@@ -233,7 +233,7 @@ class PartitionReplica:
             if self.diverged:
                 await self._rebuild()
             self.follower = follower = Follower(
-                self.partition, self.config.worker_id, role, self, on_trouble=on_trouble
+                self.partition, self.config.worker_id, role, self, on_trouble=on_trouble, auth=self.config.peer_auth
             )
             self.following = (role.leader, role.epoch)
             self.role_changes += 1

@@ -153,7 +153,7 @@ class StorageWorker:
         if partition not in self.replicas or self._address is None:
             return None
         if self._self_client is None:
-            self._self_client = WorkerClient(*self._address, connect_timeout=5.0)
+            self._self_client = WorkerClient(*self._address, connect_timeout=5.0, auth=self.config.peer_auth)
         return self._self_client
 
     async def close(self) -> None:
@@ -193,7 +193,7 @@ class StorageWorker:
     # --- requests ----------------------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve_connection(reader, writer, self._dispatch, self._connections)
+        await serve_connection(reader, writer, self._dispatch, self._connections, self.config.peer_auth)
 
     def _dispatch(self, conn: Connection, request_id: int, op: int, payload: bytes) -> None:
         self.requests += 1

@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -426,18 +427,23 @@ def test_a_dead_letter_queue_must_be_in_the_sources_region(stack: Any, protocol:
     assert north.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [source]
 
 
-def test_queue_urls_in_the_host_form(tmp_path: Any, protocol: str) -> None:
-    # given a stack told to write queue URLs in the host form
-    running = Stack(tmp_path / "ferrymq", {"FERRYMQ_QUEUE_URL_FORM": "host"})
+@pytest.fixture(scope="module")
+def host_form_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A stack told to write queue URLs in the host form."""
+    running = Stack(tmp_path_factory.mktemp("host-form"), {"FERRYMQ_QUEUE_URL_FORM": "host"})
     try:
         running.start()
-        north = _regional(running, protocol, "eu-north-1")
-        name = _name("c2-host")
-        url = north.create_queue(QueueName=name)["QueueUrl"]
-        # then the region is in the host name, and the URL names the queue when given back
-        host = running.endpoint.split("://", 1)[1]
-        assert url == f"http://sqs.eu-north-1.{host}/000000000000/{name}"
-        north.send_message(QueueUrl=url, MessageBody="hosted")
-        assert _bodies(north.receive_message(QueueUrl=url, WaitTimeSeconds=2)) == ["hosted"]
+        yield running
     finally:
         running.stop()
+
+
+def test_queue_urls_in_the_host_form(host_form_stack: Stack, protocol: str) -> None:
+    north = _regional(host_form_stack, protocol, "eu-north-1")
+    name = _name("c2-host")
+    url = north.create_queue(QueueName=name)["QueueUrl"]
+    # then the region is in the host name, and the URL names the queue when given back
+    host = host_form_stack.endpoint.split("://", 1)[1]
+    assert url == f"http://sqs.eu-north-1.{host}/000000000000/{name}"
+    north.send_message(QueueUrl=url, MessageBody="hosted")
+    assert _bodies(north.receive_message(QueueUrl=url, WaitTimeSeconds=2)) == ["hosted"]

@@ -11,8 +11,6 @@ import time
 import uuid
 from typing import Any
 
-import boto3
-
 from ferrymq.aws.dedup_store import DedupStore, dedup_key
 from ferrymq.aws.queue_store import QueueStore
 from tests.e2e.conftest import Stack
@@ -20,9 +18,7 @@ from tests.support.sqs_clients import sqs_client
 
 
 def _aws_client(stack: Stack, service: str) -> Any:
-    endpoint = stack.env.get("AWS_ENDPOINT_URL") or (stack.data_dir / "aws" / "endpoint").read_text().strip()
-    return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id="test", aws_secret_access_key="test")
+    return stack.aws_client(service)
 
 
 def test_retry_after_a_claimed_but_unsent_message_delivers_it_once(stack: Stack) -> None:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
@@ -33,13 +32,8 @@ KIB = 1024
 FLUSH_ENV = {"FERRYMQ_USAGE_FLUSH_SECONDS": "0.3", "FERRYMQ_USAGE_UPLOAD_ATTEMPTS": "2"}
 
 
-def _standin_endpoint(stack: Stack) -> str:
-    return (stack.data_dir / "aws" / "endpoint").read_text().strip()
-
-
-def _s3(endpoint: str) -> Any:
-    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
-                        aws_secret_access_key="test", config=Config(s3={"addressing_style": "path"}))
+def _s3(stack: Stack) -> Any:
+    return stack.aws_client("s3", config=Config(s3={"addressing_style": "path"}))
 
 
 def _records(s3: Any) -> list[dict[str, Any]]:
@@ -122,7 +116,7 @@ def test_invoice_counts_exactly_the_requests_made(tmp_path: Path) -> None:
         with pytest.raises(ClientError) as refused:
             forged.list_queues()
         refused_id = refused.value.response["ResponseMetadata"]["RequestId"]
-        s3 = _s3(_standin_endpoint(stack))
+        s3 = _s3(stack)
         records = _records_when(s3, lambda found: len(found) >= len(ids) + 1)
         by_id = {r["request_id"]: r for r in records}
         assert set(by_id) == ids | {refused_id}
@@ -163,7 +157,7 @@ def test_records_survive_an_unreachable_bucket_and_a_kill_9(tmp_path: Path) -> N
         stack.start()
         sqs = sqs_client(stack.endpoint, "json")
         url = sqs.create_queue(QueueName="spooled")["QueueUrl"]
-        first = _wait_for(lambda: _records(_s3(_standin_endpoint(stack))))
+        first = _wait_for(lambda: _records(_s3(stack)))
         assert first, "the bucket was reachable: records should have arrived"
         # Given S3 unreachable from the gateway:
         proxy.enabled = False
@@ -188,7 +182,7 @@ def test_records_survive_an_unreachable_bucket_and_a_kill_9(tmp_path: Path) -> N
         stack.start()
 
         # then every spooled record arrives, once.
-        s3 = _s3(_standin_endpoint(stack))
+        s3 = _s3(stack)
         arrived = _records_when(s3, lambda found: ids <= {x["request_id"] for x in found})
         counts = Counter(r["request_id"] for r in arrived)
         assert all(counts[i] == 1 for i in ids)

@@ -17,7 +17,9 @@ from tests.support.legacy_sqs_model import model_data_path
 
 
 def sqs_client(endpoint: str, protocol: str, *, access_key: str = "test", secret_key: str = "test",
-               region: str = "us-east-1", **config: Any) -> Any:
+               region: str = "us-east-1", session_token: str | None = None, verify: str | bool | None = None,
+               **config: Any) -> Any:
+    """``verify``: as boto3's (e.g. the path of a gateway's self-signed certificate); ``config``: botocore Config."""
     core = botocore.session.get_session()
     if protocol == "query":
         loader = core.get_component("data_loader")
@@ -25,12 +27,15 @@ def sqs_client(endpoint: str, protocol: str, *, access_key: str = "test", secret
     elif protocol != "json":
         raise ValueError(protocol)
     session = boto3.Session(
-        botocore_session=core, aws_access_key_id=access_key, aws_secret_access_key=secret_key, region_name=region
+        botocore_session=core, aws_access_key_id=access_key, aws_secret_access_key=secret_key,
+        aws_session_token=session_token, region_name=region,
     )
     client = session.client(
         "sqs",
         endpoint_url=endpoint,
-        config=Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=60, **config),
+        verify=verify,
+        # No retries unless a test asks for them: each test sees exactly the answer to its request.
+        config=Config(**{"retries": {"max_attempts": 1, "mode": "standard"}, "read_timeout": 60, **config}),
     )
     assert client.meta.service_model.protocol == protocol
     return client

@@ -51,3 +51,14 @@ def test_adding_a_worker_moves_one_replica_in_n_plus_one_and_keeps_the_others_wh
     counts = {w: sum(w in r for r in after.values()) for w in [*workers, "w4"]}
     assert max(counts.values()) - min(counts.values()) <= 1
     assert all(len(set(r)) == 3 for r in after.values())
+
+
+def test_a_joining_worker_never_takes_a_partitions_current_leader() -> None:
+    # given three workers where worker w0 leads every partition (the others failed over to it)
+    workers = ["w0", "w1", "w2"]
+    before = {p: replicas_for(p, workers, 3) for p in range(6)}
+    leaders = dict.fromkeys(before, "w0")
+    # when w3 joins, then no replica of w0 moves, and w3 still takes its quarter from the others
+    after = with_new_worker(before, "w3", pinned=leaders)
+    assert all("w0" in after[p] for p in after)
+    assert sum("w3" in r for r in after.values()) == 18 // 4

@@ -22,6 +22,7 @@ KEY_ID, SECRET = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 SIGNED_AT = datetime(2024, 3, 5, 12, 30, 0)  # naive UTC, as botocore keeps it
 SIGNED_EPOCH = float(calendar.timegm(SIGNED_AT.timetuple()))
 FORM = "application/x-www-form-urlencoded; charset=utf-8"
+REGIONS = frozenset({"us-east-1", "eu-north-1"})
 MISMATCH = (
     "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access "
     "Key and signing method. Consult the service documentation for details."
@@ -39,7 +40,7 @@ class Wire:
     body: bytes
 
     def parse(self) -> sigv4.SignedRequest:
-        return sigv4.parse_signature(self.method, self.path, self.query_string, self.headers)
+        return sigv4.parse_signature(self.method, self.path, self.query_string, self.headers, regions=REGIONS)
 
     def verify(self, secret: str = SECRET, now: float = SIGNED_EPOCH, **kwargs: Any) -> sigv4.SignedRequest:
         signed = self.parse()
@@ -54,13 +55,13 @@ def _botocore_signs_at_a_fixed_time(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _sign(method: str, url: str, body: bytes = b"", headers: dict[str, str] | None = None, *,
-          token: str | None = None, presign_expires: int | None = None) -> Wire:
+          token: str | None = None, presign_expires: int | None = None, region: str = "us-east-1") -> Wire:
     credentials = Credentials(KEY_ID, SECRET, token)
     request = AWSRequest(method=method, url=url, data=body, headers=headers or {})
     if presign_expires is None:
-        SigV4Auth(credentials, "sqs", "us-east-1").add_auth(request)
+        SigV4Auth(credentials, "sqs", region).add_auth(request)
     else:
-        SigV4QueryAuth(credentials, "sqs", "us-east-1", expires=presign_expires).add_auth(request)
+        SigV4QueryAuth(credentials, "sqs", region, expires=presign_expires).add_auth(request)
     prepared = request.prepare()
     parts = urlsplit(prepared.url)
     wire_headers = {k.lower(): v for k, v in prepared.headers.items()}
@@ -140,14 +141,8 @@ def test_date_header_may_carry_the_timestamp() -> None:
     assert wire.verify().amz_date == "20240305T123000Z"
 
 
-def test_unsigned_payload_is_accepted_as_declared() -> None:
-    # given a request signed with an unsigned payload
-    headers = {"Content-Type": FORM, "X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"}
-    wire = _sign("POST", "http://localhost:9324/", b"Action=ListQueues", headers)
-    # when the body differs from the one sent
-    wire.body = b"Action=ListQueues&QueueNamePrefix=x"
-    # then the signature still holds, as the signer declared the body unsigned
-    wire.verify()
+def test_every_served_region_may_scope_a_signature() -> None:
+    assert _form_post(region="eu-north-1").verify().region == "eu-north-1"
 
 
 def test_declared_payload_hash_must_be_the_bodys() -> None:
@@ -232,6 +227,27 @@ def test_wrong_secret_is_refused() -> None:
     _assert_mismatch(_form_post(), secret="not-the-secret")
 
 
+def test_unsigned_payload_is_refused_as_sqs_signs_every_body() -> None:
+    # given a request declaring an unsigned payload, signed with that declaration (as an S3 signer would)
+    body = b"Action=ListQueues"
+    canonical_wire = _sign("POST", "http://localhost:9324/", body, {"Content-Type": FORM})
+    wire = _sign("POST", "http://localhost:9324/", body,
+                 {"Content-Type": FORM, "X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"})
+    # then it is a mismatch, whatever the body: SQS hashes the body itself
+    _assert_mismatch(wire)
+    wire.body = b"Action=ListQueues&QueueNamePrefix=x"
+    _assert_mismatch(wire)
+    canonical_wire.verify()
+
+
+def test_declared_payload_hash_of_another_body_is_refused() -> None:
+    # given a request whose declared hash is not its body's, though the signature covers the body sent
+    body = b"Action=ListQueues"
+    wire = _sign("POST", "http://localhost:9324/", body,
+                 {"Content-Type": FORM, "X-Amz-Content-SHA256": hashlib.sha256(b"other").hexdigest()})
+    _assert_mismatch(wire)
+
+
 def test_tampered_presigned_query_is_refused() -> None:
     wire = _sign("GET", "https://sqs.us-east-1.amazonaws.com/000000000000/q1?Action=ReceiveMessage",
                  presign_expires=300)
@@ -297,13 +313,13 @@ def _headers(authorization: str | None, **extra: str) -> dict[str, str]:
 
 def _incomplete(headers: dict[str, str], query_string: str = "") -> str:
     with pytest.raises(IncompleteSignature) as caught:
-        sigv4.parse_signature("POST", "/", query_string, headers)
+        sigv4.parse_signature("POST", "/", query_string, headers, regions=REGIONS)
     return caught.value.message
 
 
 def test_no_credentials_at_all_is_a_missing_token() -> None:
     with pytest.raises(MissingAuthenticationToken) as caught:
-        sigv4.parse_signature("POST", "/", "Action=ListQueues", _headers(None))
+        sigv4.parse_signature("POST", "/", "Action=ListQueues", _headers(None), regions=REGIONS)
     assert caught.value.message == "Request is missing Authentication Token"
 
 
@@ -348,14 +364,75 @@ def test_credential_of_the_wrong_shape_is_incomplete() -> None:
     )
 
 
+def _mismatch(headers: dict[str, str], query_string: str = "") -> str:
+    with pytest.raises(SignatureDoesNotMatch) as caught:
+        sigv4.parse_signature("POST", "/", query_string, headers, regions=REGIONS)
+    return caught.value.message
+
+
 def test_host_must_be_signed() -> None:
-    message = _incomplete(_headers(_GOOD.replace("host;", "")))
+    message = _mismatch(_headers(_GOOD.replace("host;", "")))
     assert message == "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization."
+
+
+@pytest.mark.parametrize(
+    ("header", "shown"),
+    [
+        ("x-amz-target", "X-Amz-Target"),
+        ("content-type", "Content-Type"),
+        ("x-amz-security-token", "X-Amz-Security-Token"),
+        ("x-amz-content-sha256", "X-Amz-Content-Sha256"),
+        ("x-amz-anything", "X-Amz-Anything"),
+    ],
+)
+def test_content_type_and_every_amz_header_sent_must_be_signed(header: str, shown: str) -> None:
+    # given a signature over host and x-amz-date only, when another meaningful header is sent
+    message = _mismatch(_headers(_GOOD, **{header: "AmazonSQS.PurgeQueue"}))
+    # then AWS's refusal names it
+    assert message == f"'{shown}' must be a 'SignedHeader' in the AWS Authorization."
+
+
+def test_amz_date_must_be_signed_when_it_dates_the_request() -> None:
+    message = _mismatch(_headers(_GOOD.replace("host;x-amz-date", "host")))
+    assert message == "'X-Amz-Date' must be a 'SignedHeader' in the AWS Authorization."
+
+
+def test_headers_that_carry_no_meaning_or_come_from_aws_edges_may_go_unsigned() -> None:
+    wire = _form_post()
+    wire.headers.update({"x-amz-cf-id": "edge", "x-amzn-trace-id": "Root=1-2-3", "accept": "*/*"})
+    wire.verify()
+
+
+def test_presigned_url_must_sign_the_amz_headers_sent_with_it() -> None:
+    wire = _sign("GET", "https://sqs.us-east-1.amazonaws.com/?Action=ListQueues", presign_expires=60)
+    wire.headers["x-amz-target"] = "AmazonSQS.PurgeQueue"
+    with pytest.raises(SignatureDoesNotMatch, match="'X-Amz-Target' must be a 'SignedHeader'"):
+        wire.parse()
+
+
+def test_two_authorization_headers_joined_by_a_comma_are_refused() -> None:
+    # given two signed requests, whose Authorization headers arrive together (joined as HTTP joins repeats)
+    first, second = _form_post(), _json_post()
+    joined = f"{first.headers['authorization']},{second.headers['authorization']}"
+    first.headers["authorization"] = joined
+    # then the header is not a list of key=value pairs, as AWS reports it
+    assert _incomplete(first.headers) == (
+        f"'AWS4-HMAC-SHA256' not a valid key=value pair (missing equal-sign) in Authorization header: '{joined}'"
+    )
+
+
+def test_a_parameter_given_twice_is_refused() -> None:
+    header = _GOOD + ", Signature=ffff"
+    assert _incomplete(_headers(header)) == (
+        f"Authorization header has more than one 'Signature' parameter. Authorization={header}"
+    )
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
+        (("/us-east-1/", "/eu-west-1/"), "Credential should be scoped to a valid region, not 'eu-west-1'. "),
+        (("/us-east-1/", "/xx/"), "Credential should be scoped to a valid region, not 'xx'. "),
         (("/sqs/", "/sns/"), "Credential should be scoped to correct service: 'sqs'. "),
         (("aws4_request", "aws5_request"),
          "Credential should be scoped with a valid terminator: 'aws4_request', not 'aws5_request'."),
@@ -365,9 +442,26 @@ def test_host_must_be_signed() -> None:
     ],
 )
 def test_credential_scope_must_fit_the_request(change: tuple[str, str], message: str) -> None:
+    assert _mismatch(_headers(_GOOD.replace(*change))) == message
+
+
+def test_every_fault_of_the_scope_is_reported_at_once() -> None:
+    header = _GOOD.replace("/20240305/us-east-1/sqs/aws4_request", "/20240304/xx/sns/aws5_request")
+    assert _mismatch(_headers(header)) == (
+        "Credential should be scoped to a valid region, not 'xx'. "
+        "Credential should be scoped to correct service: 'sqs'. "
+        "Credential should be scoped with a valid terminator: 'aws4_request', not 'aws5_request'. "
+        "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
+        "'20240304' != '20240305', from '20240305T123000Z'."
+    )
+
+
+def test_presigned_scope_must_name_a_served_region() -> None:
+    wire = _sign("GET", "https://sqs.us-east-1.amazonaws.com/?Action=ListQueues", presign_expires=60,
+                 region="ap-south-1")
     with pytest.raises(SignatureDoesNotMatch) as caught:
-        sigv4.parse_signature("POST", "/", "", _headers(_GOOD.replace(*change)))
-    assert caught.value.message == message
+        wire.parse()
+    assert caught.value.message == "Credential should be scoped to a valid region, not 'ap-south-1'. "
 
 
 def test_presigned_query_missing_parameters_names_them() -> None:

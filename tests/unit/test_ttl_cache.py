@@ -61,3 +61,11 @@ def test_expired_entries_nobody_asks_for_again_are_dropped_as_new_ones_arrive() 
     # then it holds only what the last 30 seconds stored, far below its bound
     assert len(cache) == 30
     assert cache.get(999) == 999 and cache.get(969) is None
+
+
+def test_clear_forgets_every_entry() -> None:
+    cache: TtlCache[str, int] = TtlCache(ManualClock(), ttl=60)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    cache.clear()
+    assert (len(cache), cache.get("a"), cache.get("b")) == (0, None, None)

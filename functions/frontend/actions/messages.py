@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from ferrymq.aws.dedup_store import dedup_key
 from ferrymq.aws.queue_store import QueueRecord
+from ferrymq.bulkhead import off_loop
 from ferrymq.destinations import is_fifo, redrive_option, retention_seconds, target_of
 from ferrymq.errors import (
     BatchRequestTooLong,
@@ -29,12 +30,13 @@ from ferrymq.limits import (
     MAX_WAIT_TIME_SECONDS,
 )
 from ferrymq.message_fields import sequence_number
+from ferrymq.message_size import message_bytes
 from ferrymq.protocol.md5 import md5_of_attributes, md5_of_body
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.messages import sent_message
 from functions.frontend.context import RequestContext
+from functions.frontend.encryption import start_metering
 from functions.frontend.message_checks import (
-    attributes_size,
     check_batch_entries,
     check_body,
     check_message_attributes,
@@ -88,7 +90,7 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
     attributes = check_message_attributes(params.get("MessageAttributes"))
     system_attributes = _check_system_attributes(params.get("MessageSystemAttributes"))
     max_size = queue_attributes.int_value(queue.attributes, "MaximumMessageSize")
-    if len(body.encode()) + attributes_size(attributes) > max_size:
+    if message_bytes(body, attributes) > max_size:
         raise InvalidParameterValue(
             f"One or more parameters are invalid. Reason: Message must be shorter than {max_size} bytes."
         )
@@ -170,6 +172,11 @@ async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str
     fifo = is_fifo(queue.name)
     if fifo:
         await _claim_dedup_ids(ctx, queue, messages)
+    cipher = ctx.services.cipher
+    if cipher is not None:
+        # After the claims: the envelope binds the id the message is stored under.
+        start_metering()
+        await cipher.seal(ctx.services.catalog.arn_of(queue), queue.attributes, messages)
     retention = retention_seconds(queue.attributes)
 
     async def op(worker: WorkerClient) -> list[dict]:
@@ -215,7 +222,7 @@ async def _claim_dedup_ids(ctx: RequestContext, queue: QueueRecord, messages: li
                 return earlier
         return dedup.claim(key(message, scope), message["id"], now, purged_at=queue.purged_at)
 
-    owners = await asyncio.gather(*(asyncio.to_thread(settle, m) for m in messages))
+    owners = await asyncio.gather(*(off_loop(ctx.services.metadata, settle, m) for m in messages))
     for message, owner in zip(messages, owners, strict=True):
         message["id"] = owner
 
@@ -233,7 +240,7 @@ async def send_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str,
 async def send_message_batch(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     entries = check_batch_entries(params.get("Entries"), "SendMessageBatchRequestEntry")
-    total = sum(_entry_size(e) for e in entries)
+    total = sum(message_bytes(e.get("MessageBody"), e.get("MessageAttributes")) for e in entries)
     if total > MAX_BATCH_BYTES:
         raise BatchRequestTooLong(
             f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent {total} bytes."
@@ -254,21 +261,6 @@ async def send_message_batch(ctx: RequestContext, params: dict[str, Any]) -> dic
     if messages:
         await _send(ctx, queue, messages, successful)
     return {"Successful": successful, "Failed": failed}
-
-
-def _entry_size(entry: Mapping[str, Any]) -> int:
-    body = entry.get("MessageBody")
-    size = len(body.encode()) if isinstance(body, str) else 0
-    attributes = entry.get("MessageAttributes")
-    if isinstance(attributes, Mapping):
-        for name, value in attributes.items():
-            size += len(name.encode())
-            if isinstance(value, Mapping):
-                size += len(str(value.get("DataType", "")).encode())
-                binary = value.get("BinaryValue")
-                string = value.get("StringValue")
-                size += len(binary) if isinstance(binary, bytes) else len(str(string or "").encode())
-    return size
 
 
 def _failure(entry_id: str, exc: SqsError) -> dict[str, Any]:
@@ -314,6 +306,10 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
         )
 
     received = await ctx.services.dispatcher.call(queue, op, idempotent=False)
+    cipher = ctx.services.cipher
+    if received and cipher is not None:
+        start_metering()
+        received = await cipher.open(queue.attributes, received)
     if not received:
         return {}
     return {"Messages": [_rendered(m, system_names, attribute_filter) for m in received]}

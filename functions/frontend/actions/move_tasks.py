@@ -7,7 +7,6 @@ restarts. The task handle names the source queue, so a later cancel finds that w
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import uuid
 from typing import Any
@@ -17,6 +16,7 @@ from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.destinations import target_of
 from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ResourceNotFound
 from ferrymq.limits import MAX_LISTED_MOVE_TASKS, MAX_MOVE_TASK_MESSAGES_PER_SECOND
+from ferrymq.protocol.decoding import DocumentError, decode_base64, load_document
 from ferrymq.rpc.client import WorkerClient
 from functions.frontend.context import RequestContext
 from functions.frontend.message_checks import optional_int, require
@@ -28,12 +28,27 @@ def _task_handle(task_id: str, source_arn: str) -> str:
     return base64.b64encode(document.encode()).decode()
 
 
+# A handle we issue is about 200 characters; anything much longer is not one of ours.
+_MAX_TASK_HANDLE_LENGTH = 2_048
+
+
 def _read_task_handle(handle: str) -> tuple[str, str]:
+    invalid = InvalidParameterValue("Value for parameter TaskHandle is invalid.")
+    if len(handle) > _MAX_TASK_HANDLE_LENGTH:
+        raise invalid
+    decoded = decode_base64(handle)
+    if decoded is None:
+        raise invalid
     try:
-        document = json.loads(base64.b64decode(handle.encode(), validate=True))
-        return str(document["taskId"]), str(document["sourceArn"])
-    except (binascii.Error, ValueError, KeyError, TypeError):
-        raise InvalidParameterValue("Value for parameter TaskHandle is invalid.") from None
+        document = load_document(decoded)
+    except DocumentError:
+        raise invalid from None
+    if not isinstance(document, dict):
+        raise invalid
+    task_id, source_arn = document.get("taskId"), document.get("sourceArn")
+    if not isinstance(task_id, str) or not isinstance(source_arn, str):
+        raise invalid
+    return task_id, source_arn
 
 
 def _not_found(parameter: str) -> ResourceNotFound:

@@ -11,7 +11,7 @@ from functions.frontend.message_checks import require
 from functions.metadata import policy
 
 _LABEL = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
-_ACCOUNT = re.compile(r"^\d{12}$")
+_ACCOUNT = re.compile(r"^[0-9]{12}$")
 
 
 def _label(params: dict[str, Any]) -> str:

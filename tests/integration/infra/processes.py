@@ -13,6 +13,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
+from infra.standin.access_keys import KeyPair
+
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
 
@@ -61,6 +63,8 @@ def child_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
     env.update({"PYTHONUNBUFFERED": "1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                 "AWS_DEFAULT_REGION": "us-east-1"})
+    # A stand-in started with this environment accepts the same pair the clients sign with.
+    env.update(KeyPair("test", "test").environment())
     env.update(overrides)
     return env
 

@@ -127,8 +127,8 @@ def test_cluster_init_lays_out_replica_sets_and_status_shows_them_without_a_runn
     assert made.returncode == 0, made.stderr
     # then each partition has three replicas, its preferred leader first, each worker preferred once
     lines = made.stdout.splitlines()
-    assert lines[0] == "partition 0: replicas worker-0,worker-1,worker-2, acks majority"
-    assert lines[3] == "partition 3: replicas worker-3,worker-0,worker-1, acks majority"
+    assert lines[0] == "cluster local partition 0: replicas worker-0,worker-1,worker-2, acks majority"
+    assert lines[3] == "cluster local partition 3: replicas worker-3,worker-0,worker-1, acks majority"
     # and running it again changes nothing, even with another shape (a cluster is laid out once)
     again = _ferrymq(tmp_path, "cluster", "init", FERRYMQ_WORKERS="3", FERRYMQ_PARTITIONS="4")
     assert again.stdout == made.stdout

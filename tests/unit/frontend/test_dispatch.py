@@ -13,7 +13,7 @@ from ferrymq.clock import ManualClock, SystemClock
 from ferrymq.errors import InvalidParameterValue, NotLeader, QueueDoesNotExist, ServiceUnavailable, SqsError
 from ferrymq.rpc.client import WorkerClient, WorkerTimeout, WorkerUnreachable
 from ferrymq.rpc.leaders import Endpoint, LeaderClients
-from functions.frontend.dispatch import Dispatcher
+from functions.frontend.dispatch import Dispatcher, WorkerLimits, WorkerShunned
 
 QUEUE = QueueRecord(account="000000000000", name="q", queue_id="000000000000/q/1", partition=2)
 
@@ -226,5 +226,63 @@ def test_a_request_waits_for_the_next_leader_until_the_failover_time_is_up() -> 
         leaders.address = Endpoint("h", 7001)
         op = failing([NotLeader(), NotLeader()], seen := [])
         assert await d.call(QUEUE, op, idempotent=False) == "ok"
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_leaving_requests_unanswered_is_shunned_until_its_cooldown_ends() -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        d = Dispatcher(LeaderClients(Leaders().lookup, clock=clock, ttl=60), clock=clock,
+                       limits=WorkerLimits(breaker_failures=2, breaker_cooldown_seconds=1.0))
+        seen: list[WorkerClient] = []
+        # given two requests in a row that the worker never answered
+        for _ in range(2):
+            with pytest.raises(WorkerTimeout):
+                await d.call(QUEUE, failing([WorkerTimeout("silent")], seen), idempotent=False)
+        # when the next comes, it is not sent at all: a 503 at once, the operation never run
+        with pytest.raises(WorkerShunned):
+            await d.call(QUEUE, failing([], seen), idempotent=True)
+        assert len(seen) == 2
+        # and after the cooldown one trial goes through; its answer closes the breaker
+        clock.advance(1.0)
+        assert await d.call(QUEUE, failing([], seen), idempotent=True) == "ok"
+        assert await d.call(QUEUE, failing([], seen), idempotent=True) == "ok"
+        assert len(seen) == 4
+
+    asyncio.run(scenario())
+
+
+def test_a_refusal_from_the_worker_counts_as_an_answer() -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        d = Dispatcher(LeaderClients(Leaders().lookup, clock=clock, ttl=60), clock=clock,
+                       limits=WorkerLimits(breaker_failures=1))
+        seen: list[WorkerClient] = []
+        with pytest.raises(InvalidParameterValue):
+            await d.call(QUEUE, failing([InvalidParameterValue("no")], seen), idempotent=True)
+        assert await d.call(QUEUE, failing([], seen), idempotent=True) == "ok"
+
+    asyncio.run(scenario())
+
+
+def test_requests_beyond_a_workers_in_flight_limit_are_not_sent() -> None:
+    async def scenario() -> None:
+        d = Dispatcher(LeaderClients(Leaders().lookup, clock=ManualClock(), ttl=60),
+                       limits=WorkerLimits(max_in_flight=1, max_wait_seconds=0.01))
+        gate = asyncio.Event()
+
+        async def slow(client: WorkerClient) -> str:
+            await gate.wait()
+            return "slow"
+
+        first = asyncio.ensure_future(d.call(QUEUE, slow, idempotent=False))
+        await asyncio.sleep(0.01)
+        ran: list[WorkerClient] = []
+        with pytest.raises(WorkerShunned, match="Too many requests are waiting"):
+            await d.call(QUEUE, failing([], ran), idempotent=False)
+        assert ran == []
+        gate.set()
+        assert await first == "slow"
 
     asyncio.run(scenario())

@@ -9,6 +9,7 @@ from ferrymq.errors import (
     MissingParameter,
     TooManyEntriesInBatchRequest,
 )
+from ferrymq.message_size import attributes_bytes
 from functions.frontend import message_checks as checks
 
 
@@ -60,7 +61,7 @@ def test_bad_message_attributes_are_rejected(attrs: dict, message: str) -> None:
 
 def test_attribute_size_counts_name_type_and_value() -> None:
     attrs = {"ab": {"DataType": "String", "StringValue": "xyz"}, "c": {"DataType": "Binary", "BinaryValue": b"12"}}
-    assert checks.attributes_size(attrs) == (2 + 6 + 3) + (1 + 6 + 2)
+    assert attributes_bytes(attrs) == (2 + 6 + 3) + (1 + 6 + 2)
 
 
 def test_batch_entry_rules() -> None:

@@ -131,3 +131,35 @@ def test_access_key_from_header_or_presigned_query() -> None:
     presigned = "Action=ListQueues&X-Amz-Credential=AKIAQ%2F20261122%2Fus-east-1%2Fsqs%2Faws4_request"
     assert access_key_of(HttpRequest("GET", "/", presigned, {}, b"")) == "AKIAQ"
     assert access_key_of(HttpRequest("GET", "/", "", {}, b"")) is None
+
+
+def test_the_kms_calls_a_request_made_are_recorded_once_with_the_queues_sse_mode(tmp_path: Path) -> None:
+    # given a queue with default attributes (SSE-SQS) and a request whose encryption made three KMS calls
+    import contextvars
+
+    from functions.frontend.encryption import _count, start_metering
+
+    queue = QueueRecord("111122223333", "jobs.fifo", "q1", 0, attributes={})
+    recorder, writer = _recorder(tmp_path, {("111122223333", "jobs.fifo", "us-east-1"): queue})
+    params = {"QueueUrl": URL, "MessageBody": "hi", "MessageGroupId": "g"}
+
+    def request() -> None:
+        start_metering()
+        _count(3)
+        recorder.record(_request("SendMessage", params), request_id="r1", arrived=1_763_854_867.5, latency=0.001,
+                        account="111122223333", action="SendMessage", params=params, path_queue_url=None,
+                        result={"MessageId": "m"}, error=None, status=200, region="us-east-1")
+        # a second record in the same context (the next request on a connection) counts none of them again
+        recorder.record(_request("SendMessage", params), request_id="r2", arrived=1_763_854_867.5, latency=0.001,
+                        account="111122223333", action="SendMessage", params=params, path_queue_url=None,
+                        result={"MessageId": "m"}, error=None, status=200, region="us-east-1")
+
+    contextvars.copy_context().run(request)
+    writer.flush()
+    sink = writer._sink
+    assert isinstance(sink, Collected)
+    records = {r["request_id"]: r for body in sink.bodies
+               for r in map(orjson.loads, gzip.decompress(body).splitlines())}
+    # then the first record has the three calls and the queue's mode, the second none
+    assert (records["r1"]["kms_calls"], records["r1"]["sse"]) == (3, "sqs")
+    assert records["r2"]["kms_calls"] == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from infra.aws_target import named_endpoint, named_environment, standin_environment
+from infra.standin.access_keys import KeyPair
 
 
 def test_no_named_endpoint_means_the_standin() -> None:
@@ -21,10 +22,11 @@ def test_named_endpoint_keeps_the_users_credentials() -> None:
     assert named_environment("http://localhost:4566") == {"AWS_ENDPOINT_URL": "http://localhost:4566"}
 
 
-def test_standin_gets_dummy_credentials_and_the_region() -> None:
-    assert standin_environment("http://127.0.0.1:5000", "eu-west-1") == {
+def test_standin_gets_its_key_pair_and_the_region() -> None:
+    pair = KeyPair("AKIAEXAMPLEEXAMPLE00", "s3cr3t")
+    assert standin_environment("http://127.0.0.1:5000", "eu-west-1", pair) == {
         "AWS_ENDPOINT_URL": "http://127.0.0.1:5000",
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE00",
+        "AWS_SECRET_ACCESS_KEY": "s3cr3t",
         "AWS_DEFAULT_REGION": "eu-west-1",
     }

@@ -22,3 +22,13 @@ def test_banner_with_a_named_endpoint_does_not_mention_a_standin() -> None:
     text = banner(Settings(), "http://127.0.0.1:9324", "http://localhost:4566", standin=False)
     assert "stand-in" not in text
     assert "http://localhost:4566" in text
+
+
+def test_banner_of_an_https_gateway_tells_clients_which_certificate_to_trust() -> None:
+    self_signed = banner(Settings(data_dir=Path("/data"), tls=True), "https://127.0.0.1:9324", "x", standin=True)
+    named = banner(Settings(tls_cert_file=Path("/etc/ferrymq/cert.pem"), tls_key_file=Path("/etc/ferrymq/key.pem")),
+                   "https://127.0.0.1:9324", "x", standin=True)
+    plain = banner(Settings(), "http://127.0.0.1:9324", "x", standin=True)
+    assert "--endpoint-url https://127.0.0.1:9324 --region us-east-1 --ca-bundle /data/tls/cert.pem" in self_signed
+    assert "--ca-bundle /etc/ferrymq/cert.pem" in named
+    assert "--ca-bundle" not in plain

@@ -142,13 +142,17 @@ def test_an_explicit_deny_wins_over_an_allow() -> None:
     assert policy.permits(text, STRANGER, "ReceiveMessage", QUEUE)
 
 
-def test_conditions_are_not_guessed_at_they_fail_closed() -> None:
+def test_a_statement_applies_only_when_its_condition_holds() -> None:
+    # aws:SourceArn is only carried when a service sends on a resource's behalf, never by an account's request
     condition = {"ArnEquals": {"aws:SourceArn": "arn:aws:sns:us-east-1:111111111111:topic"}}
-    # given an Allow that only holds under a condition, then it grants nothing
+    # given an Allow that only holds under a condition the request fails, then it grants nothing
     assert not policy.permits(_policy(_allow(Condition=condition)), STRANGER, "SendMessage", QUEUE)
-    # given an unconditional Allow and a conditional Deny, then the Deny applies
+    # given an unconditional Allow and a Deny whose condition fails, then the Allow stands
     deny = {"Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": "*", "Condition": condition}
-    assert not policy.permits(_policy(_allow(), deny), STRANGER, "SendMessage", QUEUE)
+    assert policy.permits(_policy(_allow(), deny), STRANGER, "SendMessage", QUEUE)
+    # and a Deny whose condition holds wins
+    holds = {**deny, "Condition": {"StringEquals": {"aws:PrincipalAccount": STRANGER.account}}}
+    assert not policy.permits(_policy(_allow(), holds), STRANGER, "SendMessage", QUEUE)
 
 
 def test_not_elements_invert_their_match() -> None:

@@ -180,7 +180,7 @@ class MissingAuthenticationToken(_CommonError, SenderError):
 
 
 class InvalidClientTokenId(_CommonError, SenderError):
-    """The access key ID is not known."""
+    """The access key ID is not known or disabled, or the session token does not go with it."""
 
     code = "InvalidClientTokenId"
     query_code = "InvalidClientTokenId"
@@ -194,6 +194,15 @@ class SignatureDoesNotMatch(_CommonError, SenderError):
     code = "SignatureDoesNotMatch"
     query_code = "SignatureDoesNotMatch"
     status = 403
+
+
+class ExpiredToken(_CommonError, SenderError):
+    """The session token of temporary credentials is past its expiry."""
+
+    code = "ExpiredTokenException"
+    query_code = "ExpiredToken"
+    status = 403
+    default_message = "The security token included in the request is expired"
 
 
 class RequestExpired(_CommonError, SenderError):
@@ -216,6 +225,24 @@ class Throttling(_CommonError, SenderError):
 
     code = "ThrottlingException"
     query_code = "Throttling"
+
+
+class RequestEntityTooLarge(_CommonError, SenderError):
+    """The request body is larger than the front end accepts; refused before it is read."""
+
+    code = "RequestEntityTooLarge"
+    query_code = "RequestEntityTooLarge"
+    status = 413
+
+
+class RequestTimeout(_CommonError, SenderError):
+    """The client did not send the whole request body within the body timeout."""
+
+    code = "RequestTimeout"
+    query_code = "RequestTimeout"
+    default_message = (
+        "Your socket connection to the server was not read from or written to within the timeout period."
+    )
 
 
 # --- SQS errors --------------------------------------------------------------------------------------
@@ -373,6 +400,63 @@ class ResourceNotFound(SenderError):
     code = "ResourceNotFoundException"
     query_code = "ResourceNotFoundException"
     status = 404
+
+
+# --- KMS errors of server-side encryption (SendMessage, SendMessageBatch, ReceiveMessage) ----------------
+
+
+class _KmsError(SenderError):
+    """KMS refused what encrypting or decrypting messages needed; the message is KMS's own."""
+
+
+class KmsAccessDenied(_KmsError):
+    """FerryMQ may not use the queue's KMS key."""
+
+    code = "KmsAccessDenied"
+    query_code = "KMS.AccessDeniedException"
+
+
+class KmsDisabled(_KmsError):
+    """The queue's KMS key is disabled."""
+
+    code = "KmsDisabled"
+    query_code = "KMS.DisabledException"
+
+
+class KmsInvalidKeyUsage(_KmsError):
+    """The queue's KMS key cannot encrypt (an asymmetric or signing key, say)."""
+
+    code = "KmsInvalidKeyUsage"
+    query_code = "KMS.InvalidKeyUsageException"
+
+
+class KmsInvalidState(_KmsError):
+    """The queue's KMS key is in a state that forbids its use (pending deletion, pending import)."""
+
+    code = "KmsInvalidState"
+    query_code = "KMS.InvalidStateException"
+
+
+class KmsNotFound(_KmsError):
+    """The queue's KMS key (or alias) does not exist."""
+
+    code = "KmsNotFound"
+    query_code = "KMS.NotFoundException"
+
+
+class KmsOptInRequired(_KmsError):
+    """The KMS key's account has not opted in to the service."""
+
+    code = "KmsOptInRequired"
+    query_code = "KMS.OptInRequired"
+    status = 403
+
+
+class KmsThrottled(_KmsError):
+    """KMS throttled the requests FerryMQ made for the queue's key."""
+
+    code = "KmsThrottled"
+    query_code = "KMS.ThrottlingException"
 
 
 def error_for_code(code: str) -> type[SqsError]:

@@ -95,15 +95,18 @@ class ClusterPlacer:
     larger than it, so one huge queue cannot unbalance a cluster.
     """
 
-    def __init__(self, capacities: Mapping[str, float], *, max_shard: float) -> None:
+    def __init__(
+        self, capacities: Mapping[str, float], *, max_shard: float, load: Mapping[str, float] | None = None
+    ) -> None:
+        """``load``: what each cluster holds already (none when not named)."""
         if not capacities or any(c <= 0 for c in capacities.values()):
             raise ValueError("every cluster has a positive capacity")
         if max_shard <= 0:
             raise ValueError("max_shard is positive")
         self.capacity = dict(capacities)
-        self.load = dict.fromkeys(capacities, 0.0)
+        self.load = {name: float((load or {}).get(name, 0.0)) for name in capacities}
         self.max_shard = max_shard
-        self._heap = [(0.0, name) for name in sorted(capacities)]
+        self._heap = [(self.load[name] / self.capacity[name], name) for name in sorted(capacities)]
         heapq.heapify(self._heap)
 
     def place(self, queue: str, size: float) -> list[Shard] | None:
@@ -152,14 +155,18 @@ class ClusterPlacer:
 # --- inside a cluster: adding a worker ----------------------------------------------------------------------
 
 
-def with_new_worker(replica_lists: Mapping[int, Sequence[str]], new: str) -> dict[int, tuple[str, ...]]:
+def with_new_worker(
+    replica_lists: Mapping[int, Sequence[str]], new: str, pinned: Mapping[int, str] | None = None
+) -> dict[int, tuple[str, ...]]:
     """The replica lists after ``new`` joins: the fewest replica moves that leave every worker holding the
     same number of replicas give or take one, each move taking a replica from the most loaded worker (never
     the partition's preferred leader while another replica can go) and giving it to ``new``.
 
     With ``n`` workers before, ``new`` ends up holding ``1/(n+1)`` of the replicas, and that is all that
-    moves: every other replica stays where it was.
+    moves: every other replica stays where it was. ``pinned`` names a replica per partition that must stay
+    (its current leader: moving leadership is an election, not a reassignment).
     """
+    pinned = pinned or {}
     lists = {p: list(r) for p, r in replica_lists.items()}
     if any(new in r for r in lists.values()):
         raise ValueError(f"{new} already holds replicas")
@@ -173,9 +180,14 @@ def with_new_worker(replica_lists: Mapping[int, Sequence[str]], new: str) -> dic
     while moved < target:
         donor = max(held, key=lambda w: (len(held[w]), w))
         # A partition of the donor's that ``new`` does not hold yet, preferring ones the donor does not lead.
-        candidates = [p for p in held[donor] if new not in lists[p]]
+        candidates = [p for p in held[donor] if new not in lists[p] and pinned.get(p) != donor]
         if not candidates:
-            break
+            # The busiest worker can give nothing (it leads all it holds): the next busiest may.
+            givers = [w for w in held if any(new not in lists[q] and pinned.get(q) != w for q in held[w])]
+            if not givers:
+                break
+            donor = max(givers, key=lambda w: (len(held[w]), w))
+            candidates = [p for p in held[donor] if new not in lists[p] and pinned.get(p) != donor]
         candidates.sort(key=lambda p: (lists[p][0] == donor, p))
         p = candidates[0]
         lists[p][lists[p].index(donor)] = new

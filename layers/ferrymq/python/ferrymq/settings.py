@@ -19,6 +19,14 @@ def _default_data_dir() -> Path:
     return Path(base) / "ferrymq"
 
 
+def _cluster_secret(env: Mapping[str, str]) -> str:
+    secret = env.get("FERRYMQ_CLUSTER_SECRET", "")
+    path = env.get("FERRYMQ_CLUSTER_SECRET_FILE")
+    if not secret and path:
+        secret = Path(path).read_text().strip()
+    return secret
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     region: str = "us-east-1"
@@ -38,10 +46,39 @@ class Settings:
     queue_url_form: str = "auto"
     metadata_cache_seconds: float = 30.0
     credentials_cache_seconds: float = 300.0
+    # Key deletion, disabling and enabling (`ferrymq credentials`) reach every front end within this bound: each
+    # re-reads the keys' version item at most this often and drops what it cached once the version has moved.
+    credentials_recheck_seconds: float = 2.0
+    # How long an access key id found unknown is answered from memory; a key created since works after it.
+    credentials_negative_cache_seconds: float = 2.0
+    # Regions served besides `region` (FERRYMQ_REGIONS, comma-separated): a signature scoped to any other region
+    # is refused, as an AWS regional endpoint refuses it.
+    extra_regions: tuple[str, ...] = ()
     max_clock_skew_seconds: int = 900
     # SQS's in-flight quotas; operators of a small deployment may lower them.
     max_in_flight_standard: int = 120_000
     max_in_flight_fifo: int = 20_000
+    # Transport limits of the local gateway (functions/frontend/transport_limits.py, infra/http_protocol.py).
+    # Largest request body: a 1 MiB batch, percent-encoded by the query protocol, still fits.
+    max_request_bytes: int = 8 * 1024 * 1024
+    # Bytes of request bodies buffered, gateway-wide, before their signature has been verified; over it, 503.
+    unauthenticated_buffer_bytes: int = 64 * 1024 * 1024
+    # From a connection's first byte (or a request's, on a kept-alive one) to the end of its headers.
+    header_timeout_seconds: float = 10.0
+    # From the end of the headers to the last byte of the body.
+    body_timeout_seconds: float = 30.0
+    # Idle time allowed between requests on a kept-alive connection.
+    keep_alive_seconds: float = 5.0
+    # Open connections from one client address; over it, its requests get 503 and the connection is closed.
+    max_connections_per_client: int = 512
+    # HTTPS for the local gateway: with both paths, that certificate and key; with tls on and no paths, a
+    # self-signed certificate generated into <data_dir>/tls (infra/tls.py).
+    tls: bool = False
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    # Where clients built by ferrymq.client reach the front end (FERRYMQ_ENDPOINT_URL): an API Gateway URL, a
+    # proxy, or a gateway started on port 0. Unset: http(s)://host:port.
+    endpoint_url: str | None = None
 
     # AWS resources.
     aws_endpoint_url: str | None = None
@@ -63,6 +100,16 @@ class Settings:
     # Deadline of every worker RPC (a long poll gets its wait on top): a hung worker, unlike a dead one, never
     # closes the connection, so without one a request would wait for it forever.
     worker_request_timeout_seconds: float = 5.0
+    # Bulkheads (ferrymq/bulkhead.py): DynamoDB calls of the front end run on threads of their own, this many
+    # at once, each given up after the timeout; requests wait at most the wait for a free one. Each storage
+    # worker takes at most `worker_max_in_flight` requests at once, and its circuit breaker opens after
+    # `worker_breaker_failures` requests in a row went unanswered, for the cooldown.
+    metadata_max_concurrent: int = 32
+    metadata_timeout_seconds: float = 10.0
+    dependency_wait_seconds: float = 1.0
+    worker_max_in_flight: int = 4096
+    worker_breaker_failures: int = 3
+    worker_breaker_cooldown_seconds: float = 1.0
     # Replica sets: a leader renews its lease well within it; another in-sync replica may claim the partition
     # once it has lapsed. Workers heartbeat every interval, and one silent for the grace period is dead.
     leader_lease_seconds: float = 5.0
@@ -72,8 +119,17 @@ class Settings:
     # replicas per partition, and when a write counts as acknowledged (leader | majority | all).
     cluster: str = "local"
     workers: int = 3
+    # `ferrymq up` may run several clusters, each of `workers` workers and `partitions` partitions (the first is
+    # `cluster`, the others `cluster`-1, -2, ...); new queues go to the one with the most room, and none takes
+    # more than `cluster_max_queues` queues.
+    clusters: int = 1
+    cluster_max_queues: int = 100_000
     replication_factor: int = 3
     acks: str = "majority"
+    # The secret every worker RPC connection proves knowledge of (ferrymq/rpc/peer_auth.py), shared by all the
+    # workers and front ends of a deployment: FERRYMQ_CLUSTER_SECRET, or the contents of the file named by
+    # FERRYMQ_CLUSTER_SECRET_FILE. Empty: connections are not authenticated (workers warn at start).
+    cluster_secret: str = field(default="", repr=False)
     # An in-sync follower that has not caught up with the leader's log for this long leaves the in-sync set
     # (while the rest still satisfy the acks mode): until then, every acknowledgement waits for it.
     replica_max_lag_seconds: float = 2.0
@@ -92,6 +148,32 @@ class Settings:
     # Names the front end in records; default <hostname>-<pid>.
     usage_instance: str = ""
     usage_firehose_stream: str | None = None
+
+    # Request throttling (functions/frontend/throttle.py): token buckets refilled at these rates (requests per
+    # second; 0 turns a bucket off), each holding up to throttle_burst_seconds of its rate. Per account, per
+    # account and action, and per queue; FIFO queues get SQS's per-queue, per-action quota on message actions
+    # (300/s, or the high-throughput quota with DeduplicationScope=messageGroup and
+    # FifoThroughputLimit=perMessageGroupId). throttle_frontends front-end processes share every limit: each
+    # takes an equal share.
+    throttle_enabled: bool = True
+    throttle_account_rate: float = 50_000.0
+    throttle_action_rate: float = 20_000.0
+    throttle_queue_rate: float = 20_000.0
+    throttle_fifo_rate: float = 300.0
+    throttle_fifo_high_throughput_rate: float = 70_000.0
+    throttle_burst_seconds: float = 1.0
+    throttle_frontends: int = 1
+
+    # Server-side encryption (ferrymq.sse): the KMS key (alias, id or ARN) behind SqsManagedSseEnabled, created
+    # on first use if missing; and, when above 0, a cap on how long a data key is reused or an unwrapped one is
+    # kept, below the queue's KmsDataKeyReusePeriodSeconds (how soon a disabled key stops working).
+    managed_sse_key: str = "alias/ferrymq/managed-sse"
+    sse_key_cache_seconds: float = 0.0
+
+    @property
+    def served_regions(self) -> frozenset[str]:
+        """The regions a request's SigV4 credential scope may name."""
+        return frozenset((self.region, *self.extra_regions))
 
     @property
     def queues_table(self) -> str:
@@ -141,9 +223,30 @@ class Settings:
             credentials_cache_seconds=float(
                 get("CREDENTIALS_CACHE_SECONDS", str(defaults.credentials_cache_seconds))
             ),
+            credentials_recheck_seconds=float(
+                get("CREDENTIALS_RECHECK_SECONDS", str(defaults.credentials_recheck_seconds))
+            ),
+            credentials_negative_cache_seconds=float(
+                get("CREDENTIALS_NEGATIVE_CACHE_SECONDS", str(defaults.credentials_negative_cache_seconds))
+            ),
+            extra_regions=tuple(r.strip() for r in get("REGIONS", "").split(",") if r.strip()),
             max_clock_skew_seconds=int(get("MAX_CLOCK_SKEW_SECONDS", str(defaults.max_clock_skew_seconds))),
             max_in_flight_standard=int(get("MAX_IN_FLIGHT_STANDARD", str(defaults.max_in_flight_standard))),
             max_in_flight_fifo=int(get("MAX_IN_FLIGHT_FIFO", str(defaults.max_in_flight_fifo))),
+            max_request_bytes=int(get("MAX_REQUEST_BYTES", str(defaults.max_request_bytes))),
+            unauthenticated_buffer_bytes=int(
+                get("UNAUTHENTICATED_BUFFER_BYTES", str(defaults.unauthenticated_buffer_bytes))
+            ),
+            header_timeout_seconds=float(get("HEADER_TIMEOUT_SECONDS", str(defaults.header_timeout_seconds))),
+            body_timeout_seconds=float(get("BODY_TIMEOUT_SECONDS", str(defaults.body_timeout_seconds))),
+            keep_alive_seconds=float(get("KEEP_ALIVE_SECONDS", str(defaults.keep_alive_seconds))),
+            max_connections_per_client=int(
+                get("MAX_CONNECTIONS_PER_CLIENT", str(defaults.max_connections_per_client))
+            ),
+            tls=get("TLS", "0").lower() not in ("0", "false", "no", "off", ""),
+            tls_cert_file=Path(env["FERRYMQ_TLS_CERT_FILE"]) if env.get("FERRYMQ_TLS_CERT_FILE") else None,
+            tls_key_file=Path(env["FERRYMQ_TLS_KEY_FILE"]) if env.get("FERRYMQ_TLS_KEY_FILE") else None,
+            endpoint_url=env.get("FERRYMQ_ENDPOINT_URL") or None,
             aws_endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
             table_prefix=get("TABLE_PREFIX", defaults.table_prefix),
             usage_bucket=get("USAGE_BUCKET", defaults.usage_bucket),
@@ -166,7 +269,18 @@ class Settings:
             cluster=get("CLUSTER", defaults.cluster),
             workers=int(get("WORKERS", str(defaults.workers))),
             replication_factor=int(get("REPLICATION_FACTOR", str(defaults.replication_factor))),
+            clusters=int(get("CLUSTERS", str(defaults.clusters))),
+            metadata_max_concurrent=int(get("METADATA_MAX_CONCURRENT", str(defaults.metadata_max_concurrent))),
+            metadata_timeout_seconds=float(get("METADATA_TIMEOUT_SECONDS", str(defaults.metadata_timeout_seconds))),
+            dependency_wait_seconds=float(get("DEPENDENCY_WAIT_SECONDS", str(defaults.dependency_wait_seconds))),
+            worker_max_in_flight=int(get("WORKER_MAX_IN_FLIGHT", str(defaults.worker_max_in_flight))),
+            worker_breaker_failures=int(get("WORKER_BREAKER_FAILURES", str(defaults.worker_breaker_failures))),
+            worker_breaker_cooldown_seconds=float(
+                get("WORKER_BREAKER_COOLDOWN_SECONDS", str(defaults.worker_breaker_cooldown_seconds))
+            ),
+            cluster_max_queues=int(get("CLUSTER_MAX_QUEUES", str(defaults.cluster_max_queues))),
             acks=get("ACKS", defaults.acks),
+            cluster_secret=_cluster_secret(env),
             replica_max_lag_seconds=float(get("REPLICA_MAX_LAG_SECONDS", str(defaults.replica_max_lag_seconds))),
             leader_handover_seconds=float(get("LEADER_HANDOVER_SECONDS", str(defaults.leader_handover_seconds))),
             usage_enabled=get("USAGE_ENABLED", "1").lower() not in ("0", "false", "no", "off"),
@@ -176,4 +290,16 @@ class Settings:
             usage_spool_dir=Path(env["FERRYMQ_USAGE_SPOOL_DIR"]) if env.get("FERRYMQ_USAGE_SPOOL_DIR") else None,
             usage_instance=get("USAGE_INSTANCE", defaults.usage_instance),
             usage_firehose_stream=env.get("FERRYMQ_USAGE_FIREHOSE_STREAM") or None,
+            throttle_enabled=get("THROTTLE_ENABLED", "1").lower() not in ("0", "false", "no", "off"),
+            throttle_account_rate=float(get("THROTTLE_ACCOUNT_RATE", str(defaults.throttle_account_rate))),
+            throttle_action_rate=float(get("THROTTLE_ACTION_RATE", str(defaults.throttle_action_rate))),
+            throttle_queue_rate=float(get("THROTTLE_QUEUE_RATE", str(defaults.throttle_queue_rate))),
+            throttle_fifo_rate=float(get("THROTTLE_FIFO_RATE", str(defaults.throttle_fifo_rate))),
+            throttle_fifo_high_throughput_rate=float(
+                get("THROTTLE_FIFO_HIGH_THROUGHPUT_RATE", str(defaults.throttle_fifo_high_throughput_rate))
+            ),
+            throttle_burst_seconds=float(get("THROTTLE_BURST_SECONDS", str(defaults.throttle_burst_seconds))),
+            throttle_frontends=int(get("THROTTLE_FRONTENDS", str(defaults.throttle_frontends))),
+            managed_sse_key=get("MANAGED_SSE_KEY", defaults.managed_sse_key),
+            sse_key_cache_seconds=float(get("SSE_KEY_CACHE_SECONDS", str(defaults.sse_key_cache_seconds))),
         )

@@ -11,6 +11,12 @@ the signature with the secret key::
     signing key       = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), service), "aws4_request")
     signature         = hex(HMAC(signing key, string to sign))
 
+What AWS refuses for SQS is refused here, with AWS's words: a credential scope naming another region than the
+server's or another service than ``sqs``; a request whose ``host``, ``content-type`` or any ``x-amz-*`` header is
+sent but not signed; a body that is not the one signed (the payload hash is always the body's: SQS has no
+``UNSIGNED-PAYLOAD``, which S3 alone accepts); an ``Authorization`` header that is not one list of key=value
+pairs, which is what two of them joined by a comma become.
+
 The canonical URI is the request path as sent (percent-encoded), dot segments removed and URI-encoded once
 more, as AWS does for every service but S3.  Query parameters are decoded, re-encoded with RFC 3986's
 unreserved set and sorted.  Header values are trimmed with inner whitespace runs folded to one space.  The
@@ -22,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -39,7 +45,6 @@ from ferrymq.errors import (
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sqs"
 TERMINATOR = "aws4_request"
-UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 MAX_PRESIGN_EXPIRES = 7 * 24 * 3600
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
@@ -47,6 +52,8 @@ _SIGNATURE_MISMATCH = (
     "The request signature we calculated does not match the signature you provided. Check your AWS Secret "
     "Access Key and signing method. Consult the service documentation for details."
 )
+# Added in transit by AWS's own edge (CloudFront before an edge-optimised API Gateway): no client can sign it.
+_ADDED_IN_TRANSIT = frozenset({"x-amz-cf-id"})
 _PRESIGN_PARAMS = (
     "X-Amz-Algorithm",
     "X-Amz-Credential",
@@ -74,15 +81,19 @@ class SignedRequest:
     security_token: str | None = None
 
 
-def parse_signature(method: str, path: str, query_string: str, headers: Mapping[str, str]) -> SignedRequest:
-    """Read the signature of a request (``headers`` with lower-case names) without checking it."""
+def parse_signature(
+    method: str, path: str, query_string: str, headers: Mapping[str, str], *, regions: Container[str]
+) -> SignedRequest:
+    """Read the signature of a request (``headers`` with lower-case names) and refuse what is wrong with it
+    before the secret key is needed: its form, the headers it leaves unsigned, its credential scope (which must
+    name one of ``regions`` and the service ``sqs``)."""
     authorization = headers.get("authorization")
     if authorization is not None:
-        return _parse_authorization_header(authorization, headers)
+        return _parse_authorization_header(authorization, headers, regions)
     if query_string and "X-Amz-" in query_string:
         query = _query_params(query_string)
         if any(name in query for name in _PRESIGN_PARAMS):
-            return _parse_presigned(query)
+            return _parse_presigned(query, headers, regions)
     raise MissingAuthenticationToken("Request is missing Authentication Token")
 
 
@@ -100,7 +111,12 @@ def verify_signature(
 ) -> None:
     """Raise unless ``req`` is current and its signature is the one ``secret_key`` gives for this request."""
     _check_time(req, now, max_skew_seconds)
-    canonical = _canonical_request(req, method, path, query_string, headers, body)
+    payload_hash = hashlib.sha256(body).hexdigest() if body else _EMPTY_SHA256
+    declared = headers.get("x-amz-content-sha256")
+    if declared is not None and declared.strip().lower() != payload_hash:
+        # A declared hash that is not the body's (UNSIGNED-PAYLOAD included) was not signed over this body.
+        raise SignatureDoesNotMatch(_SIGNATURE_MISMATCH)
+    canonical = _canonical_request(req, method, path, query_string, headers, payload_hash)
     string_to_sign = (
         f"{ALGORITHM}\n{req.amz_date}\n{req.date}/{req.region}/{req.service}/{TERMINATOR}\n"
         f"{hashlib.sha256(canonical.encode('utf-8')).hexdigest()}"
@@ -115,14 +131,26 @@ def verify_signature(
 # --- reading the signature ---------------------------------------------------------------------------
 
 
-def _parse_authorization_header(authorization: str, headers: Mapping[str, str]) -> SignedRequest:
+def _parse_authorization_header(
+    authorization: str, headers: Mapping[str, str], regions: Container[str]
+) -> SignedRequest:
     algorithm, _, rest = authorization.strip().partition(" ")
     fields: dict[str, str] = {}
     if algorithm == ALGORITHM:
-        for part in rest.split(","):
-            name, sep, value = part.strip().partition("=")
-            if sep:
-                fields[name] = value.strip()
+        # Pairs are split on commas and whitespace alike, so a second header joined to the first by a comma
+        # shows up as a bare "AWS4-HMAC-SHA256" and is refused instead of overriding the first one's pairs.
+        for token in rest.replace(",", " ").split():
+            name, sep, value = token.partition("=")
+            if not sep:
+                raise IncompleteSignature(
+                    f"'{token}' not a valid key=value pair (missing equal-sign) in Authorization header: "
+                    f"'{authorization}'"
+                )
+            if name in fields:
+                raise IncompleteSignature(
+                    f"Authorization header has more than one '{name}' parameter. Authorization={authorization}"
+                )
+            fields[name] = value
     raw_date = headers.get("x-amz-date") or headers.get("date")
     missing = [
         f"Authorization header requires '{name}' parameter."
@@ -133,9 +161,11 @@ def _parse_authorization_header(authorization: str, headers: Mapping[str, str]) 
         missing.append("Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.")
     if missing:
         raise IncompleteSignature(" ".join([*missing, f"Authorization={authorization}"]))
-    amz_date, timestamp = _parse_date(raw_date)  # type: ignore[arg-type]
     signed_headers = tuple(fields["SignedHeaders"].split(";"))
+    _require_signed(signed_headers, headers)
+    amz_date, timestamp = _parse_date(raw_date)  # type: ignore[arg-type]
     return _signed_request(
+        regions,
         credential=fields["Credential"],
         signed_headers=signed_headers,
         signature=fields["Signature"],
@@ -147,7 +177,7 @@ def _parse_authorization_header(authorization: str, headers: Mapping[str, str]) 
     )
 
 
-def _parse_presigned(query: dict[str, str]) -> SignedRequest:
+def _parse_presigned(query: dict[str, str], headers: Mapping[str, str], regions: Container[str]) -> SignedRequest:
     missing = [
         f"AWS query-string parameters must include '{name}'." for name in _PRESIGN_PARAMS if not query.get(name)
     ]
@@ -162,10 +192,13 @@ def _parse_presigned(query: dict[str, str]) -> SignedRequest:
     expires = int(raw_expires)
     if expires > MAX_PRESIGN_EXPIRES:
         raise IncompleteSignature(f"X-Amz-Expires must be less than a week (in seconds) that is {MAX_PRESIGN_EXPIRES}")
+    signed_headers = tuple(query["X-Amz-SignedHeaders"].split(";"))
+    _require_signed(signed_headers, headers)
     amz_date, timestamp = _parse_date(query["X-Amz-Date"])
     return _signed_request(
+        regions,
         credential=query["X-Amz-Credential"],
-        signed_headers=tuple(query["X-Amz-SignedHeaders"].split(";")),
+        signed_headers=signed_headers,
         signature=query["X-Amz-Signature"],
         amz_date=amz_date,
         timestamp=timestamp,
@@ -175,7 +208,26 @@ def _parse_presigned(query: dict[str, str]) -> SignedRequest:
     )
 
 
+def _require_signed(signed_headers: tuple[str, ...], headers: Mapping[str, str]) -> None:
+    """Every header that changes what a request means must be covered by its signature, or anyone on the way
+    could change it: ``host``, ``content-type`` (which picks the protocol) and every ``x-amz-*`` header sent."""
+    signed = set(signed_headers)
+    if "host" not in signed:
+        raise SignatureDoesNotMatch("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.")
+    unsigned = sorted(
+        name
+        for name in headers
+        if name not in signed
+        and (name == "content-type" or name.startswith("x-amz-"))
+        and name not in _ADDED_IN_TRANSIT
+    )
+    if unsigned:
+        shown = "-".join(word.capitalize() for word in unsigned[0].split("-"))
+        raise SignatureDoesNotMatch(f"'{shown}' must be a 'SignedHeader' in the AWS Authorization.")
+
+
 def _signed_request(
+    regions: Container[str],
     *,
     credential: str,
     signed_headers: tuple[str, ...],
@@ -193,19 +245,24 @@ def _signed_request(
             f"got '{credential}'"
         )
     access_key_id, scope_date, region, service, terminator = parts
-    if terminator != TERMINATOR:
-        raise SignatureDoesNotMatch(
-            f"Credential should be scoped with a valid terminator: '{TERMINATOR}', not '{terminator}'."
-        )
+    # AWS reports every fault of the scope at once, in this order, each sentence as it words it alone.
+    faults: list[str] = []
+    if region not in regions:
+        faults.append(f"Credential should be scoped to a valid region, not '{region}'. ")
     if service != SERVICE:
-        raise SignatureDoesNotMatch(f"Credential should be scoped to correct service: '{SERVICE}'. ")
+        faults.append(f"Credential should be scoped to correct service: '{SERVICE}'. ")
+    if terminator != TERMINATOR:
+        faults.append(f"Credential should be scoped with a valid terminator: '{TERMINATOR}', not '{terminator}'.")
     if scope_date != amz_date[:8]:
-        raise SignatureDoesNotMatch(
+        faults.append(
             "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
             f"'{scope_date}' != '{amz_date[:8]}', from '{amz_date}'."
         )
-    if "host" not in signed_headers:
-        raise IncompleteSignature("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.")
+    if faults:
+        message = faults[0]
+        for fault in faults[1:]:
+            message += fault if message.endswith(" ") else f" {fault}"
+        raise SignatureDoesNotMatch(message)
     return SignedRequest(
         access_key_id=access_key_id,
         date=scope_date,
@@ -310,17 +367,11 @@ def _canonical_query(query_string: str, presigned: bool) -> str:
 
 
 def _canonical_request(
-    req: SignedRequest, method: str, path: str, query_string: str, headers: Mapping[str, str], body: bytes
+    req: SignedRequest, method: str, path: str, query_string: str, headers: Mapping[str, str], payload_hash: str
 ) -> str:
     canonical_headers = "".join(
         f"{name}:{' '.join(headers.get(name, '').split())}\n" for name in req.signed_headers
     )
-    declared = headers.get("x-amz-content-sha256")
-    if declared == UNSIGNED_PAYLOAD:
-        payload_hash = UNSIGNED_PAYLOAD
-    else:
-        # A declared hash is signed as sent, but it must also be the body's: tampering fails like any mismatch.
-        payload_hash = hashlib.sha256(body).hexdigest() if body else _EMPTY_SHA256
     return (
         f"{method.upper()}\n{_canonical_uri(path)}\n{_canonical_query(query_string, req.presigned)}\n"
         f"{canonical_headers}\n{';'.join(req.signed_headers)}\n{payload_hash}"

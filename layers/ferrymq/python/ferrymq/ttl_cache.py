@@ -54,3 +54,7 @@ class TtlCache(Generic[K, V]):
 
     def pop(self, key: K) -> None:
         self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget every entry: what was stored may no longer be true anywhere."""
+        self._entries.clear()

@@ -10,6 +10,9 @@ Table ``settings.queues_table``, one item per queue name and namespace (owning a
     queue_id (S)              identity of this incarnation; a queue deleted and created again gets a new one,
                               so storage workers never mix the messages of the two
     partition (N)             storage partition holding the queue's messages, fixed at creation
+    cluster (S, optional)     the storage cluster the partition belongs to, when the out-cluster manager placed
+                              the queue (its capacity count is given back on delete); absent for queues placed
+                              by a hash over a fixed number of partitions
     attributes (M of S)       settable attributes, in SQS's string form
     tags (M of S)
     created_at, modified_at (N)   seconds since the epoch
@@ -81,6 +84,8 @@ class QueueRecord:
     queue_id: str
     partition: int
     region: str | None = None
+    cluster: str | None = None
+    """The storage cluster the queue was placed on; None when placed by a hash over a fixed partition count."""
     """The queue's region; None for the home region (see the module docstring)."""
     attributes: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
@@ -294,6 +299,8 @@ def _to_item(r: QueueRecord) -> dict[str, Any]:
         "modified_at": {"N": str(r.modified_at)},
         "version": {"N": str(r.version)},
     }
+    if r.cluster is not None:
+        item["cluster"] = {"S": r.cluster}
     if r.purged_at is not None:
         item["purged_at"] = {"N": repr(r.purged_at)}
     if r.previous_dedup_scope is not None and r.dedup_scope_changed_at is not None:
@@ -313,6 +320,7 @@ def _from_item(item: dict[str, Any]) -> QueueRecord:
         name=item["name"]["S"],
         queue_id=item["queue_id"]["S"],
         partition=int(item["partition"]["N"]),
+        cluster=item["cluster"]["S"] if "cluster" in item else None,
         attributes={k: v["S"] for k, v in item.get("attributes", {}).get("M", {}).items()},
         tags={k: v["S"] for k, v in item.get("tags", {}).get("M", {}).items()},
         created_at=int(item.get("created_at", {}).get("N", "0")),

@@ -16,8 +16,6 @@ and value ranges is left to the handlers; this module only rejects what cannot b
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,6 +31,7 @@ from ferrymq.errors import (
     UnknownOperation,
     UnsupportedProtocol,
 )
+from ferrymq.protocol.decoding import decode_base64, index_order, is_index, parse_int
 from ferrymq.protocol.model import (
     BLOB,
     BOOLEAN,
@@ -159,10 +158,10 @@ def _json_value(value: Any, shape: Shape) -> Any:
             return {_json_value(k, key_shape): _json_value(v, value_shape) for k, v in value.items() if v is not None}
     elif kind == BLOB:
         if type(value) is str:
-            try:
-                return base64.b64decode(value, validate=True)
-            except binascii.Error as exc:
-                raise SerializationError("Base64 encoded binary value is not valid.") from exc
+            blob = decode_base64(value)
+            if blob is None:
+                raise SerializationError("Base64 encoded binary value is not valid.")
+            return blob
     elif kind == BOOLEAN and type(value) is bool:
         return value
     raise SerializationError(_unexpected(value, kind))
@@ -284,8 +283,9 @@ def _query_structure(children: Mapping[str, Any], shape: Shape, prefix: str) -> 
 
 
 def _indexed(children: Mapping[str, Any]) -> list[Any]:
-    """The numbered children ("1", "2", ...) in index order; anything else is not part of a list."""
-    numbered = [(int(k), v) for k, v in children.items() if k.isdigit()]
+    """The numbered children ("1", "2", ...) in index order; anything else ("x", "\u00b2") is not part of a
+    list and, like any parameter naming no member, is ignored."""
+    numbered = [(index_order(k), v) for k, v in children.items() if is_index(k)]
     numbered.sort(key=lambda item: item[0])
     return [v for _, v in numbered]
 
@@ -306,7 +306,12 @@ def _query_value(node: Any, shape: Shape, flattened: bool, name: str) -> Any:
         if not items and text is not None:
             # "AttributeNames=" is an explicitly empty list; a bare "AttributeName=All" a list of one.
             return [_query_scalar(text, element.kind, name)] if text and element.kind in SCALARS else []
-        return [_query_value(item, element, False, f"{name}.{i}") for i, item in enumerate(items, 1)]
+        values = (_query_value(item, element, False, f"{name}.{i}") for i, item in enumerate(items, 1))
+        # An item given only sub-parameters ("AWSAccountId.1.x=1") has no value: it is dropped, as the JSON
+        # protocol drops a null list item.  A list left with no item was not given at all: the query protocol
+        # spells an empty list only as "AttributeNames=".
+        present = [value for value in values if value is not None]
+        return present or None
     if kind == MAP:
         key_shape, value_shape = shape.key, shape.value
         assert key_shape is not None and value_shape is not None
@@ -328,9 +333,8 @@ def _query_value(node: Any, shape: Shape, flattened: bool, name: str) -> Any:
 
 def _query_scalar(text: str, kind: str, name: str) -> Any:
     if kind in (INTEGER, LONG):
-        digits = text[1:] if text[:1] in ("-", "+") else text
-        if digits.isascii() and digits.isdigit():
-            number = int(text)
+        number = parse_int(text)
+        if number is not None:
             low, high = _INT32 if kind == INTEGER else _INT64
             if low <= number <= high:
                 return number
@@ -341,10 +345,10 @@ def _query_scalar(text: str, kind: str, name: str) -> Any:
             return lowered == "true"
         raise InvalidParameterValue(f"Value {text} for parameter {name} is invalid. Reason: Must be true or false.")
     if kind == BLOB:
-        try:
-            return base64.b64decode(text, validate=True)
-        except binascii.Error as exc:
+        blob = decode_base64(text)
+        if blob is None:
             raise InvalidParameterValue(
                 f"Value {text} for parameter {name} is invalid. Reason: Must be base64-encoded binary."
-            ) from exc
+            )
+        return blob
     return text

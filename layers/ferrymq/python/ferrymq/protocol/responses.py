@@ -27,6 +27,7 @@ Query::
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,10 @@ XML_CONTENT_TYPE = "text/xml"
 # Required members AWS still leaves out of a JSON response when they are empty.
 _LEFT_OUT_WHEN_EMPTY = frozenset({"Failed"})
 _XML_DECLARATION = '<?xml version="1.0"?>'
+# What UTF-8 cannot carry (lone surrogates) and, in XML, what XML 1.0 cannot either (most control characters).
+# An error message may echo a client's value, and one a parser chokes on would hide the error from the client.
+_NOT_UTF8 = re.compile("[\ud800-\udfff]")
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +70,7 @@ def render_error(protocol: str, error: BaseException, request_id: str) -> HttpRe
     sqs_error = error if isinstance(error, SqsError) else InternalError()
     fault = "Sender" if sqs_error.sender else "Receiver"
     if protocol == "json":
-        body = orjson.dumps({"__type": sqs_error.json_type, "message": sqs_error.message})
+        body = orjson.dumps({"__type": sqs_error.json_type, "message": _writable(sqs_error.message, _NOT_UTF8)})
         headers = [
             ("content-type", JSON_CONTENT_TYPE),
             ("x-amzn-RequestId", request_id),
@@ -75,6 +80,7 @@ def render_error(protocol: str, error: BaseException, request_id: str) -> HttpRe
     message = sqs_error.message
     if sqs_error.query_default_message is not None and message == sqs_error.default_message:
         message = sqs_error.query_default_message
+    message = _writable(message, _NOT_XML)
     text = (
         f'{_XML_DECLARATION}<ErrorResponse xmlns="{XML_NAMESPACE}"><Error><Type>{fault}</Type>'
         f"<Code>{escape_text(sqs_error.query_code)}</Code><Message>{escape_text(message)}</Message><Detail/>"
@@ -82,6 +88,10 @@ def render_error(protocol: str, error: BaseException, request_id: str) -> HttpRe
     )
     headers = [("content-type", XML_CONTENT_TYPE), ("x-amzn-RequestId", request_id)]
     return HttpResponse(sqs_error.status, headers, text.encode("utf-8"))
+
+
+def _writable(message: str, unwritable: re.Pattern[str]) -> str:
+    return unwritable.sub("\ufffd", message) if unwritable.search(message) else message
 
 
 # --- JSON --------------------------------------------------------------------------------------------

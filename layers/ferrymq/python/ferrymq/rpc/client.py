@@ -25,6 +25,7 @@ from ferrymq.rpc.codec import (
     unpack_error,
 )
 from ferrymq.rpc.framing import STATUS_OK, FrameDecoder, FrameError, Op, encode_frame
+from ferrymq.rpc.peer_auth import PeerAuth, PeerAuthFailed
 
 _STANDARD_ROW = len(RECEIVED_MESSAGE_FIELDS)
 
@@ -40,6 +41,10 @@ class WorkerTimeout(ServiceUnavailable):
 
 class WorkerUnreachable(ServiceUnavailable):
     """No connection to the storage worker could be made: the request was never sent."""
+
+
+class WorkerConnectionLost(ServiceUnavailable):
+    """The connection to the storage worker was lost with the request on it: its outcome is unknown."""
 
 
 class _Connection:
@@ -62,7 +67,7 @@ class _Connection:
 
     def request(self, op: int, payload: bytes, timeout: float) -> asyncio.Future[tuple[int, bytes]]:
         if self.lost:
-            raise ServiceUnavailable(f"connection to storage worker {self.where} lost")
+            raise WorkerConnectionLost(f"connection to storage worker {self.where} lost")
         request_id = self._next_id = (self._next_id + 1) & 0xFFFFFFFF
         fut = self._loop.create_future()
         timer = self._loop.call_later(timeout, self._expire, request_id, timeout)
@@ -131,7 +136,7 @@ class _Connection:
         for fut, timer in pending.values():
             timer.cancel()
             if not fut.done():
-                fut.set_exception(ServiceUnavailable(reason))
+                fut.set_exception(WorkerConnectionLost(reason))
 
     async def close(self) -> None:
         self._lose("client closed")
@@ -145,7 +150,7 @@ class _Connection:
 class WorkerClient:
     """Talks to one storage worker at ``host:port`` (about any of the partitions it serves); reconnects on the
     next call after the connection drops, until :meth:`close`, after which every call raises
-    ServiceUnavailable."""
+    ServiceUnavailable.  With ``auth``, every connection first passes the cluster-secret handshake."""
 
     def __init__(
         self,
@@ -154,9 +159,11 @@ class WorkerClient:
         *,
         connect_timeout: float = 5.0,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        auth: PeerAuth | None = None,
     ) -> None:
         self.host = host
         self.port = port
+        self._auth = auth
         self._connect_timeout = connect_timeout
         self._request_timeout = request_timeout
         self._conn: _Connection | None = None
@@ -214,6 +221,12 @@ class WorkerClient:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._auth is not None:
+            try:
+                await self._auth.prove_to_server(reader, writer, where)
+            except PeerAuthFailed as exc:
+                writer.transport.abort()
+                raise WorkerUnreachable(exc.message) from None
         self._conn = conn = _Connection(reader, writer, where)
         return conn
 

@@ -23,6 +23,7 @@ from typing import NamedTuple, Protocol
 from ferrymq.clock import Clock
 from ferrymq.errors import ServiceUnavailable
 from ferrymq.rpc.client import DEFAULT_REQUEST_TIMEOUT, WorkerClient
+from ferrymq.rpc.peer_auth import PeerAuth
 
 
 class Address(Protocol):
@@ -65,8 +66,10 @@ class LeaderClients:
         ttl: float,
         connect_timeout: float = 5.0,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        auth: PeerAuth | None = None,
     ) -> None:
         self._lookup = lookup
+        self._auth = auth
         self._lookup_is_async = inspect.iscoroutinefunction(lookup)
         self._clock = clock
         self._ttl = ttl
@@ -140,6 +143,7 @@ class LeaderClients:
                 address.port,
                 connect_timeout=self._connect_timeout,
                 request_timeout=self._request_timeout,
+                auth=self._auth,
             )
         self._leaders[partition] = _Leader(where, self._clock.monotonic() + self._ttl)
         if old is not None and old.address != where:
