@@ -9,6 +9,7 @@ Settings come from ``FERRYMQ_*`` variables, read once here. AWS calls go to ``AW
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import logging
 import os
@@ -33,6 +34,7 @@ SPARK_JOBS = ("billing", "analytics", "report")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferrymq", description="FerryMQ, a message queue that speaks the SQS API.")
+    parser.add_argument("--version", action="version", version=f"ferrymq {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("up", help="run the whole stack locally, in the foreground")
     commands.add_parser("bootstrap", help="create FerryMQ's tables, bucket and key (idempotent)")
@@ -64,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     credentials = commands.add_parser("credentials", help="manage access keys")
     actions = credentials.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser("create", help="create an access key and print it with its secret")
-    create.add_argument("--account", required=True, help="12-digit account id the key belongs to")
+    create.add_argument("--account", required=True, type=_account_id, help="12-digit account id the key belongs to")
     create.add_argument("--user", required=True, help="user name recorded with the key")
     create.add_argument("--json", action="store_true", help="print one JSON object")
     create.add_argument("--temporary", action="store_true",
@@ -105,6 +107,19 @@ def _parser() -> argparse.ArgumentParser:
     spark_job.add_argument("--prices", help="price table for billing (default spark/prices.json)")
     spark_job.add_argument("--master", help="Spark master (default local[2])")
     return parser
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("ferrymq")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def _account_id(text: str) -> str:
+    if len(text) != 12 or not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(f"an account id is 12 digits, not {text!r}")
+    return text
 
 
 def _duration(text: str) -> int:

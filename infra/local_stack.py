@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -113,8 +114,7 @@ def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool) 
             f"  access key id    {settings.dev_access_key}",
             f"  secret key       {settings.dev_secret_key}",
             f"  AWS services     {aws_line}",
-            f"  storage          {_clusters_line(settings)}: {settings.workers} workers and {settings.partitions} "
-            f"partitions each, replication factor {settings.replication_factor}, acks {settings.acks}",
+            f"  storage          {_storage_line(settings)}",
             f"  data             {settings.data_dir}",
             "",
             f"  try: aws sqs list-queues --endpoint-url {endpoint} --region {settings.region}"
@@ -133,9 +133,19 @@ def _ca_bundle(settings: Settings, endpoint: str) -> str:
     return f" --ca-bundle {settings.tls_cert_file or tls.self_signed_dir(settings) / tls.CERT_NAME}"
 
 
-def _clusters_line(settings: Settings) -> str:
+def _storage_line(settings: Settings) -> str:
+    """E.g. ``cluster local: 3 workers, 1 partition, replication factor 3, acks majority``."""
     names = [layout.name for layout in cluster_layouts(settings)]
-    return f"cluster {names[0]}" if len(names) == 1 else f"{len(names)} clusters ({', '.join(names)})"
+    shape = f"{_count(settings.workers, 'worker')}, {_count(settings.partitions, 'partition')}"
+    if len(names) == 1:
+        where = f"cluster {names[0]}: {shape}"
+    else:
+        where = f"{len(names)} clusters ({', '.join(names)}), each {shape}"
+    return f"{where}, replication factor {settings.replication_factor}, acks {settings.acks}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def run_up(settings: Settings, env: Mapping[str, str], out: TextIO | None = None) -> int:
@@ -182,10 +192,26 @@ def check_cluster_shape(settings: Settings) -> None:
         raise StartupFailed(f"FERRYMQ_ACKS must be leader, majority or all, not {settings.acks!r}")
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Refuse at once, before any child starts, when the gateway's fixed port is taken (another stack, or
+    anything else): otherwise the gateway would fail only after the stand-in and the workers had started."""
+    if port == 0:
+        return
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        raise StartupFailed(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}. Is another FerryMQ (or anything else) using "
+            "it? Stop it, or choose another port with FERRYMQ_PORT (0 picks a free one)."
+        ) from None
+
+
 def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, children: list[Child], pool: WorkerPool,
            standin: bool, out: TextIO) -> str | None:
     """Start every part in order; returns the gateway's URL, or None if a stop was requested meanwhile."""
     check_cluster_shape(settings)
+    check_port_free(settings.host, settings.port)
     # Owner-only from here on, for this process and every child (they inherit the umask); files left with wider
     # modes by earlier versions are brought down to the same.
     restrict_umask()

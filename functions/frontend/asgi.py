@@ -12,6 +12,7 @@ from typing import Any
 from ferrymq.errors import ServiceUnavailable, SqsError
 from ferrymq.protocol.responses import HttpResponse
 from ferrymq.settings import Settings
+from functions.frontend import health
 from functions.frontend.http import HttpRequest
 from functions.frontend.pipeline import Frontend
 from functions.frontend.transport_limits import (
@@ -78,6 +79,9 @@ def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
             on_authenticated=lease.release,
         )
         frontend = get_frontend()
+        if health.is_health_check(head.method, head.path, head.query_string, headers):
+            await _send(send, await health.answer(head.path, frontend.services))
+            return
         try:
             try:
                 body = await _read_request(scope, receive, head, frontend, lease)

@@ -158,6 +158,16 @@ class Dispatcher:
                     await asyncio.sleep(pause)
                     pause = min(pause * 2, _MAX_PAUSE_SECONDS)
 
+    async def ping_leader(self, partition: int) -> None:
+        """Ask the worker leading ``partition`` whether it answers (within the worker RPC's deadline); raises
+        ServiceUnavailable when no leader is known, or it cannot be reached or does not answer."""
+        client = await self._leaders.client(partition)
+        try:
+            await self._through_wall(client, lambda c: c.ping())
+        except ServiceUnavailable:
+            self._leaders.forget(partition)
+            raise
+
     async def close(self) -> None:
         await self._leaders.close()
 

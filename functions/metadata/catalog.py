@@ -78,6 +78,10 @@ class QueueCatalog:
         self._cache: TtlCache[tuple[str, str | None, str], QueueRecord] = TtlCache(clock, ttl, max_entries)
 
     @property
+    def placement(self) -> QueuePlacement:
+        return self._placement
+
+    @property
     def home_region(self) -> str:
         return self._region
 

@@ -91,6 +91,13 @@ class QueuePlacement:
     async def _io(self, fn: Callable[..., T], *args: object) -> T:
         return await off_loop(self._bulkhead, fn, *args)
 
+    async def partitions(self) -> list[int]:
+        """Every partition new queues may go to: the registered clusters', else ``0..partitions-1``."""
+        clusters = await self._read(fresh=False)
+        if not clusters:
+            return list(range(self._partitions))
+        return sorted({p for c in clusters for p in c.partitions})
+
     async def _read(self, *, fresh: bool) -> list[ClusterInfo]:
         if self._registry is None:
             return []

@@ -26,6 +26,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.e2e.conftest import Stack
+from tests.e2e.test_health import probe
 from tests.fault.test_add_worker import environment_of
 from tests.fault.test_failover import worker_pids
 from tests.support.sqs_clients import sqs_client
@@ -147,6 +148,10 @@ def test_a_hung_worker_holds_up_only_its_own_queues(two_clusters: Stack) -> None
             time.sleep(0.5)
             during = [timed_round_trip(sqs, healthy_url) for _ in range(60)]
             outcomes = [f.result(timeout=120) for f in flooding]
+        # and the gateway says it is not ready, naming the hung worker's partitions
+        status, ready = probe(two_clusters, "/health/ready")
+        assert status == 503 and ready["status"] == "unready", ready
+        assert [p for p, state in ready["checks"]["partitions"].items() if state != "ok"] == ["0", "1"], ready
     finally:
         os.kill(pid, signal.SIGCONT)
     print(f"\nhealthy queues' send+receive+delete: before p50 {statistics.median(before) * 1000:.1f} ms, "
@@ -166,3 +171,7 @@ def test_a_hung_worker_holds_up_only_its_own_queues(two_clusters: Stack) -> None
         except ClientError:
             assert time.monotonic() < deadline, "the hung worker's queue did not come back"
             time.sleep(0.5)
+    # and the gateway is ready again
+    while probe(two_clusters, "/health/ready")[0] != 200:
+        assert time.monotonic() < deadline, probe(two_clusters, "/health/ready")
+        time.sleep(0.5)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -144,6 +146,23 @@ def test_up_refuses_a_replication_factor_above_the_workers(tmp_path: Path) -> No
     refused = _ferrymq(tmp_path, "up", FERRYMQ_WORKERS="2", FERRYMQ_REPLICATION_FACTOR="3", FERRYMQ_PORT="0")
     assert refused.returncode == 1
     assert "FERRYMQ_REPLICATION_FACTOR (3) must be between 1 and FERRYMQ_WORKERS (2)" in refused.stderr
+
+
+def test_up_on_a_port_in_use_says_so_before_starting_anything(tmp_path: Path) -> None:
+    # given something listening on the port `up` is told to use
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        # when `up` starts, then it refuses at once with what to do, and starts no child (no stand-in state)
+        refused = _ferrymq(tmp_path, "up", FERRYMQ_PORT=str(port))
+    assert refused.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in refused.stderr
+    assert "FERRYMQ_PORT" in refused.stderr and "Traceback" not in refused.stderr
+    assert not (tmp_path / "aws").exists()
+
+
+def test_version() -> None:
+    shown = subprocess.run([*FERRYMQ, "--version"], capture_output=True, text=True, timeout=60, check=True)
+    assert shown.stdout.strip() == f"ferrymq {importlib.metadata.version('ferrymq')}"
 
 
 def test_with_a_fixed_worker_port_up_s_workers_take_it_and_the_ports_after_it(tmp_path: Path) -> None:

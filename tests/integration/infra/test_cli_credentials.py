@@ -46,10 +46,16 @@ def test_refusals(tmp_path: Path) -> None:
         missing = _ferrymq(tmp_path, "credentials", verb, "AKIANOSUCHKEY0000000")
         assert (missing.returncode, missing.stderr.strip()) == (1, "ferrymq: no access key AKIANOSUCHKEY0000000")
     # a duration is for temporary credentials only, and within 1..129600 seconds
-    plain = _ferrymq(tmp_path, "credentials", "create", "--account", "1", "--user", "u", "--duration-seconds", "60")
+    plain = _ferrymq(tmp_path, "credentials", "create", "--account", "111122223333", "--user", "u",
+                     "--duration-seconds", "60")
     assert (plain.returncode, plain.stderr.strip()) == (2, "ferrymq: --duration-seconds is for --temporary credentials")
     for bad in ("0", "129601", "soon"):
-        out_of_range = _ferrymq(tmp_path, "credentials", "create", "--account", "1", "--user", "u", "--temporary",
-                                "--duration-seconds", bad)
+        out_of_range = _ferrymq(tmp_path, "credentials", "create", "--account", "111122223333", "--user", "u",
+                                "--temporary", "--duration-seconds", bad)
         assert out_of_range.returncode == 2
         assert "--duration-seconds" in out_of_range.stderr
+    # an account id is 12 ASCII digits, checked before anything starts
+    for bad in ("12", "1111222233334", "11112222333x", "١١١١٢٢٢٢٣٣٣٣"):
+        refused = _ferrymq(tmp_path, "credentials", "create", "--account", bad, "--user", "u")
+        assert refused.returncode == 2
+        assert "an account id is 12 digits" in refused.stderr

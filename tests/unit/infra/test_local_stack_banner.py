@@ -32,3 +32,10 @@ def test_banner_of_an_https_gateway_tells_clients_which_certificate_to_trust() -
     assert "--endpoint-url https://127.0.0.1:9324 --region us-east-1 --ca-bundle /data/tls/cert.pem" in self_signed
     assert "--ca-bundle /etc/ferrymq/cert.pem" in named
     assert "--ca-bundle" not in plain
+
+
+def test_banner_states_the_storage_shape_in_plain_words() -> None:
+    one = banner(Settings(), "http://127.0.0.1:9324", "x", standin=True)
+    assert "cluster local: 3 workers, 1 partition, replication factor 3, acks majority" in one
+    two = banner(Settings(clusters=2, partitions=4, workers=1, replication_factor=1), "http://h", "x", standin=True)
+    assert "2 clusters (local, local-1), each 1 worker, 4 partitions, replication factor 1" in two
