@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from moto.core.request import PRESERVED_HEADER_NAMES_ENVIRON_KEY
 
+from ferrymq.private_files import write_private
 from infra.standin import snapshot as snapshots
 from infra.standin.classify import Durability, classify, result_needs_snapshot
 from infra.standin.journal import Journal, JournalEntry
@@ -214,7 +215,7 @@ class DurableApp:
         started = time.perf_counter()
         with self._gate.exclusive():
             data = snapshots.dumps(snapshots.capture(self._seq))
-        snapshots.write_atomically(self.snapshot_path, data)
+        write_private(self.snapshot_path, data)
         journal.truncate(self._seq)
         log.debug("snapshot at record %d: %d bytes in %.1f ms", self._seq, len(data),
                   (time.perf_counter() - started) * 1000)

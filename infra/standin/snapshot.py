@@ -14,7 +14,6 @@ Writing is atomic: temp file, fsync, rename, fsync of the directory.
 from __future__ import annotations
 
 import io
-import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,24 +113,6 @@ def loads(data: bytes) -> Snapshot:
     if document.get("format") != SNAPSHOT_FORMAT:
         raise ValueError(f"unsupported snapshot format {document.get('format')!r}")
     return document["snapshot"]
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def read(path: Path) -> Snapshot | None:

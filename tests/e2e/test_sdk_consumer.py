@@ -12,7 +12,6 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,24 +22,13 @@ from botocore.exceptions import ClientError
 
 import ferrymq
 from ferrymq.consumer import Consumer, ConsumerError, ConsumerStats
-from tests.e2e.conftest import Stack
+from tests.e2e.conftest import Stack, new_queue
 from tests.support.processes import terminate_group
 
 # Every test stops its consumer itself; this only bounds a test that went wrong.
 SAFETY_SECONDS = 30.0
 
 
-@pytest.fixture
-def sdk(stack: Stack) -> Any:
-    return ferrymq.client("sqs", endpoint_url=stack.endpoint, region_name=stack.region,
-                          aws_access_key_id=stack.access_key, aws_secret_access_key=stack.secret_key)
-
-
-def _queue(sqs: Any, prefix: str, *, fifo: bool = False, **attributes: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:10]}" + (".fifo" if fifo else "")
-    if fifo:
-        attributes["FifoQueue"] = "true"
-    return str(sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
 
 
 def _arn(sqs: Any, url: str) -> str:
@@ -100,7 +88,7 @@ def _wait_until(condition: Callable[[], bool], timeout: float = SAFETY_SECONDS) 
 
 def test_every_message_is_handled_within_the_concurrency_limit_and_deleted_in_batches(sqs: Any) -> None:
     # given 30 messages
-    url = _queue(sqs, "sdk-consume")
+    url = new_queue(sqs, "sdk-consume")
     bodies = [f"job-{i}" for i in range(30)]
     _send(sqs, url, bodies)
     deletes = _record_calls(sqs, "DeleteMessageBatch")
@@ -138,7 +126,7 @@ def test_every_message_is_handled_within_the_concurrency_limit_and_deleted_in_ba
 
 def test_a_handler_slower_than_the_visibility_timeout_keeps_its_message_hidden(sdk: Any, stack: Stack) -> None:
     # given a queue with a 2 s visibility timeout and a handler that takes 5 s
-    url = _queue(sdk, "sdk-slow", VisibilityTimeout="2")
+    url = new_queue(sdk, "sdk-slow", VisibilityTimeout="2")
     _send(sdk, url, ["slow"])
     extensions = _record_calls(sdk, "ChangeMessageVisibilityBatch")
     handled: list[str] = []
@@ -168,8 +156,8 @@ def test_a_handler_slower_than_the_visibility_timeout_keeps_its_message_hidden(s
 
 def test_a_failing_message_is_redelivered_then_moved_to_the_dead_letter_queue(sdk: Any) -> None:
     # given a queue whose redrive policy allows two receives
-    dlq = _queue(sdk, "sdk-dlq")
-    source = _queue(sdk, "sdk-poison", VisibilityTimeout="1",
+    dlq = new_queue(sdk, "sdk-dlq")
+    source = new_queue(sdk, "sdk-poison", VisibilityTimeout="1",
                     RedrivePolicy=json.dumps({"deadLetterTargetArn": _arn(sdk, dlq), "maxReceiveCount": 2}))
     _send(sdk, source, ["poison"])
     receive_counts: list[str] = []
@@ -192,7 +180,7 @@ def test_a_failing_message_is_redelivered_then_moved_to_the_dead_letter_queue(sd
 
 def test_retry_visibility_brings_a_failed_message_back_before_its_timeout(sdk: Any) -> None:
     # given a 30 s visibility timeout and a handler that fails the first time only
-    url = _queue(sdk, "sdk-retry-soon", VisibilityTimeout="30")
+    url = new_queue(sdk, "sdk-retry-soon", VisibilityTimeout="30")
     _send(sdk, url, ["flaky"])
     attempts: list[float] = []
 
@@ -212,7 +200,7 @@ def test_retry_visibility_brings_a_failed_message_back_before_its_timeout(sdk: A
 
 def test_fifo_messages_of_a_group_are_handled_one_at_a_time_in_order(sdk: Any) -> None:
     # given three groups of six messages each
-    url = _queue(sdk, "sdk-fifo", fifo=True, ContentBasedDeduplication="true")
+    url = new_queue(sdk, "sdk-fifo", fifo=True, ContentBasedDeduplication="true")
     groups = ["red", "green", "blue"]
     for group in groups:
         _send(sdk, url, [f"{group}-{i}" for i in range(6)], MessageGroupId=group)
@@ -248,7 +236,7 @@ def test_fifo_messages_of_a_group_are_handled_one_at_a_time_in_order(sdk: Any) -
 
 
 def test_a_queue_that_does_not_exist_stops_the_consumer_with_its_error(sdk: Any) -> None:
-    url = _queue(sdk, "sdk-gone")
+    url = new_queue(sdk, "sdk-gone")
     consumer = Consumer(url, lambda message: None, client=sdk, wait_time_seconds=1, handle_signals=False)
     sdk.delete_queue(QueueUrl=url)
     with pytest.raises(ClientError) as caught:
@@ -257,7 +245,7 @@ def test_a_queue_that_does_not_exist_stops_the_consumer_with_its_error(sdk: Any)
 
 
 def test_a_queue_deleted_while_consuming_ends_run_with_consumer_error(sdk: Any) -> None:
-    url = _queue(sdk, "sdk-vanish")
+    url = new_queue(sdk, "sdk-vanish")
     consumer = Consumer(url, lambda message: None, client=sdk, wait_time_seconds=1, handle_signals=False)
     with pytest.raises(ConsumerError, match="NonExistentQueue"), _running(consumer):
         time.sleep(0.5)
@@ -285,7 +273,7 @@ _CONSUMER_SCRIPT = textwrap.dedent(
 def test_sigterm_lets_running_handlers_finish_and_deletes_their_messages(sdk: Any, stack: Stack,
                                                                          fifo: bool) -> None:
     # given five messages (FIFO: all of one group) and a consumer process whose handler takes 2 s
-    url = _queue(sdk, "sdk-sigterm", fifo=fifo, **({"ContentBasedDeduplication": "true"} if fifo else {}))
+    url = new_queue(sdk, "sdk-sigterm", fifo=fifo, **({"ContentBasedDeduplication": "true"} if fifo else {}))
     bodies = [f"t{i}" for i in range(5)]
     _send(sdk, url, bodies, **({"MessageGroupId": "g"} if fifo else {}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "FERRYMQ_"))}

@@ -8,33 +8,20 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-import ferrymq
 from ferrymq.limits import MAX_BATCH_BYTES, MAX_MESSAGE_BYTES
 from ferrymq.message_size import message_bytes
 from ferrymq.producer import BatchEntryError, Producer
-from tests.e2e.conftest import Stack
+from tests.e2e.conftest import Stack, new_queue
 
 RESULT_TIMEOUT = 15.0
 
 
-@pytest.fixture
-def sdk(stack: Stack) -> Any:
-    return ferrymq.client("sqs", endpoint_url=stack.endpoint, region_name=stack.region,
-                          aws_access_key_id=stack.access_key, aws_secret_access_key=stack.secret_key)
-
-
-def _queue(sqs: Any, prefix: str, *, fifo: bool = False, **attributes: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:10]}" + (".fifo" if fifo else "")
-    if fifo:
-        attributes["FifoQueue"] = "true"
-    return str(sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
 
 
 def _record_calls(sqs: Any, operation: str) -> list[dict[str, Any]]:
@@ -77,7 +64,7 @@ def _sized(size: int, name: str = "pad") -> tuple[str, dict[str, Any]]:
 
 def test_full_batches_leave_at_once_and_flush_sends_the_rest(sqs: Any) -> None:
     # given a producer that would linger far longer than the test
-    url = _queue(sqs, "sdk-count")
+    url = new_queue(sqs, "sdk-count")
     calls = _record_calls(sqs, "SendMessageBatch")
     producer = Producer(url, client=sqs, linger_seconds=60)
     try:
@@ -101,7 +88,7 @@ def test_full_batches_leave_at_once_and_flush_sends_the_rest(sqs: Any) -> None:
 
 def test_batches_are_cut_at_the_size_limit_counted_as_sqs_counts(sdk: Any) -> None:
     # given messages that fill a batch to exactly 1 MiB, then one byte too many
-    url = _queue(sdk, "sdk-size")
+    url = new_queue(sdk, "sdk-size")
     calls = _record_calls(sdk, "SendMessageBatch")
     first, first_attributes = _sized(600_000)
     second, second_attributes = _sized(MAX_BATCH_BYTES - 600_000, "other")
@@ -126,7 +113,7 @@ def test_batches_are_cut_at_the_size_limit_counted_as_sqs_counts(sdk: Any) -> No
 
 
 def test_a_batch_that_is_not_full_leaves_after_the_linger_time(sdk: Any) -> None:
-    url = _queue(sdk, "sdk-linger")
+    url = new_queue(sdk, "sdk-linger")
     calls = _record_calls(sdk, "SendMessageBatch")
     with Producer(url, client=sdk, linger_seconds=0.3) as producer:
         started = time.monotonic()
@@ -140,7 +127,7 @@ def test_a_batch_that_is_not_full_leaves_after_the_linger_time(sdk: Any) -> None
 
 
 def test_an_entry_the_server_refuses_fails_its_future_alone_and_is_not_retried(sdk: Any) -> None:
-    url = _queue(sdk, "sdk-entry-error")
+    url = new_queue(sdk, "sdk-entry-error")
     calls = _record_calls(sdk, "SendMessageBatch")
     with Producer(url, client=sdk, linger_seconds=60) as producer:
         good = producer.send("fine")
@@ -160,7 +147,7 @@ def test_an_entry_the_server_refuses_fails_its_future_alone_and_is_not_retried(s
 
 def test_an_entry_that_fails_a_whole_fifo_batch_gets_its_own_error(sdk: Any) -> None:
     # given a FIFO batch in which one entry lacks its group id, which fails the whole request
-    url = _queue(sdk, "sdk-whole", fifo=True, ContentBasedDeduplication="true")
+    url = new_queue(sdk, "sdk-whole", fifo=True, ContentBasedDeduplication="true")
     batch_calls = _record_calls(sdk, "SendMessageBatch")
     single_calls = _record_calls(sdk, "SendMessage")
     with Producer(url, client=sdk, linger_seconds=60) as producer:
@@ -179,7 +166,7 @@ def test_an_entry_that_fails_a_whole_fifo_batch_gets_its_own_error(sdk: Any) -> 
 
 
 def test_a_message_too_big_for_any_batch_is_sent_alone_and_refused_as_sqs_refuses_it(sdk: Any) -> None:
-    url = _queue(sdk, "sdk-huge")
+    url = new_queue(sdk, "sdk-huge")
     batch_calls = _record_calls(sdk, "SendMessageBatch")
     with Producer(url, client=sdk, linger_seconds=60) as producer:
         huge = producer.send("h" * (MAX_MESSAGE_BYTES + 1))
@@ -215,7 +202,7 @@ def _lose_acknowledgements(sqs: Any, times: int) -> Callable[[], int]:
 
 def test_fifo_entries_are_retried_with_the_same_deduplication_id_and_stored_once(sdk: Any) -> None:
     # given a FIFO queue whose first two batch answers are lost after the messages were stored
-    url = _queue(sdk, "sdk-retry", fifo=True)
+    url = new_queue(sdk, "sdk-retry", fifo=True)
     calls = _record_calls(sdk, "SendMessageBatch")
     lost = _lose_acknowledgements(sdk, 2)
     with Producer(url, client=sdk, linger_seconds=60) as producer:
@@ -235,7 +222,7 @@ def test_fifo_entries_are_retried_with_the_same_deduplication_id_and_stored_once
 
 
 def test_entries_failing_every_attempt_fail_their_futures(sdk: Any) -> None:
-    url = _queue(sdk, "sdk-give-up", fifo=True, ContentBasedDeduplication="true")
+    url = new_queue(sdk, "sdk-give-up", fifo=True, ContentBasedDeduplication="true")
     calls = _record_calls(sdk, "SendMessageBatch")
     _lose_acknowledgements(sdk, 100)
     with Producer(url, client=sdk, linger_seconds=60, max_attempts=2) as producer:
@@ -262,7 +249,7 @@ _EXITING_PRODUCER = textwrap.dedent(
 
 def test_messages_waiting_at_interpreter_exit_are_flushed(sdk: Any, stack: Stack) -> None:
     # given a script that sends to a producer that lingers an hour, then ends without closing it
-    url = _queue(sdk, "sdk-atexit")
+    url = new_queue(sdk, "sdk-atexit")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "FERRYMQ_"))}
     env.update({"FERRYMQ_ENDPOINT_URL": stack.endpoint, "FERRYMQ_REGION": stack.region,
                 "AWS_EC2_METADATA_DISABLED": "true"})
@@ -275,7 +262,7 @@ def test_messages_waiting_at_interpreter_exit_are_flushed(sdk: Any, stack: Stack
 
 
 def test_a_closed_producer_refuses_sends_and_unknown_fields_are_refused(sdk: Any) -> None:
-    url = _queue(sdk, "sdk-closed")
+    url = new_queue(sdk, "sdk-closed")
     producer = Producer(url, client=sdk)
     with pytest.raises(TypeError, match="MessageGroupID"):
         producer.send("x", MessageGroupID="g")

@@ -7,6 +7,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.hashes import SHA256
 
+from ferrymq.private_files import write_private
 from infra.standin import snapshot
 
 
@@ -21,7 +22,7 @@ def test_private_keys_survive_a_snapshot_round_trip(tmp_path: Path) -> None:
     )
     # when written and read back
     path = tmp_path / "snapshot.pickle"
-    snapshot.write_atomically(path, snapshot.dumps(state))
+    write_private(path, snapshot.dumps(state))
     loaded = snapshot.read(path)
     # then the keys still sign what the original public keys verify
     assert loaded is not None
@@ -36,8 +37,8 @@ def test_private_keys_survive_a_snapshot_round_trip(tmp_path: Path) -> None:
 
 def test_atomic_write_replaces_the_file_and_leaves_no_temp_file(tmp_path: Path) -> None:
     path = tmp_path / "snapshot.pickle"
-    snapshot.write_atomically(path, b"old")
-    snapshot.write_atomically(path, b"new")
+    write_private(path, b"old")
+    write_private(path, b"new")
     assert path.read_bytes() == b"new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["snapshot.pickle"]
 

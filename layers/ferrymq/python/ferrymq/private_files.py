@@ -31,7 +31,8 @@ def private_dir(path: Path) -> Path:
 
 
 def write_private(path: Path, data: bytes) -> None:
-    """Replace ``path`` atomically with ``data``, mode 0600 from the moment the file exists."""
+    """Replace ``path`` atomically and durably with ``data``, mode 0600 from the moment the file exists: the
+    data is fsynced before the rename, and the directory after it, so a crash leaves the old file or the new."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
@@ -43,6 +44,11 @@ def write_private(path: Path, data: bytes) -> None:
         os.close(fd)
     os.chmod(tmp, FILE_MODE)
     os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def tighten_tree(root: Path) -> int:
