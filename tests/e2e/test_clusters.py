@@ -30,6 +30,7 @@ from tests.e2e.test_health import probe
 from tests.fault.test_add_worker import environment_of
 from tests.fault.test_failover import worker_pids
 from tests.support.sqs_clients import sqs_client
+from tests.support.stack import started
 
 CLUSTER_ENV = {
     "FERRYMQ_CLUSTERS": "2",
@@ -45,12 +46,7 @@ CLUSTER_ENV = {
 
 @pytest.fixture(scope="module")
 def two_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(Path(tmp_path_factory.mktemp("two-clusters")), CLUSTER_ENV)
-    try:
-        stack.start()
-        yield stack
-    finally:
-        stack.stop()
+    yield from started(Path(tmp_path_factory.mktemp("two-clusters")), CLUSTER_ENV)
 
 
 def queues_per_cluster(stack: Stack) -> dict[str, tuple[int, int]]:

@@ -22,6 +22,7 @@ from botocore.credentials import Credentials
 from tests.e2e.conftest import Stack
 from tests.support.errors import expect_error
 from tests.support.sqs_clients import sqs_client
+from tests.support.stack import started
 
 
 def _name(prefix: str, *, fifo: bool = False) -> str:
@@ -430,12 +431,7 @@ def test_a_dead_letter_queue_must_be_in_the_sources_region(stack: Any, protocol:
 @pytest.fixture(scope="module")
 def host_form_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A stack told to write queue URLs in the host form."""
-    running = Stack(tmp_path_factory.mktemp("host-form"), {"FERRYMQ_QUEUE_URL_FORM": "host"})
-    try:
-        running.start()
-        yield running
-    finally:
-        running.stop()
+    yield from started(tmp_path_factory.mktemp("host-form"), {"FERRYMQ_QUEUE_URL_FORM": "host"})
 
 
 def test_queue_urls_in_the_host_form(host_form_stack: Stack, protocol: str) -> None:

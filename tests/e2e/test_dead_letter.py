@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
 from tests.support.errors import expect_error
+from tests.support.waiting import wait_for
 
 
 def _queue(sqs: Any, prefix: str, fifo: bool = False, **attributes: str) -> tuple[str, str]:
@@ -26,16 +26,6 @@ def _redrive(dlq_arn: str, count: int) -> str:
 def _visible(sqs: Any, url: str) -> int:
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
     return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
-
-
-def _wait_for(fetch: Any, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fetch()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("condition not reached in time")
 
 
 def test_message_received_too_often_moves_to_the_dead_letter_queue(sqs: Any) -> None:
@@ -61,9 +51,9 @@ def test_move_task_returns_messages_to_their_source(sqs: Any) -> None:
         sqs.send_message(QueueUrl=src_url, MessageBody=f"m{i}")
     for _ in range(10):
         sqs.receive_message(QueueUrl=src_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
-    _wait_for(lambda: _visible(sqs, dlq_url) == 3)
+    wait_for(lambda: _visible(sqs, dlq_url) == 3)
     handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=100)["TaskHandle"]
-    done = _wait_for(lambda: [t for t in sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
+    done = wait_for(lambda: [t for t in sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
                               if t["Status"] == "COMPLETED"])
     assert done[0]["ApproximateNumberOfMessagesMoved"] == 3
     assert done[0]["ApproximateNumberOfMessagesToMove"] == 3
@@ -91,7 +81,7 @@ def test_move_task_to_a_chosen_destination_can_be_cancelled(sqs: Any) -> None:
                  message="Only one active task is allowed")
     moved = sqs.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"]
     assert moved < 10
-    task = _wait_for(lambda: [t for t in sqs.list_message_move_tasks(SourceArn=dlq_arn, MaxResults=10)["Results"]
+    task = wait_for(lambda: [t for t in sqs.list_message_move_tasks(SourceArn=dlq_arn, MaxResults=10)["Results"]
                               if t["Status"] == "CANCELLED"])[0]
     assert task["DestinationArn"] == dest_arn
     assert task["ApproximateNumberOfMessagesMoved"] < 10

@@ -12,17 +12,13 @@ import pytest
 from tests.e2e.conftest import Stack
 from tests.support.errors import expect_error
 from tests.support.sqs_clients import sqs_client
+from tests.support.stack import started
 
 
 @pytest.fixture(scope="module")
 def limited_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    running = Stack(Path(tmp_path_factory.mktemp("limited")),
-                    extra_env={"FERRYMQ_MAX_IN_FLIGHT_STANDARD": "3", "FERRYMQ_MAX_IN_FLIGHT_FIFO": "2"})
-    try:
-        running.start()
-        yield running
-    finally:
-        running.stop()
+    yield from started(Path(tmp_path_factory.mktemp("limited")),
+                       extra_env={"FERRYMQ_MAX_IN_FLIGHT_STANDARD": "3", "FERRYMQ_MAX_IN_FLIGHT_FIFO": "2"})
 
 
 @pytest.mark.parametrize("fifo", [False, True])

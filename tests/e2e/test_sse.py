@@ -14,7 +14,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from tests.support.errors import expect_error
 from tests.support.ports import consecutive_free_ports
 from tests.support.recording_proxy import RecordingProxy
 from tests.support.sqs_clients import sqs_client
+from tests.support.waiting import wait_for
 
 KEY_CACHE_SECONDS = 1.0
 
@@ -103,16 +104,6 @@ def _receive_all(sqs: Any, url: str, count: int, **kwargs: Any) -> list[dict[str
             got[m["MessageId"]] = m
     assert len(got) == count, f"received {len(got)} of {count}"
     return list(got.values())
-
-
-def _wait_for(fetch: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fetch()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("condition not reached in time")
 
 
 # --- round trips -------------------------------------------------------------------------------------
@@ -195,7 +186,7 @@ def test_no_plaintext_body_or_attribute_on_disk_or_on_the_replication_stream(
     def stream() -> bytes:
         return b"".join(p.seen for p in proxies)
 
-    _wait_for(lambda: stream().count(f"{off}-body-4".encode()) >= 2)
+    wait_for(lambda: stream().count(f"{off}-body-4".encode()) >= 2)
     files = list(_files_under(stack.data_dir))
     disk = b"".join(data for _, data in files)
     captured = stream()
@@ -290,7 +281,7 @@ def test_dead_letters_and_moved_messages_open_under_the_queue_they_were_sent_to(
     sqs.set_queue_attributes(QueueUrl=src_url, Attributes={"RedrivePolicy": json.dumps(
         {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 10})})
     sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=100)
-    _wait_for(lambda: [t for t in sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
+    wait_for(lambda: [t for t in sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
                        if t["Status"] == "COMPLETED"])
     # then the source queue returns it in plaintext too, as the task's copy (a message id of its own)
     (back,) = _receive_all(sqs, src_url, 1)

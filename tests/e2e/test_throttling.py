@@ -18,21 +18,17 @@ from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
 from tests.e2e.conftest import Stack
 from tests.support.errors import expect_error
 from tests.support.sqs_clients import sqs_client
+from tests.support.stack import started
 
 HIGH_THROUGHPUT = {"DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"}
 
 
 @pytest.fixture(scope="module")
 def throttled_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    running = Stack(Path(tmp_path_factory.mktemp("throttled")) / "ferrymq", {
+    yield from started(Path(tmp_path_factory.mktemp("throttled")) / "ferrymq", {
         "FERRYMQ_THROTTLE_FIFO_RATE": "0.5",
         "FERRYMQ_THROTTLE_FIFO_HIGH_THROUGHPUT_RATE": "1000",
     })
-    try:
-        running.start()
-        yield running
-    finally:
-        running.stop()
 
 
 def _client(stack: Stack, protocol: str, **config: Any) -> Any:

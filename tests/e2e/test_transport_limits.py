@@ -23,6 +23,7 @@ import pytest
 from tests.e2e.conftest import Stack
 from tests.support.processes import group_members
 from tests.support.sqs_clients import sqs_client
+from tests.support.stack import started
 
 HEADER_TIMEOUT = 3.0
 BODY_TIMEOUT = 6.0
@@ -38,17 +39,12 @@ KNOWN_KEY_SENT = 3 * 1024 * 1024
 
 @pytest.fixture(scope="module")
 def limited_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    running = Stack(tmp_path_factory.mktemp("ferrymq-limits"), {
+    yield from started(tmp_path_factory.mktemp("ferrymq-limits"), {
         "FERRYMQ_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
         "FERRYMQ_BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT),
         "FERRYMQ_UNAUTHENTICATED_BUFFER_BYTES": str(BUDGET),
         "FERRYMQ_MAX_REQUEST_BYTES": str(MAX_REQUEST),
     })
-    try:
-        running.start()
-        yield running
-    finally:
-        running.stop()
 
 
 def _gateway_pid(stack: Stack) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Stack
+from tests.support.stack import started
 
 FAULT_ENV = {
     "FERRYMQ_LEADER_LEASE_SECONDS": "2",
@@ -20,12 +21,7 @@ FAULT_ENV = {
 
 def fault_stack(tmp_path_factory: pytest.TempPathFactory, name: str, **env: str) -> Iterator[Stack]:
     """A started stack with FAULT_ENV and ``env``, stopped when the generator is closed."""
-    stack = Stack(Path(tmp_path_factory.mktemp(name)), {**FAULT_ENV, **env})
-    try:
-        stack.start()
-        yield stack
-    finally:
-        stack.stop()
+    yield from started(Path(tmp_path_factory.mktemp(name)), {**FAULT_ENV, **env})
 
 
 @pytest.fixture(scope="module")

@@ -95,36 +95,32 @@ class Stack(UpProcess):
         return created["AccessKeyId"], created["SecretAccessKey"]
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    running = Stack(tmp_path_factory.mktemp("ferrymq-stack"))
+def started(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Stack]:
+    """A started stack on ``data_dir`` with ``extra_env``, stopped when the generator is closed (for fixtures:
+    ``yield from started(...)``)."""
+    running = Stack(data_dir, extra_env)
     try:
         running.start()
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    yield from started(tmp_path_factory.mktemp("ferrymq-stack"))
 
 
 @pytest.fixture
 def private_stack(tmp_path: Path) -> Iterator[Stack]:
     """A stack of the test's own, for tests that kill or restart it."""
-    running = Stack(tmp_path / "ferrymq")
-    try:
-        running.start()
-        yield running
-    finally:
-        running.stop()
+    yield from started(tmp_path / "ferrymq")
 
 
 @pytest.fixture(scope="session")
 def tls_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A stack for the session serving HTTPS with the self-signed certificate ``FERRYMQ_TLS=1`` makes."""
-    running = Stack(tmp_path_factory.mktemp("ferrymq-tls"), {"FERRYMQ_TLS": "1"})
-    try:
-        running.start()
-        yield running
-    finally:
-        running.stop()
+    yield from started(tmp_path_factory.mktemp("ferrymq-tls"), {"FERRYMQ_TLS": "1"})
 
 
 @pytest.fixture(params=["json", "query"])
