@@ -258,10 +258,15 @@ _CONSUMER_SCRIPT = textwrap.dedent(
     import sys, time
     from ferrymq.consumer import Consumer
 
+    def say(line):
+        # One write per line: handlers print from several threads, and print() writes its parts apart.
+        sys.stdout.write(line + "\\n")
+        sys.stdout.flush()
+
     def handler(message):
-        print("start", message["Body"], flush=True)
+        say("start " + message["Body"])
         time.sleep(2)
-        print("done", message["Body"], flush=True)
+        say("done " + message["Body"])
 
     stats = Consumer(sys.argv[1], handler, concurrency=int(sys.argv[2])).run()
     print("stats", stats.succeeded, stats.deleted, stats.released, flush=True)
