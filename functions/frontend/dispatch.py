@@ -19,6 +19,7 @@ from ferrymq.bulkhead import Bulkhead
 from ferrymq.circuit_breaker import CircuitBreaker
 from ferrymq.clock import Clock, SystemClock
 from ferrymq.errors import NotLeader, QueueDoesNotExist, ServiceUnavailable, SqsError
+from ferrymq.limits import RESEND_HORIZON_MS
 from ferrymq.rpc.client import WorkerClient, WorkerConnectionLost, WorkerTimeout, WorkerUnreachable
 from ferrymq.rpc.leaders import LeaderClients
 
@@ -58,10 +59,12 @@ class Dispatcher:
         """``on_queue_gone``: told when a worker answers that a queue id is gone (deleted since this front end
         cached the queue), so the cache is dropped and the next request reads the catalog.
         ``failover_seconds``: how long a request may wait for a partition's next leader (a lease and a bit: the
-        time an election takes) before it is answered ServiceUnavailable."""
+        time an election takes) before it is answered ServiceUnavailable; at most half the resend horizon, so
+        that a send resent after an unknown outcome always reaches a worker that still remembers what the first
+        attempt stored, even if a consumer has deleted it since."""
         self._leaders = leaders
         self._on_queue_gone = on_queue_gone
-        self._failover_seconds = failover_seconds
+        self._failover_seconds = min(failover_seconds, RESEND_HORIZON_MS / 2000)
         self._clock = clock or SystemClock()
         self._limits = limits or WorkerLimits()
         self._walls: dict[tuple[str, int], _Wall] = {}
@@ -111,8 +114,10 @@ class Dispatcher:
         *,
         idempotent: bool,
         resend: Callable[[WorkerClient, int], Awaitable[T]] | None = None,
+        partition: int | None = None,
     ) -> T:
-        """Run ``op`` against the worker leading the queue's partition, through a failover if need be.
+        """Run ``op`` against the worker leading the queue's partition (``partition``: one of its shards'),
+        through a failover if need be.
 
         A worker that answers NotLeader, or cannot be reached, did nothing: the leader is looked up again and
         the request goes to it, until ``failover_seconds`` have passed.  When the outcome is unknown (a
@@ -122,6 +127,8 @@ class Dispatcher:
         ServiceUnavailable (SQS clients retry a 503).  After a timeout the same worker is never asked again:
         it would only make the caller wait out a second deadline.
         """
+        if partition is None:
+            partition = queue.partition
         first_attempt_ms = int(self._clock.now() * 1000)
         deadline = self._clock.monotonic() + self._failover_seconds
         pause = _FIRST_PAUSE_SECONDS
@@ -132,7 +139,7 @@ class Dispatcher:
             tries += 1
             sent = False
             try:
-                client = await self._leaders.client(queue.partition)
+                client = await self._leaders.client(partition)
                 if client is hung:
                     raise WorkerTimeout("The storage worker that timed out still leads the partition.")
                 sent = True
@@ -142,7 +149,7 @@ class Dispatcher:
                     self._on_queue_gone(queue)
                 raise
             except ServiceUnavailable as exc:
-                self._leaders.forget(queue.partition)
+                self._leaders.forget(partition)
                 if sent and not isinstance(exc, (NotLeader, WorkerUnreachable)):
                     # The outcome is unknown: only what can be repeated safely is.
                     if resend is not None and not idempotent:
@@ -157,6 +164,34 @@ class Dispatcher:
                         raise
                     await asyncio.sleep(pause)
                     pause = min(pause * 2, _MAX_PAUSE_SECONDS)
+
+    async def on_shard(
+        self,
+        queue: QueueRecord,
+        index: int,
+        op: Callable[[WorkerClient, int, str], Awaitable[T]],
+        *,
+        idempotent: bool,
+        resend: Callable[[WorkerClient, int, str, int], Awaitable[T]] | None = None,
+    ) -> T:
+        """:meth:`call` for shard ``index`` of the queue: ``op(worker, partition, storage id)``, and
+        ``resend(worker, partition, storage id, since_ms)``."""
+        partition, queue_id = queue.shards[index].partition, queue.storage_id(index)
+        return await self.call(
+            queue,
+            lambda w: op(w, partition, queue_id),
+            idempotent=idempotent,
+            resend=None if resend is None else (lambda w, since: resend(w, partition, queue_id, since)),
+            partition=partition,
+        )
+
+    async def on_every_shard(
+        self, queue: QueueRecord, op: Callable[[WorkerClient, int, str], Awaitable[T]], *, idempotent: bool
+    ) -> list[T]:
+        """:meth:`on_shard` for every shard of the queue at once; the answers in shard order."""
+        return list(await asyncio.gather(
+            *(self.on_shard(queue, index, op, idempotent=idempotent) for index in range(len(queue.shards)))
+        ))
 
     async def ping_leader(self, partition: int) -> None:
         """Ask the worker leading ``partition`` whether it answers (within the worker RPC's deadline); raises

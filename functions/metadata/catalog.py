@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from ferrymq.arn import queue_arn
-from ferrymq.aws.queue_store import QueueRecord, QueueStore, StaleQueueRecord
+from ferrymq.aws.queue_store import QueueRecord, QueueStore, Shard, StaleQueueRecord
 from ferrymq.bulkhead import Bulkhead, off_loop
 from ferrymq.clock import Clock
 from ferrymq.destinations import FIFO_SUFFIX, is_fifo
@@ -38,7 +38,8 @@ from ferrymq.errors import (
 from ferrymq.ttl_cache import TtlCache
 from functions.metadata import policy, queue_attributes, redrive
 from functions.metadata import tags as tag_rules
-from functions.metadata.queue_placement import Placement, QueuePlacement
+from functions.metadata.queue_attributes import SHARD_COUNT
+from functions.metadata.queue_placement import QueuePlacement
 
 T = TypeVar("T")
 
@@ -175,14 +176,15 @@ class QueueCatalog:
             if recently_deleted:
                 raise QueueDeletedRecently()
             queue_id = uuid.uuid4().hex
-            placed = await self._placement.place(queue_id)
+            placed = await self._placement.place_shards(queue_id, 0, _shard_count(initial))
             record = QueueRecord(
                 account=account,
                 name=name,
                 region=ns,
                 queue_id=queue_id,
-                partition=placed.partition,
-                cluster=placed.cluster,
+                partition=placed[0].partition,
+                cluster=placed[0].cluster,
+                more_shards=tuple(placed[1:]),
                 attributes=initial,
                 tags=initial_tags,
                 created_at=int(now),
@@ -198,6 +200,24 @@ class QueueCatalog:
             return record
         raise QueueNameExists()
 
+    async def _grown(self, account: str, name: str, wanted: Mapping[str, str], ns: str | None) -> list[Shard]:
+        """The shards a SetQueueAttributes asking for more of them adds, placed (their room taken); a smaller
+        count than the queue has is refused, since its messages would be stranded."""
+        if SHARD_COUNT not in wanted:
+            return []
+        current = await self._io(self._store.get, account, name, ns)
+        if current is None or not current.live:
+            raise QueueDoesNotExist()
+        have, asked = len(current.shards), int(wanted[SHARD_COUNT])
+        if asked < have:
+            raise InvalidAttributeValue(
+                f"Invalid value for the parameter {SHARD_COUNT}. Reason: A queue's shard count can only grow "
+                f"(it has {have})."
+            )
+        return await self._placement.place_shards(
+            current.queue_id, have, asked - have, taken=[s.partition for s in current.shards]
+        )
+
     async def set_attributes(self, account: str, name: str, attributes: Mapping[str, str],
                              region: str | None = None) -> QueueRecord:
         fifo = is_fifo(name)
@@ -207,11 +227,19 @@ class QueueCatalog:
                 "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported."
             )
         await self._check_dead_letter_target(account, name, wanted, attributes, self._ns(region))
+        added = await self._grown(account, name, wanted, self._ns(region))
+        expected = int(wanted[SHARD_COUNT]) - len(added) if added else None
 
         def change(record: QueueRecord) -> QueueRecord:
             merged = queue_attributes.combined(record.attributes, wanted, fifo=fifo)
             now = self._clock.now()
             changed = record.evolve(attributes=merged, modified_at=int(now))
+            if added:
+                if len(record.shards) != expected:
+                    raise InvalidAttributeValue(
+                        f"The queue's {SHARD_COUNT} changed meanwhile; send the request again."
+                    )
+                changed = changed.evolve(more_shards=(*record.more_shards, *added))
             if fifo:
                 before = queue_attributes.dedup_scope(record.attributes)
                 if queue_attributes.dedup_scope(merged) != before:
@@ -219,7 +247,11 @@ class QueueCatalog:
                     changed = changed.evolve(previous_dedup_scope=before, dedup_scope_changed_at=now)
             return changed
 
-        return await self._update(account, name, change, region=region)
+        try:
+            return await self._update(account, name, change, region=region)
+        except BaseException:
+            await self._placement.release(added)
+            raise
 
     async def _check_dead_letter_target(self, account: str, name: str, wanted: Mapping[str, str],
                                         sent: Mapping[str, str], ns: str | None) -> None:
@@ -297,12 +329,12 @@ class QueueCatalog:
             account, name, lambda r: r.evolve(deleted_at=self._clock.now()), write=self._store.tombstone,
             region=region,
         )
-        await self._placement.release(Placement(deleted.partition, deleted.cluster))
+        await self._placement.release(deleted.shards)
         return deleted
 
-    async def clear_pending_drop(self, deleted: QueueRecord) -> None:
-        """Forget the pending drop :meth:`delete` recorded, after the worker has dropped the queue id."""
-        await self._io(self._store.clear_pending_drop, deleted.partition, deleted.queue_id)
+    async def clear_pending_drop(self, deleted: QueueRecord, index: int) -> None:
+        """Forget the pending drop :meth:`delete` recorded for shard ``index``, after its worker dropped it."""
+        await self._io(self._store.clear_pending_drop, deleted.shards[index].partition, deleted.storage_id(index))
 
     async def mark_purged(self, account: str, name: str, region: str | None = None) -> QueueRecord:
         def change(record: QueueRecord) -> QueueRecord:
@@ -343,3 +375,7 @@ class QueueCatalog:
                 self._remember(stored)
             return stored
         raise QueueDoesNotExist()
+
+
+def _shard_count(attributes: Mapping[str, str]) -> int:
+    return int(attributes.get(SHARD_COUNT, "1"))

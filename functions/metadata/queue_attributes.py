@@ -7,6 +7,10 @@ documents included, see :mod:`functions.metadata.redrive`).  For ``Policy``, ``R
 Rules that span attributes live in :func:`combined`: server-side encryption is either SSE-SQS or SSE-KMS, and a
 FIFO queue's ``perMessageGroupId`` throughput limit needs ``messageGroup`` deduplication.  Rules that need other
 queues (dead-letter targets) live in the catalog.
+
+``FerryMQShardCount`` is FerryMQ's own: over how many partitions the queue is spread (see
+``docs/design/sharded-queues.md``).  It is reported when asked for by name, and with ``All`` once above 1,
+so a queue that never uses it answers exactly as SQS's do.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from ferrymq.limits import (
     MAX_DELAY_SECONDS,
     MAX_MESSAGE_BYTES,
     MAX_RETENTION_SECONDS,
+    MAX_SHARDS,
     MAX_VISIBILITY_TIMEOUT_SECONDS,
     MAX_WAIT_TIME_SECONDS,
     MIN_RETENTION_SECONDS,
@@ -41,7 +46,10 @@ _INT_ATTRIBUTES: dict[str, tuple[IntRange, int]] = {
     "ReceiveMessageWaitTimeSeconds": (IntRange(0, MAX_WAIT_TIME_SECONDS), 0),
     "VisibilityTimeout": (IntRange(0, MAX_VISIBILITY_TIMEOUT_SECONDS), 30),
     "KmsDataKeyReusePeriodSeconds": (IntRange(60, 86_400), 300),
+    "FerryMQShardCount": (IntRange(1, MAX_SHARDS), 1),
 }
+SHARD_COUNT = "FerryMQShardCount"
+_NOT_DEFAULTED = frozenset({"KmsDataKeyReusePeriodSeconds", SHARD_COUNT})
 
 # Attributes an empty value removes.
 REMOVABLE = frozenset({"Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId"})
@@ -69,7 +77,7 @@ ALL = SETTABLE | READ_ONLY
 # What GetQueueAttributes reports for a standard queue that never set them.  The KMS data key reuse period is
 # reported only once a KMS key is in use.
 DEFAULTS: dict[str, str] = {
-    **{name: str(default) for name, (_, default) in _INT_ATTRIBUTES.items() if name != "KmsDataKeyReusePeriodSeconds"},
+    **{name: str(default) for name, (_, default) in _INT_ATTRIBUTES.items() if name not in _NOT_DEFAULTED},
     "SqsManagedSseEnabled": "true",
 }
 # ... and, in addition, for a FIFO queue.
@@ -116,6 +124,8 @@ def reported(attributes: Mapping[str, str], *, fifo: bool) -> dict[str, str]:
     else:
         # Without a KMS key AWS shows no reuse period, even one set before the key was removed.
         values.pop("KmsDataKeyReusePeriodSeconds", None)
+    if values.get(SHARD_COUNT) == "1":
+        del values[SHARD_COUNT]
     return values
 
 
@@ -187,7 +197,7 @@ def combined(current: Mapping[str, str], wanted: Mapping[str, str], *, fifo: boo
 
 def differing(stored: Mapping[str, str], wanted: Mapping[str, str], *, fifo: bool) -> set[str]:
     """The names in ``wanted`` (checked values of a repeated CreateQueue) that the stored queue does not match."""
-    have = reported(stored, fifo=fifo)
+    have = {SHARD_COUNT: "1", **reported(stored, fifo=fifo)}
     return {name for name, value in wanted.items() if have.get(name, "") != value}
 
 

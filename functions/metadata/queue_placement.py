@@ -6,17 +6,20 @@ and to one of that cluster's partitions by a hash of the queue id. Room is taken
 before the queue is written, so no cluster ever holds more queues than its capacity, however many front ends
 create queues at once; when none has room the create is refused with OverLimit. Without registered clusters
 (a stack that predates them) a queue goes to a partition by a hash over ``partitions``.
+
+A queue spread over several partitions (``FerryMQShardCount``) places each shard the same way, taking one
+unit of room per shard, and avoids the partitions its other shards use while the chosen cluster has others.
 """
 
 from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from ferrymq.aws.clusters import ClusterFull, ClusterInfo, ClusterRegistry
+from ferrymq.aws.queue_store import Shard
 from ferrymq.bulkhead import Bulkhead, off_loop
 from ferrymq.clock import Clock
 from ferrymq.errors import OverLimit, SqsError
@@ -29,17 +32,12 @@ _TAKE_ATTEMPTS = 4
 """Clusters tried (each after a fresh read of the registry) before a create is refused as over the limit."""
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
-    partition: int
-    cluster: str | None
-
-
-def partition_by_hash(queue_id: str, partitions: tuple[int, ...] | int) -> int:
-    """The partition of ``queue_id`` among ``partitions`` (a list, or a count of partitions from 0)."""
-    if isinstance(partitions, int):
-        return zlib.crc32(queue_id.encode()) % partitions
-    return partitions[zlib.crc32(queue_id.encode()) % len(partitions)]
+def partition_by_hash(queue_id: str, partitions: tuple[int, ...] | int, avoid: Collection[int] = ()) -> int:
+    """The partition of ``queue_id`` among ``partitions`` (a list, or a count of partitions from 0), leaving
+    out those in ``avoid`` while any other is left."""
+    choices = tuple(range(partitions)) if isinstance(partitions, int) else tuple(partitions)
+    free = tuple(p for p in choices if p not in avoid) or choices
+    return free[zlib.crc32(queue_id.encode()) % len(free)]
 
 
 class QueuePlacement:
@@ -56,12 +54,28 @@ class QueuePlacement:
         self._clusters: list[ClusterInfo] = []
         self._read_at: float | None = None
 
-    async def place(self, queue_id: str) -> Placement:
-        """Take room for a new queue and say where it goes; OverLimit when no cluster has room."""
+    async def place_shards(self, queue_id: str, first: int, count: int, taken: Collection[int] = ()) -> list[Shard]:
+        """Place shards ``first`` to ``first + count - 1`` of a queue whose other shards use the partitions
+        ``taken``; when one cannot be placed, the room of those placed is given back and OverLimit raised."""
+        placed: list[Shard] = []
+        used = set(taken)
+        try:
+            for index in range(first, first + count):
+                shard = await self.place(f"{queue_id}#{index}" if index else queue_id, avoid=used)
+                placed.append(shard)
+                used.add(shard.partition)
+        except BaseException:
+            await self.release(placed)
+            raise
+        return placed
+
+    async def place(self, queue_id: str, avoid: Collection[int] = ()) -> Shard:
+        """Take room for a new queue (or shard) and say where it goes, on a partition not in ``avoid`` while
+        the cluster has another; OverLimit when no cluster has room."""
         registry = self._registry
         clusters = await self._read(fresh=False)
         if registry is None or not clusters:
-            return Placement(partition_by_hash(queue_id, self._partitions), None)
+            return Shard(partition_by_hash(queue_id, self._partitions, avoid), None)
         for attempt in range(_TAKE_ATTEMPTS):
             if attempt:
                 clusters = await self._read(fresh=True)
@@ -75,18 +89,21 @@ class QueuePlacement:
             except ClusterFull:
                 continue
             self._clusters = [taken if c.name == taken.name else c for c in self._clusters]
-            return Placement(partition_by_hash(queue_id, taken.partitions), taken.name)
+            return Shard(partition_by_hash(queue_id, taken.partitions, avoid), taken.name)
         raise OverLimit("No storage cluster has room for another queue.")
 
-    async def release(self, placement: Placement) -> None:
-        """Give back the room of a queue that is deleted (or that was never written). A release that fails
-        leaves the count high, on the safe side: the queue's own operation stands."""
-        if placement.cluster is None or self._registry is None:
+    async def release(self, shards: Collection[Shard]) -> None:
+        """Give back the room of shards of a queue that is deleted (or that were never written). A release that
+        fails leaves the count high, on the safe side: the queue's own operation stands."""
+        if self._registry is None:
             return
-        try:
-            await self._io(self._registry.release, placement.cluster)
-        except SqsError as exc:
-            log.warning("cluster %s: giving back a queue's room failed: %s", placement.cluster, exc.code)
+        for shard in shards:
+            if shard.cluster is None:
+                continue
+            try:
+                await self._io(self._registry.release, shard.cluster)
+            except SqsError as exc:
+                log.warning("cluster %s: giving back a queue's room failed: %s", shard.cluster, exc.code)
 
     async def _io(self, fn: Callable[..., T], *args: object) -> T:
         return await off_loop(self._bulkhead, fn, *args)

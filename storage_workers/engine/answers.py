@@ -24,7 +24,8 @@ NO_SUCH_TASK_MESSAGE = "Task does not exist."
 
 def invalid_handle(handle: object) -> tuple[str, str]:
     """Not a handle minted for this queue with this partition's key."""
-    return (ReceiptHandleIsInvalid.code, f'The input receipt handle "{handle}" is not a valid receipt handle.')
+    error = ReceiptHandleIsInvalid.naming(handle)
+    return (error.code, error.message)
 
 
 def gone_handle(handle: object) -> tuple[str, str]:

@@ -185,15 +185,15 @@ class Engine(MoveTaskRequests):
         returns their sent_ts.
 
         ``resend_since`` (ms) marks a resend of a send whose outcome the caller does not know (its leader
-        stepped down, or timed out): a message whose id the queue holds, sent at or after that time, was
-        stored by the first attempt and is not stored again.  Only the messages sent since are looked at,
-        newest first, so the check costs what the queue took in since the first attempt, not its depth.
+        stepped down, or timed out): a message of that id sent at or after that time, held still or already
+        deleted by a consumer (:meth:`QueueState.stored_since`), was stored by the first attempt and is not
+        stored again.  The check costs what the queue took in since the first attempt, not its depth.
         """
         now = self.now_ms()
         if resend_since is not None and messages:
             q = self.partition.queues.get(queue_id)
             if q is not None:
-                stored = _stored_since(q, {m[0] for m in messages}, resend_since)
+                stored = q.stored_since({m[0] for m in messages}, resend_since)
                 messages = [m for m in messages if m[0] not in stored]
         if not messages:
             return now
@@ -521,19 +521,3 @@ def _pick_fifo(
                 break
     return picked, expired, dead
 
-
-def _stored_since(q: QueueState, ids: set[str], since: int) -> set[str]:
-    """Which of ``ids`` the queue holds among the messages it was sent at or after ``since`` (ms)."""
-    found: set[str] = set()
-    msgs = q.msgs
-    for seq in reversed(q.order):
-        m = msgs.get(seq)
-        if m is None:
-            continue
-        if m.sent_ts < since:
-            break
-        if m.id in ids:
-            found.add(m.id)
-            if len(found) == len(ids):
-                break
-    return found

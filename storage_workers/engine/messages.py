@@ -15,7 +15,9 @@ outnumber live messages, the indexes are rebuilt from the messages in O(n), so t
 
 Besides messages a queue keeps ``recent`` (ids of messages stored through the idempotent path, for
 ``ferrymq.limits.RESEND_WINDOW_MS``: a store of an id stored at ``t`` is a resend before ``t + RESEND_WINDOW_MS``
-and new from then on) and ``tasks`` (its message move tasks, :mod:`.tasks`).
+and new from then on), ``gone`` (ids of plain messages removed within ``ferrymq.limits.RESEND_HORIZON_MS``
+of being sent: a resend of a send whose outcome its front end never learned must not store again what a
+consumer already deleted) and ``tasks`` (its message move tasks, :mod:`.tasks`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Iterable
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, ClassVar
 
-from ferrymq.limits import RESEND_WINDOW_MS
+from ferrymq.limits import RESEND_HORIZON_MS, RESEND_WINDOW_MS
 
 if TYPE_CHECKING:
     from storage_workers.engine.tasks import MoveTask
@@ -130,6 +132,8 @@ class QueueState:
     __slots__ = (
         "counts",
         "fresh",
+        "gone",
+        "last_sent_ts",
         "live_bytes",
         "msgs",
         "order",
@@ -152,6 +156,11 @@ class QueueState:
         self.live_bytes = 0
         self.recent: dict[str, tuple[int, int, int]] = {}
         """Message id -> (seq, sent_ts, stored_ts) of messages stored idempotently, oldest first."""
+        self.gone: dict[str, int] = {}
+        """Message id -> sent_ts of plain messages removed within RESEND_HORIZON_MS of being sent, in the
+        order they were removed."""
+        self.last_sent_ts = 0
+        """When the last plain send was stored (ms): the record time that ages ``gone``."""
         self.tasks: list[MoveTask] = []
         """Message move tasks of this queue, oldest first (the last few only)."""
         self.retention_seconds: int | None = None
@@ -193,8 +202,43 @@ class QueueState:
             if m is not None:
                 counts[m.state] -= 1
                 freed += m.size
+                self._remember_gone(m)
         self.live_bytes -= freed
         return freed
+
+    def _remember_gone(self, m: Message) -> None:
+        """Keep the id of a plain message removed soon after it was sent (one stored idempotently is in
+        ``recent`` already), dropping those past the horizon."""
+        horizon = self.last_sent_ts - RESEND_HORIZON_MS
+        if m.sent_ts >= horizon and m.id not in self.recent:
+            self.gone[m.id] = m.sent_ts
+        self.forget_gone(horizon)
+
+    def forget_gone(self, horizon: int) -> None:
+        """Forget removed ids sent before ``horizon`` (ms): no resend can name them any more."""
+        gone = self.gone
+        while gone:
+            oldest = next(iter(gone))
+            if gone[oldest] >= horizon:
+                break
+            del gone[oldest]
+
+    def stored_since(self, ids: set[str], since: int) -> set[str]:
+        """Which of ``ids`` the queue was sent at or after ``since`` (ms), whether it still holds them or they
+        were removed since.  Only the messages sent since are looked at, newest first."""
+        found = {i for i in ids if self.gone.get(i, -1) >= since}
+        msgs = self.msgs
+        for seq in reversed(self.order):
+            if len(found) == len(ids):
+                break
+            m = msgs.get(seq)
+            if m is None:
+                continue
+            if m.sent_ts < since:
+                break
+            if m.id in ids:
+                found.add(m.id)
+        return found
 
     def hold(self, m: Message, until: int, state: int) -> None:
         """Make ``m`` invisible until ``until`` (in flight or delayed)."""
@@ -280,4 +324,4 @@ class QueueState:
 
     def is_idle(self) -> bool:
         """Whether the queue holds nothing that must outlive it: no messages, resend ids or move tasks."""
-        return not self.msgs and not self.recent and not self.tasks
+        return not self.msgs and not self.recent and not self.gone and not self.tasks

@@ -35,13 +35,16 @@ clock when the record was made, so applying the same records always gives the sa
                   written by compaction, in chunks: ids in the resend window, added to it
     ATTEMPTS      (ATTEMPTS, queue_id, [(attempt_id, ts, [seq, ...]), ...])
                   written by compaction, in chunks: replayable receive attempts, added
+    GONE          (GONE, queue_id, [(id, sent_ts), ...])
+                  written by compaction, in chunks: plain messages removed soon after they were sent, added
+                  (see QueueState.gone)
     TASK_STARTED  (TASK_STARTED, queue_id, handle, source_arn, destination, max_per_second, started_ts,
                    limit_seq, to_move)                                a message move task, RUNNING
     TASK_MOVED    (TASK_MOVED, queue_id, handle, [seq, ...])          handed to the destination: removed here
     TASK_STATUS   (TASK_STATUS, queue_id, handle, status, failure_reason)
 
 Kinds 1-9 are those of the first log format; 10-18 were added for FIFO queues, dead-letter queues and move
-tasks.  A log written before them replays unchanged, so there is nothing to migrate.
+tasks, 19 for resends across a failover.  A log written before them replays unchanged, so there is nothing to migrate.
 
 Decoded records may hold lists where these hold tuples; the engine indexes them and does not care.
 """
@@ -68,6 +71,7 @@ TASK_MOVED = 15
 TASK_STATUS = 16
 RESENDS = 17
 ATTEMPTS = 18
+GONE = 19
 
 KINDS = {
     SENT: "SENT",
@@ -88,6 +92,7 @@ KINDS = {
     TASK_STATUS: "TASK_STATUS",
     RESENDS: "RESENDS",
     ATTEMPTS: "ATTEMPTS",
+    GONE: "GONE",
 }
 
 Record = tuple[Any, ...]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ferrymq.limits import DROPPED_QUEUE_MEMORY_SECONDS
+from ferrymq.limits import DROPPED_QUEUE_MEMORY_SECONDS, RESEND_HORIZON_MS
 from storage_workers.engine.fifo import Attempt, FifoQueue
 from storage_workers.engine.messages import DELAYED, IN_FLIGHT, READY, Message, QueueState
 from storage_workers.engine.records import (
@@ -24,6 +24,7 @@ from storage_workers.engine.records import (
     DELETED,
     DROPPED,
     EXPIRED,
+    GONE,
     PURGED,
     QUEUE_META,
     RECEIVED,
@@ -119,6 +120,11 @@ class PartitionState:
             recent = self._queue(record[1]).recent
             for message_id, seq, sent_ts, ts in record[2]:
                 recent[message_id] = (seq, sent_ts, ts)
+        elif kind == GONE:
+            q = self._queue(record[1])
+            for message_id, sent_ts in record[2]:
+                q.gone[message_id] = sent_ts
+                q.last_sent_ts = max(q.last_sent_ts, sent_ts)
         elif kind == ATTEMPTS:
             q = self.queues.get(record[1])
             if isinstance(q, FifoQueue):
@@ -143,6 +149,7 @@ class PartitionState:
     def _apply_sent(self, record: Record) -> None:
         _, queue_id, ts, seq, items = record
         q = self._queue(queue_id)
+        q.last_sent_ts = ts
         before = q.live_bytes
         for message_id, body, attrs, md5_body, md5_attrs, delay, system in items:
             m = Message(seq, message_id, body, attrs, md5_body, md5_attrs, system, ts, ts + delay * 1000, 0, 0)
@@ -265,6 +272,8 @@ class PartitionState:
         for queue_id, q in self.queues.items():
             if q.recent:
                 q.forget_resends(now)
+            if q.gone:
+                q.forget_gone(now - RESEND_HORIZON_MS)
             if isinstance(q, FifoQueue) and q.attempts:
                 q.sweep_attempts(now)
             if q.is_idle():
@@ -290,6 +299,7 @@ class PartitionState:
             if q.fifo or q.recent or q.tasks:
                 yield (QUEUE_META, queue_id, q.fifo, [t.as_record() for t in q.tasks])
             yield from _chunks(RESENDS, queue_id, _resends(q), _META_CHUNK)
+            yield from _chunks(GONE, queue_id, q.gone.items(), _META_CHUNK)
             yield from _chunks(ATTEMPTS, queue_id, _attempts(q), _META_CHUNK)
             yield from _chunks(RESTORED, queue_id, (m.as_restored() for m in q.msgs.values()), _SNAPSHOT_CHUNK)
 
@@ -298,11 +308,18 @@ class PartitionState:
         return {qid: [m.as_restored() for m in q.msgs.values()] for qid, q in self.queues.items() if q.msgs}
 
     def meta_state(self) -> dict[str, tuple]:
-        """Per queue, what must survive besides messages: type, resend window, receive attempts, move tasks."""
+        """Per queue, what must survive besides messages: type, resend window, removed ids, receive attempts,
+        move tasks."""
         return {
-            qid: (q.fifo, list(_resends(q)), list(_attempts(q)), [tuple(t.as_record()) for t in q.tasks])
+            qid: (
+                q.fifo,
+                list(_resends(q)),
+                list(q.gone.items()),
+                list(_attempts(q)),
+                [tuple(t.as_record()) for t in q.tasks],
+            )
             for qid, q in self.queues.items()
-            if q.fifo or q.recent or q.tasks
+            if q.fifo or q.recent or q.gone or q.tasks
         }
 
 

@@ -88,7 +88,8 @@ class Workload:
         while self._receiving.is_set():
             try:
                 got = client.receive_message(
-                    QueueUrl=self.url, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=VISIBILITY_SECONDS
+                    QueueUrl=self.url, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=VISIBILITY_SECONDS,
+                    AttributeNames=["ApproximateReceiveCount"],
                 ).get("Messages", [])
             except Exception as exc:
                 if not _server_side(exc):
@@ -101,7 +102,9 @@ class Workload:
                 continue
             self.last_full = time.monotonic()
             for m in got:
-                self.history.received(m["Body"])
+                self.history.received(
+                    m["Body"], f"{m['MessageId']} count {m['Attributes']['ApproximateReceiveCount']}"
+                )
             entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
             try:
                 result = client.delete_message_batch(QueueUrl=self.url, Entries=entries)

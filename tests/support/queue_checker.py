@@ -69,6 +69,9 @@ class QueueHistory:
     unknown_receives: int = 0
     _received_after: dict[str, int] = field(default_factory=dict)
     """body -> ``unknown_receives`` when it was last received."""
+    story: dict[str, list[str]] = field(default_factory=dict)
+    """body -> what happened to it, in order (receipts with the message's id and receive count, acknowledged
+    deletes), to tell a failure's cause: a second copy (another id) or a delete that did not hold (same id)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def attempt(self, body: str, group: str | None = None) -> None:
@@ -82,8 +85,9 @@ class QueueHistory:
             self.attempts[body] = "ok"
             self.acked_at.append(time.monotonic())
 
-    def received(self, body: str) -> None:
+    def received(self, body: str, detail: str = "") -> None:
         with self._lock:
+            self.story.setdefault(body, []).append(f"{time.monotonic():.3f} received {detail}")
             if body in self.deleted:
                 self.resurrected.append(body)
             self.receipts.append(body)
@@ -96,6 +100,7 @@ class QueueHistory:
 
     def delete_acknowledged(self, body: str) -> None:
         with self._lock:
+            self.story.setdefault(body, []).append(f"{time.monotonic():.3f} delete acknowledged")
             if self._received_after.get(body) == self.unknown_receives:
                 self.deleted.add(body)
 

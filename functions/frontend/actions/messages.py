@@ -34,6 +34,7 @@ from ferrymq.message_size import message_bytes
 from ferrymq.protocol.md5 import md5_of_attributes, md5_of_body
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.messages import sent_message
+from functions.frontend import sharded
 from functions.frontend.context import RequestContext
 from functions.frontend.encryption import start_metering
 from functions.frontend.message_checks import (
@@ -179,21 +180,30 @@ async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str
         await cipher.seal(ctx.services.catalog.arn_of(queue), queue.attributes, messages)
     retention = retention_seconds(queue.attributes)
 
-    async def op(worker: WorkerClient) -> list[dict]:
-        return await worker.send(queue.partition, queue.queue_id, messages, retention_seconds=retention, fifo=fifo)
+    async def to_shard(index: int, positions: list[int]) -> None:
+        batch = [messages[p] for p in positions]
 
-    async def resend(worker: WorkerClient, since_ms: int) -> list[dict]:
-        # The same message ids: what the first attempt stored is not stored twice.
-        return await worker.send(
-            queue.partition, queue.queue_id, messages, retention_seconds=retention, fifo=fifo, resend_since=since_ms
-        )
+        async def op(worker: WorkerClient, partition: int, queue_id: str) -> list[dict]:
+            return await worker.send(partition, queue_id, batch, retention_seconds=retention, fifo=fifo)
 
-    # FIFO sends are idempotent by message id at the worker; standard ones when resent as such.
-    stored = await ctx.services.dispatcher.call(queue, op, idempotent=fifo, resend=resend)
-    if fifo:
-        for message, result, outcome in zip(messages, results, stored, strict=True):
-            result["MessageId"] = message["id"]
-            result["SequenceNumber"] = sequence_number(outcome["seq"])
+        async def resend(worker: WorkerClient, partition: int, queue_id: str, since_ms: int) -> list[dict]:
+            # The same message ids: what the first attempt stored is not stored twice.
+            return await worker.send(
+                partition, queue_id, batch, retention_seconds=retention, fifo=fifo, resend_since=since_ms
+            )
+
+        # FIFO sends are idempotent by message id at the worker; standard ones when resent as such.
+        stored = await ctx.services.dispatcher.on_shard(queue, index, op, idempotent=fifo, resend=resend)
+        if fifo:
+            for position, outcome in zip(positions, stored, strict=True):
+                results[position]["MessageId"] = messages[position]["id"]
+                results[position]["SequenceNumber"] = sequence_number(outcome["seq"])
+
+    groups = sharded.send_groups(queue, messages)
+    if len(groups) == 1:
+        await to_shard(*next(iter(groups.items())))
+    else:
+        await asyncio.gather(*(to_shard(index, positions) for index, positions in groups.items()))
 
 
 async def _claim_dedup_ids(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str, Any]]) -> None:
@@ -291,21 +301,28 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
     redrive = await _redrive(ctx, queue)
     settings = ctx.services.settings
 
-    async def op(worker: WorkerClient) -> list[dict]:
-        return await worker.receive(
-            queue.partition,
-            queue.queue_id,
-            max_messages=max_messages,
-            visibility_timeout=visibility,
-            wait_seconds=float(wait),
-            retention_seconds=retention,
-            fifo=fifo,
-            attempt_id=attempt_id,
-            redrive=redrive,
-            max_in_flight=settings.max_in_flight_fifo if fifo else settings.max_in_flight_standard,
-        )
+    async def on_shard(index: int, wanted: int, wait_seconds: float) -> list[dict]:
+        async def op(worker: WorkerClient, partition: int, queue_id: str) -> list[dict]:
+            return await worker.receive(
+                partition,
+                queue_id,
+                max_messages=wanted,
+                visibility_timeout=visibility,
+                wait_seconds=wait_seconds,
+                retention_seconds=retention,
+                fifo=fifo,
+                attempt_id=attempt_id,
+                redrive=redrive,
+                max_in_flight=settings.max_in_flight_fifo if fifo else settings.max_in_flight_standard,
+            )
 
-    received = await ctx.services.dispatcher.call(queue, op, idempotent=False)
+        return await ctx.services.dispatcher.on_shard(queue, index, op, idempotent=False)
+
+    if len(queue.shards) == 1:
+        received = await on_shard(0, max_messages, float(wait))
+    else:
+        received = await sharded.gather(queue, on_shard, max_messages=max_messages, wait_seconds=float(wait),
+                                        clock=ctx.services.clock, attempt_id=attempt_id)
     cipher = ctx.services.cipher
     if received and cipher is not None:
         start_metering()
@@ -401,12 +418,20 @@ def _raise_entry_error(outcome: tuple[str, str] | None) -> None:
         raise error_for_code(code)(message)
 
 
+async def _deleted(ctx: RequestContext, queue: QueueRecord, receipts: list[str]) -> list[sharded.Outcome]:
+    async def call(index: int, handles: list[str]) -> list[sharded.Outcome]:
+        inner = [sharded.worker_handle(queue, h) for h in handles]
+        return await ctx.services.dispatcher.on_shard(
+            queue, index, lambda w, partition, queue_id: w.delete(partition, queue_id, inner), idempotent=True
+        )
+
+    return await sharded.per_shard(queue, receipts, lambda h: h, call)
+
+
 async def delete_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     receipt = require(params, "ReceiptHandle")
-    outcomes = await ctx.services.dispatcher.call(
-        queue, lambda w: w.delete(queue.partition, queue.queue_id, [receipt]), idempotent=True
-    )
+    outcomes = await _deleted(ctx, queue, [receipt])
     _raise_entry_error(outcomes[0])
     return {}
 
@@ -415,13 +440,7 @@ async def delete_message_batch(ctx: RequestContext, params: dict[str, Any]) -> d
     queue = await ctx.queue(params)
     entries = check_batch_entries(params.get("Entries"), "DeleteMessageBatchRequestEntry")
     pending, receipts, failed = _checked_entries(entries, lambda e: require(e, "ReceiptHandle"))
-    outcomes = (
-        await ctx.services.dispatcher.call(
-            queue, lambda w: w.delete(queue.partition, queue.queue_id, receipts), idempotent=True
-        )
-        if receipts
-        else []
-    )
+    outcomes = await _deleted(ctx, queue, receipts) if receipts else []
     return _batch_result(pending, outcomes, failed)
 
 
@@ -432,13 +451,24 @@ def _visibility_timeout(params: Mapping[str, Any]) -> int:
     return timeout
 
 
+async def _visibility_changed(
+    ctx: RequestContext, queue: QueueRecord, changes: list[tuple[str, int]]
+) -> list[sharded.Outcome]:
+    async def call(index: int, entries: list[tuple[str, int]]) -> list[sharded.Outcome]:
+        inner = [(sharded.worker_handle(queue, h), timeout) for h, timeout in entries]
+        return await ctx.services.dispatcher.on_shard(
+            queue, index, lambda w, partition, queue_id: w.change_visibility(partition, queue_id, inner),
+            idempotent=True,
+        )
+
+    return await sharded.per_shard(queue, changes, lambda change: change[0], call)
+
+
 async def change_message_visibility(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     receipt = require(params, "ReceiptHandle")
     timeout = _visibility_timeout(params)
-    outcomes = await ctx.services.dispatcher.call(
-        queue, lambda w: w.change_visibility(queue.partition, queue.queue_id, [(receipt, timeout)]), idempotent=True
-    )
+    outcomes = await _visibility_changed(ctx, queue, [(receipt, timeout)])
     _raise_entry_error(outcomes[0])
     return {}
 
@@ -449,13 +479,7 @@ async def change_message_visibility_batch(ctx: RequestContext, params: dict[str,
     pending, changes, failed = _checked_entries(
         entries, lambda e: (require(e, "ReceiptHandle"), _visibility_timeout(e))
     )
-    outcomes = (
-        await ctx.services.dispatcher.call(
-            queue, lambda w: w.change_visibility(queue.partition, queue.queue_id, changes), idempotent=True
-        )
-        if changes
-        else []
-    )
+    outcomes = await _visibility_changed(ctx, queue, changes) if changes else []
     return _batch_result(pending, outcomes, failed)
 
 

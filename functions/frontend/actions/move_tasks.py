@@ -6,9 +6,11 @@ restarts. The task handle names the source queue, so a later cancel finds that w
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import uuid
+from collections.abc import Awaitable
 from typing import Any
 
 from ferrymq.arn import parse_queue_arn
@@ -17,7 +19,6 @@ from ferrymq.destinations import target_of
 from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ResourceNotFound
 from ferrymq.limits import MAX_LISTED_MOVE_TASKS, MAX_MOVE_TASK_MESSAGES_PER_SECOND
 from ferrymq.protocol.decoding import DocumentError, decode_base64, load_document
-from ferrymq.rpc.client import WorkerClient
 from functions.frontend.context import RequestContext
 from functions.frontend.message_checks import optional_int, require
 from functions.frontend.queue_urls import split_queue_arn
@@ -90,10 +91,16 @@ async def start_message_move_task(ctx: RequestContext, params: dict[str, Any]) -
         "started_ts": int(ctx.services.clock.now() * 1000),
     }
 
-    async def op(worker: WorkerClient) -> dict:
-        return await worker.start_move_task(source.partition, source.queue_id, task)
+    def on(index: int) -> Awaitable[dict]:
+        return ctx.services.dispatcher.on_shard(
+            source, index, lambda w, partition, queue_id: w.start_move_task(partition, queue_id, task),
+            idempotent=False,
+        )
 
-    await ctx.services.dispatcher.call(source, op, idempotent=False)
+    # A sharded source runs one task per shard under the one handle. The first shard's worker refuses a second
+    # task while one runs, before any other shard starts.
+    await on(0)
+    await asyncio.gather(*(on(index) for index in range(1, len(source.shards))))
     return {"TaskHandle": handle}
 
 
@@ -101,10 +108,32 @@ async def list_message_move_tasks(ctx: RequestContext, params: dict[str, Any]) -
     source_arn = require(params, "SourceArn")
     limit = optional_int(params, "MaxResults", 1, MAX_LISTED_MOVE_TASKS) or 1
     source = await _queue_by_arn(ctx, source_arn, "SourceArn")
-    tasks = await ctx.services.dispatcher.call(
-        source, lambda w: w.list_move_tasks(source.partition, source.queue_id), idempotent=True
+    per_shard = await ctx.services.dispatcher.on_every_shard(
+        source, lambda w, partition, queue_id: w.list_move_tasks(partition, queue_id), idempotent=True
     )
-    return {"Results": [_rendered(task) for task in tasks[:limit]]}
+    return {"Results": [_rendered(task) for task in _merged(per_shard)[:limit]]}
+
+
+_STATUS_RANK = {"RUNNING": 0, "FAILED": 1, "CANCELLING": 2, "CANCELLED": 3, "COMPLETED": 4}
+
+
+def _merged(per_shard: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One task per handle over a sharded source's shards, newest first: counts summed, the status the most
+    telling of the shards' (running while any runs, failed if any failed)."""
+    if len(per_shard) == 1:
+        return per_shard[0]
+    tasks: dict[str, dict[str, Any]] = {}
+    for listed in per_shard:
+        for task in listed:
+            seen = tasks.get(task["task_handle"])
+            if seen is None:
+                tasks[task["task_handle"]] = dict(task)
+                continue
+            seen["moved"] += task["moved"]
+            seen["to_move"] += task["to_move"]
+            if _STATUS_RANK.get(task["status"], 9) < _STATUS_RANK.get(seen["status"], 9):
+                seen["status"], seen["failure_reason"] = task["status"], task.get("failure_reason")
+    return sorted(tasks.values(), key=lambda t: t["started_ts"], reverse=True)
 
 
 def _rendered(task: dict[str, Any]) -> dict[str, Any]:
@@ -136,7 +165,19 @@ async def cancel_message_move_task(ctx: RequestContext, params: dict[str, Any]) 
         source = await ctx.services.catalog.get(account, name, _region_of_arn(source_arn))
     except QueueDoesNotExist:
         raise _not_found("SourceArn") from None
-    cancelled = await ctx.services.dispatcher.call(
-        source, lambda w: w.cancel_move_task(source.partition, source.queue_id, handle), idempotent=True
+    answers = await asyncio.gather(
+        *(
+            ctx.services.dispatcher.on_shard(
+                source, index, lambda w, partition, queue_id: w.cancel_move_task(partition, queue_id, handle),
+                idempotent=True,
+            )
+            for index in range(len(source.shards))
+        ),
+        return_exceptions=True,
     )
-    return {"ApproximateNumberOfMessagesMoved": cancelled["moved"]}
+    cancelled = [a for a in answers if not isinstance(a, BaseException)]
+    if not cancelled:
+        # Not running on any shard: the first shard's refusal is the answer.
+        raise answers[0]
+    # A shard whose part of the task had already finished refuses; the rest were cancelled.
+    return {"ApproximateNumberOfMessagesMoved": sum(c["moved"] for c in cancelled)}

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 from typing import Any
 
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.errors import InvalidAttributeName, InvalidParameterValue, QueueDoesNotExist, SqsError
-from ferrymq.rpc.client import WorkerClient
 from functions.frontend.context import RequestContext
 from functions.frontend.message_checks import optional_int, require
 from functions.metadata import queue_attributes
@@ -93,29 +93,35 @@ def _decode_token(token: str) -> str:
 async def delete_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     deleted = await ctx.services.catalog.delete(queue.account, queue.name, queue.region)
+    await asyncio.gather(*(_drop_shard(ctx, deleted, index) for index in range(len(deleted.shards))))
+    return {}
+
+
+async def _drop_shard(ctx: RequestContext, deleted: QueueRecord, index: int) -> None:
     try:
-        await ctx.services.dispatcher.call(
-            deleted, lambda w: w.drop_queue(deleted.partition, deleted.queue_id), idempotent=True
+        await ctx.services.dispatcher.on_shard(
+            deleted, index, lambda w, partition, queue_id: w.drop_queue(partition, queue_id), idempotent=True
         )
     except SqsError:
         # The delete stands: the pending drop written with the tombstone makes the partition's worker drop
         # the id at its next sweep.
-        log.warning("could not drop messages of deleted queue %s now; its worker will", deleted.queue_id,
-                    exc_info=True)
-        return {}
+        log.warning("could not drop messages of deleted queue %s (shard %d) now; its worker will",
+                    deleted.queue_id, index, exc_info=True)
+        return
     try:
-        await ctx.services.catalog.clear_pending_drop(deleted)
+        await ctx.services.catalog.clear_pending_drop(deleted, index)
     except Exception:
         # The queue is deleted and its messages dropped, so no failure here may turn into an error for the
         # caller; the worker's sweep finds the id dropped already and clears the item itself.
         log.warning("pending drop of queue %s left for its worker to clear", deleted.queue_id, exc_info=True)
-    return {}
 
 
 async def purge_queue(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     purged = await ctx.services.catalog.mark_purged(queue.account, queue.name, queue.region)
-    await ctx.services.dispatcher.call(purged, lambda w: w.purge(purged.partition, purged.queue_id), idempotent=True)
+    await ctx.services.dispatcher.on_every_shard(
+        purged, lambda w, partition, queue_id: w.purge(partition, queue_id), idempotent=True
+    )
     return {}
 
 
@@ -141,6 +147,8 @@ async def get_queue_attributes(ctx: RequestContext, params: dict[str, Any]) -> d
     if not wanted:
         return {}
     values = await _attribute_values(ctx, queue, wanted)
+    if queue_attributes.SHARD_COUNT in names:
+        values[queue_attributes.SHARD_COUNT] = str(len(queue.shards))
     return {"Attributes": {name: values[name] for name in sorted(wanted) if name in values}}
 
 
@@ -152,10 +160,10 @@ async def _attribute_values(ctx: RequestContext, queue: QueueRecord, wanted: set
     if wanted & _COUNTERS.keys():
         retention = queue_attributes.int_value(queue.attributes, "MessageRetentionPeriod")
 
-        async def stats(worker: WorkerClient) -> dict[str, int]:
-            return await worker.stats(queue.partition, queue.queue_id, retention_seconds=retention)
-
-        counts = await ctx.services.dispatcher.call(queue, stats, idempotent=True)
+        per_shard = await ctx.services.dispatcher.on_every_shard(
+            queue, lambda w, partition, queue_id: w.stats(partition, queue_id, retention_seconds=retention),
+            idempotent=True,
+        )
         for attribute, key in _COUNTERS.items():
-            values[attribute] = str(counts.get(key, 0))
+            values[attribute] = str(sum(counts.get(key, 0) for counts in per_shard))
     return values

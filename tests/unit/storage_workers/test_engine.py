@@ -10,6 +10,7 @@ import pytest
 
 from ferrymq.clock import ManualClock
 from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ReceiptHandleIsInvalid
+from ferrymq.limits import RESEND_HORIZON_MS
 from storage_workers.engine import Engine
 from storage_workers.engine.records import EXPIRED, PURGED, RECEIVED, SENT
 from storage_workers.log import records as codec
@@ -390,6 +391,39 @@ def test_a_resend_after_an_unknown_outcome_stores_only_what_the_first_attempt_di
     engine.send(Q, [*first, fresh], RETENTION, resend_since=before)
     # then only the new one is stored: no copy of what the first attempt stored
     assert sorted(m["body"] for m in receive(engine)) == ["a", "b", "c", "d"]
+
+
+def test_a_resend_does_not_bring_back_what_the_first_attempt_stored_and_a_consumer_deleted(
+    engine: Engine, clock: ManualClock
+) -> None:
+    # given a send whose outcome its front end never learned, stored, then received and deleted by a consumer
+    # before the front end resent it to the partition's next leader
+    first = [message("a"), message("b")]
+    before = engine.now_ms()
+    engine.send(Q, first, RETENTION)
+    clock.advance(2)
+    got = receive(engine)
+    assert engine.delete(Q, [m["receipt"] for m in got]) == [None, None]
+    # when the resend comes
+    clock.advance(3)
+    engine.send(Q, first, RETENTION, resend_since=before)
+    # then nothing is stored again: the deleted messages do not come back
+    assert receive(engine) == []
+    assert stats(engine) == (0, 0, 0)
+
+
+def test_removed_ids_are_remembered_only_within_the_resend_horizon(engine: Engine, clock: ManualClock) -> None:
+    # given a message deleted soon after it was sent, and one deleted long after
+    late, soon = message("late"), message("soon")
+    engine.send(Q, [late], RETENTION)
+    clock.advance(RESEND_HORIZON_MS / 1000 + 1)
+    engine.send(Q, [soon], RETENTION)
+    engine.delete(Q, [m["receipt"] for m in receive(engine)])
+    # then only the first is remembered, and only until the horizon has passed
+    assert list(engine.queues[Q].gone) == [soon[0]]
+    clock.advance(RESEND_HORIZON_MS / 1000 + 1)
+    engine.sweep()
+    assert Q not in engine.queues
 
 
 def test_a_resend_looks_only_at_messages_sent_since_the_time_it_names(engine: Engine, clock: ManualClock) -> None:

@@ -11,7 +11,7 @@ from ferrymq.clock import ManualClock
 from storage_workers.engine import Engine, PartitionState
 from storage_workers.engine.records import RESENDS
 from storage_workers.log import records as codec
-from tests.support.engine_requests import RECEIPT_KEY, fifo_message
+from tests.support.engine_requests import RECEIPT_KEY, fifo_message, poll
 from tests.support.engine_workload import ALL_QUEUES, RETENTION, drive
 
 
@@ -80,6 +80,21 @@ def test_a_large_resend_window_is_written_in_bounded_chunks() -> None:
     restored = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in snapshot], receipt_key=RECEIPT_KEY)
     assert restored.meta_state() == engine.meta_state()
     assert len(restored.queues["q.fifo"].recent) == 10_000
+
+
+def test_removed_ids_survive_a_snapshot() -> None:
+    # given a standard queue whose consumer deleted messages just after they were sent
+    clock = ManualClock()
+    engine = Engine(clock, RECEIPT_KEY)
+    engine.send("q", [[f"id-{i}", "b", {}, "md5", None, 0, {}] for i in range(3)], RETENTION)
+    (rows, _) = poll(engine, "q")
+    engine.delete("q", [row["receipt"] for row in rows])
+    # when it is snapshotted and restored (a compacted log, or a new replica's copy)
+    restored = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in engine.snapshot()], receipt_key=RECEIPT_KEY)
+    # then a resend of them still stores nothing
+    assert restored.meta_state() == engine.meta_state()
+    restored.send("q", [["id-1", "b", {}, "md5", None, 0, {}]], RETENTION, resend_since=engine.now_ms() - 1000)
+    assert restored.stats("q", RETENTION) == (0, 0, 0)
 
 
 def test_the_partition_state_alone_rebuilds_what_compaction_writes() -> None:

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from ferrymq.clock import ManualClock
-from ferrymq.limits import DEDUP_WINDOW_SECONDS, RESEND_WINDOW_MS
+from ferrymq.limits import DEDUP_WINDOW_SECONDS, RESEND_HORIZON_MS, RESEND_WINDOW_MS
 from storage_workers.engine import Engine
 from storage_workers.engine.fifo import ATTEMPT_WINDOW_MS, FifoQueue
 from storage_workers.engine.records import ATTEMPTS, QUEUE_META
@@ -89,7 +89,10 @@ def test_the_sweep_forgets_a_queue_that_holds_nothing(engine: Engine, clock: Man
     (got,), _ = poll(engine, PLAIN)
     engine.delete(PLAIN, [got["receipt"]])
     recorded = len(records)
-    # when swept, then its state is forgotten, without a record
+    # when swept while a resend of that message could still come, then its id is kept
+    assert engine.sweep() == 0
+    # when swept past the resend horizon, then its state is forgotten, without a record
+    clock.advance(RESEND_HORIZON_MS / 1000 + 1)
     assert engine.sweep() == 1
     assert PLAIN not in engine.queues
     assert len(records) == recorded

@@ -311,6 +311,10 @@ class ReceiptHandleIsInvalid(SenderError):
     query_code = "ReceiptHandleIsInvalid"
     status = 404
 
+    @classmethod
+    def naming(cls, handle: object) -> ReceiptHandleIsInvalid:
+        return cls(f'The input receipt handle "{handle}" is not a valid receipt handle.')
+
 
 class MessageNotInflight(SenderError):
     """The message named by the receipt handle is not in flight."""

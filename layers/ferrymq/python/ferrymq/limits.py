@@ -53,6 +53,15 @@ twice."""
 RESEND_WINDOW_MS = (DEDUP_WINDOW_SECONDS + MAX_CLOCK_DIFFERENCE_SECONDS) * 1000
 """How long a storage worker treats a stored message id as already stored (see the module docstring)."""
 
+MAX_SHARDS = 64
+"""The most partitions one queue may be spread over (``FerryMQShardCount``)."""
+
+RESEND_HORIZON_MS = 60_000
+"""How long after a send's first attempt a front end may resend it when its outcome is unknown (a leader
+stepped down or timed out before answering).  A storage worker remembers the ids of plain messages removed
+(deleted, dead-lettered, moved) within this long of being sent, so that such a resend does not store again a
+message the first attempt stored and a consumer has since deleted."""
+
 RECEIVE_ATTEMPT_WINDOW_MS = 5 * 60 * 1000
 """How long a FIFO ReceiveRequestAttemptId can be replayed."""
 

@@ -13,6 +13,8 @@ Table ``settings.queues_table``, one item per queue name and namespace (owning a
     cluster (S, optional)     the storage cluster the partition belongs to, when the out-cluster manager placed
                               the queue (its capacity count is given back on delete); absent for queues placed
                               by a hash over a fixed number of partitions
+    shards (L of M, optional) a queue spread over several partitions (``FerryMQShardCount``): its shards after
+                              the first (which is ``partition``/``cluster``), each {partition (N), cluster (S)?}
     attributes (M of S)       settable attributes, in SQS's string form
     tags (M of S)
     created_at, modified_at (N)   seconds since the epoch
@@ -39,7 +41,7 @@ caller's Query can name it), one item per deleted queue whose messages a storage
     deleted_at (N)            when DeleteQueue ran; also makes the item read as a tombstone should anything
                               ever read it as a queue record, so it can never show up as a live queue
 
-DeleteQueue writes the tombstone and the pending drop in one transaction, so a deleted queue always leaves
+DeleteQueue writes the tombstone and one pending drop per shard in one transaction, so a deleted queue always leaves
 an item its worker will act on, whether or not the worker could be told at once.  Whoever drops the id in
 the worker (the front end after a successful drop call, or the worker's own sweep) deletes the item.
 """
@@ -96,13 +98,34 @@ class QueueRecord:
     version: int = 0
     previous_dedup_scope: str | None = None
     dedup_scope_changed_at: float | None = None
+    more_shards: tuple[Shard, ...] = ()
+    """The shards after the first, for a queue spread over several partitions."""
 
     @property
     def live(self) -> bool:
         return self.deleted_at is None
 
+    @property
+    def shards(self) -> tuple[Shard, ...]:
+        """Every shard of the queue, the first being ``partition`` and ``cluster``."""
+        return (Shard(self.partition, self.cluster), *self.more_shards)
+
+    def storage_id(self, index: int) -> str:
+        """The id shard ``index``'s messages are kept under by its storage worker: the queue id for the first,
+        so a queue that grows keeps its messages, and a distinct one for each other, so that two shards on one
+        partition never share a state."""
+        return self.queue_id if index == 0 else f"{self.queue_id}#{index}"
+
     def evolve(self, **changes: Any) -> QueueRecord:
         return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """One partition of a queue's messages, and the storage cluster it belongs to (None: placed by hash)."""
+
+    partition: int
+    cluster: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +221,10 @@ class QueueStore:
                     "ExpressionAttributeValues": {":v": {"N": str(old.version)}},
                 }
             },
-            {"Put": {"TableName": self._table, "Item": _drop_item(stored, stored.deleted_at)}},
+            *(
+                {"Put": {"TableName": self._table, "Item": _drop_item(stored, index, stored.deleted_at)}}
+                for index in range(len(stored.shards))
+            ),
         ]
         with translate_client_errors():
             try:
@@ -267,11 +293,12 @@ def _drop_name(partition: int, queue_id: str) -> str:
     return _drop_prefix(partition) + queue_id
 
 
-def _drop_item(r: QueueRecord, deleted_at: float) -> dict[str, Any]:
+def _drop_item(r: QueueRecord, index: int, deleted_at: float) -> dict[str, Any]:
+    partition, queue_id = r.shards[index].partition, r.storage_id(index)
     return {
-        **_key(DROPS_ACCOUNT, _drop_name(r.partition, r.queue_id)),
-        "queue_id": {"S": r.queue_id},
-        "partition": {"N": str(r.partition)},
+        **_key(DROPS_ACCOUNT, _drop_name(partition, queue_id)),
+        "queue_id": {"S": queue_id},
+        "partition": {"N": str(partition)},
         "queue_account": {"S": r.account},
         "queue_name": {"S": r.name},
         "deleted_at": {"N": repr(deleted_at)},
@@ -301,6 +328,8 @@ def _to_item(r: QueueRecord) -> dict[str, Any]:
     }
     if r.cluster is not None:
         item["cluster"] = {"S": r.cluster}
+    if r.more_shards:
+        item["shards"] = {"L": [{"M": _shard_item(shard)} for shard in r.more_shards]}
     if r.purged_at is not None:
         item["purged_at"] = {"N": repr(r.purged_at)}
     if r.previous_dedup_scope is not None and r.dedup_scope_changed_at is not None:
@@ -332,4 +361,15 @@ def _from_item(item: dict[str, Any]) -> QueueRecord:
         dedup_scope_changed_at=(
             float(item["dedup_scope_changed_at"]["N"]) if "dedup_scope_changed_at" in item else None
         ),
+        more_shards=tuple(
+            Shard(int(s["M"]["partition"]["N"]), s["M"]["cluster"]["S"] if "cluster" in s["M"] else None)
+            for s in item.get("shards", {}).get("L", [])
+        ),
     )
+
+
+def _shard_item(shard: Shard) -> dict[str, Any]:
+    item: dict[str, Any] = {"partition": {"N": str(shard.partition)}}
+    if shard.cluster is not None:
+        item["cluster"] = {"S": shard.cluster}
+    return item
