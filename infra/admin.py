@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime
 import json
 import sys
+from dataclasses import dataclass
 from typing import TextIO
 
 from ferrymq.aws.credentials import Credential, CredentialStore
 from ferrymq.settings import Settings
-from infra import cluster
+from infra import cluster, membership
 from infra.bootstrap import bootstrap
 
 
@@ -100,12 +101,55 @@ def run_bootstrap(settings: Settings, endpoint: str, out: TextIO) -> int:
 def cluster_add_worker(settings: Settings, worker_id: str, name: str | None, catch_up_seconds: float,
                        out: TextIO) -> int:
     try:
-        cluster.add_worker(settings, worker_id, name or settings.cluster, catch_up_seconds=catch_up_seconds,
-                           say=lambda line: print(line, file=out, flush=True))
-    except cluster.AddWorkerFailed as exc:
+        membership.add_worker(settings, worker_id, name or settings.cluster, catch_up_seconds=catch_up_seconds,
+                              say=lambda line: print(line, file=out, flush=True))
+    except membership.MembershipChangeFailed as exc:
         print(f"ferrymq: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+@dataclass(frozen=True)
+class RemoveWorkerOptions:
+    """``ferrymq cluster remove-worker``'s flags."""
+
+    cluster: str | None = None
+    yes: bool = False
+    as_json: bool = False
+    catch_up_seconds: float = 120.0
+    handover_seconds: float = 60.0
+
+
+def cluster_remove_worker(settings: Settings, worker_id: str, options: RemoveWorkerOptions, out: TextIO,
+                          err: TextIO, stdin: TextIO) -> int:
+    """Plan (refusing what cannot be done), confirm on a terminal unless ``--yes``, then remove."""
+    try:
+        removal = membership.plan_removal(settings, worker_id, options.cluster or settings.cluster)
+        if not options.yes and not _confirmed(removal, err, stdin):
+            return 1
+        say = (lambda _: None) if options.as_json else (lambda line: print(line, file=out, flush=True))
+        result = membership.remove_worker(settings, removal, catch_up_seconds=options.catch_up_seconds,
+                                          handover_seconds=options.handover_seconds, say=say)
+    except membership.MembershipChangeFailed as exc:
+        print(f"ferrymq: {exc}", file=err)
+        return 1
+    if options.as_json:
+        print(json.dumps(result), file=out)
+    return 0
+
+
+def _confirmed(removal: membership.Removal, err: TextIO, stdin: TextIO) -> bool:
+    if not stdin.isatty():
+        print(f"ferrymq: removing worker {removal.worker_id} moves its replicas and leaderships; without a "
+              f"terminal to confirm on, pass --yes", file=err)
+        return False
+    for line in removal.describe():
+        print(line, file=err)
+    print(f"remove worker {removal.worker_id} from cluster {removal.cluster}? [y/N] ", end="", file=err, flush=True)
+    if stdin.readline().strip().lower() in ("y", "yes"):
+        return True
+    print("ferrymq: nothing changed", file=err)
+    return False
 
 
 def cluster_status(settings: Settings, as_json: bool, out: TextIO, name: str | None = None) -> int:

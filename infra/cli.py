@@ -57,6 +57,21 @@ def _parser() -> argparse.ArgumentParser:
     add_worker.add_argument(
         "--catch-up-seconds", type=float, default=120.0, help="how long a new replica may take to catch up"
     )
+    remove_worker = cluster_actions.add_parser(
+        "remove-worker",
+        help="take a worker out of the cluster for good: its leaderships move first, then each of its replicas "
+        "to the live worker that keeps the counts even, copied and in sync before its own is dropped",
+    )
+    remove_worker.add_argument("worker_id", metavar="WORKER_ID", help="the worker to remove")
+    remove_worker.add_argument("--cluster", help="its cluster (default FERRYMQ_CLUSTER)")
+    remove_worker.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    remove_worker.add_argument("--json", action="store_true", help="print what moved as one JSON object")
+    remove_worker.add_argument(
+        "--catch-up-seconds", type=float, default=120.0, help="how long a new replica may take to catch up"
+    )
+    remove_worker.add_argument(
+        "--handover-seconds", type=float, default=60.0, help="how long a leadership may take to leave the worker"
+    )
     cluster_actions.add_parser(
         "init",
         help="give every partition a replica set over FERRYMQ_WORKERS workers (worker-0..), "
@@ -215,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
             return _admin(
                 settings,
                 lambda s, _: admin.cluster_add_worker(s, args.worker_id, args.cluster, args.catch_up_seconds, out),
+            )
+        if args.action == "remove-worker":
+            options = admin.RemoveWorkerOptions(args.cluster, args.yes, args.json, args.catch_up_seconds,
+                                                args.handover_seconds)
+            return _admin(
+                settings, lambda s, _: admin.cluster_remove_worker(s, args.worker_id, options, out, err, sys.stdin)
             )
         return _admin(settings, lambda s, _: admin.cluster_status(s, args.json, out, args.cluster))
     if args.action == "create":

@@ -1,4 +1,5 @@
-"""The local stack's storage cluster: its replica sets, and what ``ferrymq cluster status`` shows.
+"""The local stack's storage cluster: its replica sets, and what ``ferrymq cluster status`` shows (adding and
+removing workers: :mod:`infra.membership`).
 
 ``ensure_replica_sets`` gives every partition a replica set over the cluster's workers
 (:func:`ferrymq.placement.replicas_for`) unless it has one. A partition whose data a single worker held
@@ -12,16 +13,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ferrymq.aws.clusters import ClusterRegistry
-from ferrymq.aws.replica_sets import Fenced, LeaderMustStay, PartitionExists, ReplicaSets
-from ferrymq.aws.workers import WorkerRegistry
+from ferrymq.aws.replica_sets import PartitionExists, ReplicaSets
+from ferrymq.aws.workers import WorkerRegistry, WorkerState
 from ferrymq.errors import ServiceUnavailable
-from ferrymq.placement import replicas_for, with_new_worker
+from ferrymq.placement import replicas_for
 from ferrymq.replication_rules import Acks, ReplicaSet, heartbeat_fresh
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.peer_auth import PeerAuth
@@ -138,6 +138,7 @@ def status(settings: Settings, now_ms: int | None = None, cluster: str | None = 
                 "worker_id": info.worker_id,
                 "address": f"{info.host}:{info.port}",
                 "alive": heartbeat_fresh(info.heartbeat_at, now_ms, grace_ms),
+                "state": info.state.value,
                 "heartbeat_age_ms": now_ms - info.heartbeat_at,
                 "leads": [rs.partition for rs in sets if rs.leader == info.worker_id and rs.leader_address],
                 "answers": pings.get(info.worker_id) is not None,
@@ -188,7 +189,8 @@ def render(report: dict[str, Any]) -> list[str]:
             (
                 w["worker_id"],
                 w["address"],
-                "yes" if w["alive"] else f"no ({w['heartbeat_age_ms'] // 1000} s silent)",
+                ("yes" if w["alive"] else f"no ({w['heartbeat_age_ms'] // 1000} s silent)")
+                + (" (leaving)" if w.get("state") == WorkerState.LEAVING.value else ""),
                 "yes" if w["answers"] else "no",
                 ",".join(map(str, w["leads"])) or "-",
             )
@@ -218,70 +220,3 @@ def _ranges(numbers: list[int]) -> str:
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
-
-
-class AddWorkerFailed(Exception):
-    """``add_worker`` could not finish; the message says what stands and what to do."""
-
-
-def add_worker(settings: Settings, worker_id: str, cluster: str, *, catch_up_seconds: float = 120.0,
-               say: Callable[[str], None] = print) -> dict[int, tuple[str, ...]]:
-    """Move a fair share of the cluster's replicas to ``worker_id`` (a live worker of the cluster, holding
-    nothing yet): the fewest moves that leave every worker within one replica of the others
-    (:func:`ferrymq.placement.with_new_worker`), never a partition's current leader.
-
-    Each move adds the new worker first (the partition briefly has one replica more), waits until the leader
-    has taken it into the in-sync set, and only then drops the replica it replaces: the partition never has
-    fewer in-sync replicas than before. Returns the partitions' new replica lists.
-    """
-    registry = WorkerRegistry.from_settings(settings)
-    alive, _ = registry.members(cluster, int(time.time() * 1000), int(settings.worker_grace_seconds * 1000))
-    if worker_id not in {w.worker_id for w in alive}:
-        raise AddWorkerFailed(
-            f"worker {worker_id} is not alive in cluster {cluster}: start it first, holding nothing "
-            f"(python -m storage_workers --partitions '' --worker-id {worker_id} --cluster {cluster})"
-        )
-    sets = ReplicaSets.from_settings(settings)
-    current = {rs.partition: rs for rs in sets.all(cluster)}
-    if any(worker_id in rs.replicas for rs in current.values()):
-        raise AddWorkerFailed(f"worker {worker_id} already holds replicas in cluster {cluster}")
-    plan = with_new_worker(
-        {p: rs.replicas for p, rs in current.items()}, worker_id, pinned={p: rs.leader for p, rs in current.items()}
-    )
-    moved: dict[int, tuple[str, ...]] = {}
-    for partition, target in sorted(plan.items()):
-        if target == current[partition].replicas:
-            continue
-        moved[partition] = _move_replica(sets, current[partition], target, worker_id, catch_up_seconds)
-        say(f"partition {partition}: {','.join(current[partition].replicas)} -> {','.join(moved[partition])}")
-    return moved
-
-
-def _move_replica(sets: ReplicaSets, rs: ReplicaSet, target: tuple[str, ...], new: str,
-                  catch_up_seconds: float) -> tuple[str, ...]:
-    widened = (*rs.replicas, new)
-    now = sets.reassign(rs.partition, rs.epoch, widened, previous=rs.replicas)
-    deadline = time.monotonic() + catch_up_seconds
-    while new not in now.isr:
-        if time.monotonic() > deadline:
-            raise AddWorkerFailed(
-                f"partition {rs.partition}: {new} did not catch up within {catch_up_seconds:.0f} s; it stays a "
-                f"fourth replica ({','.join(now.replicas)}) until it does"
-            )
-        time.sleep(0.25)
-        now = sets.get(rs.partition) or now
-    while True:
-        try:
-            return sets.reassign(rs.partition, now.epoch, target, previous=now.replicas).replicas
-        except Fenced:
-            # A failover meanwhile: the same change against the new epoch.
-            time.sleep(0.25)
-            fresh = sets.get(rs.partition)
-            if fresh is None or fresh.replicas != widened:
-                raise AddWorkerFailed(f"partition {rs.partition} changed while {new} joined it: {fresh}") from None
-            now = fresh
-        except LeaderMustStay:
-            raise AddWorkerFailed(
-                f"partition {rs.partition}: its leader is now the replica {new} was to replace; it keeps "
-                f"{','.join(now.replicas)}"
-            ) from None

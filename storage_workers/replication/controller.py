@@ -22,7 +22,10 @@ partition:
 Leadership is handed back to a partition's preferred replica (the first of its list, which placement
 spreads over the workers) once that replica has been in sync and caught up for ``handover_after_ms``: the
 leader releases its lease (``ReplicaSets.release``) and stands by, the preferred replica claims first (rank
-0), and the old leader claims back only if nobody did within a lease.
+0), and the old leader claims back only if nobody did within a lease. A worker marked leaving in the
+registry (``ferrymq cluster remove-worker``; its heartbeat's answer says so) hands over as soon as the
+preferred replica is in sync and caught up, handovers on or off, and the in-cluster manager never places a
+replica on it.
 
 A partition without a replica set gets one with this worker alone (a worker started on its own).  The
 worker also heartbeats in the cluster's registry, for the managers and ``ferrymq cluster status``.
@@ -127,6 +130,8 @@ class ClusterController:
         self.reassignments = 0
         """Replicas this worker, as the cluster's manager, replaced."""
         self.polls = 0
+        self.leaving = False
+        """The registry marks this worker leaving: it hands its leaderships over to their preferred replicas."""
         self._scanned: list[ReplicaSet] = []
         """The cluster's replica sets as the last poll read them (the manager plans from it: a plan made from
         a stale read is refused by ``reassign``'s condition)."""
@@ -190,7 +195,7 @@ class ClusterController:
         assert self.registry is not None
         while True:
             try:
-                await asyncio.to_thread(
+                info = await asyncio.to_thread(
                     self.registry.heartbeat,
                     self.me,
                     self.cluster,
@@ -199,6 +204,9 @@ class ClusterController:
                     WorkerState.SERVING,
                     started_at_ms=self.started_ms,
                 )
+                if info.state is WorkerState.LEAVING and not self.leaving:
+                    log.warning("cluster %s: this worker is leaving; handing its leaderships over", self.cluster)
+                self.leaving = info.state is WorkerState.LEAVING
             except SqsError as exc:
                 log.warning("heartbeat failed: %s", exc.__cause__ or exc)
             await asyncio.sleep(self.times.heartbeat_seconds)
@@ -227,7 +235,8 @@ class ClusterController:
         sets = self._scanned
         plan = replacements(
             [(rs.partition, rs.leader, rs.replicas) for rs in sets],
-            [w.worker_id for w in alive],
+            # A leaving worker is on its way out: it takes no replica (its own are moved by whoever removes it).
+            [w.worker_id for w in alive if w.state is not WorkerState.LEAVING],
             [w.worker_id for w in dead],
         )
         by_partition = {rs.partition: rs for rs in sets}
@@ -336,7 +345,8 @@ class ClusterController:
             log.info("partition %d: replica set is now %s", partition, ",".join(rs.replicas))
             term.stream.set_replicas(rs.replicas)
         if term is not None and self._should_hand_over(partition, rs, term, now):
-            log.info("partition %d: handing leadership back to its preferred replica %s", partition, rs.replicas[0])
+            why = "this worker is leaving" if self.leaving else "its preferred replica"
+            log.info("partition %d: handing leadership to %s (%s)", partition, rs.replicas[0], why)
             await asyncio.to_thread(self.sets.release, partition, self.me, rs.epoch, now)
             self._released[partition] = now
             await replica.stand_by(f"handed over to {rs.replicas[0]}")
@@ -359,11 +369,15 @@ class ClusterController:
 
     def _should_hand_over(self, partition: int, rs: ReplicaSet, term: Any, now: int) -> bool:
         """Leadership goes back to the preferred replica, so that it stays spread over the workers as
-        placement laid it out, once that replica has been in sync and fully caught up for a while."""
+        placement laid it out, once that replica has been in sync and fully caught up for a while; from a
+        leaving worker, as soon as it is in sync and caught up."""
         preferred = rs.replicas[0]
-        if not self.times.handover_after_ms or preferred == self.me or preferred not in rs.isr:
+        if preferred == self.me or preferred not in rs.isr:
             return False
-        if now - self._led_since.setdefault(partition, now) < self.times.handover_after_ms:
+        if not self.leaving and (
+            not self.times.handover_after_ms
+            or now - self._led_since.setdefault(partition, now) < self.times.handover_after_ms
+        ):
             return False
         stream = term.stream
         caught_up_at = stream.caught_up_at.get(preferred)

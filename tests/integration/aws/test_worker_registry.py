@@ -96,6 +96,31 @@ def test_a_worker_that_leaves_is_neither_alive_nor_dead(registry: WorkerRegistry
     assert registry.members(cluster, ms(clock) + 60_000, GRACE_MS) == ([], [registry.get(cluster, "w2")])
 
 
+def test_a_worker_marked_leaving_stays_leaving_while_it_beats_until_it_is_taken_back(
+    registry: WorkerRegistry, cluster: str
+) -> None:
+    clock = ManualClock()
+    registry.heartbeat("w1", cluster, "10.0.0.1", 7500, ms(clock), WorkerState.SERVING)
+    # given an operator marks it leaving
+    marked = registry.set_state(cluster, "w1", WorkerState.LEAVING)
+    assert marked is not None and marked.state is WorkerState.LEAVING
+    # when it beats on as serving
+    clock.advance(1)
+    beat = registry.heartbeat("w1", cluster, "10.0.0.2", 7501, ms(clock), WorkerState.SERVING)
+    # then the beat counts, the state stays leaving, and the worker learns it from the answer
+    assert (beat.host, beat.port, beat.heartbeat_at, beat.state) == ("10.0.0.2", 7501, ms(clock), WorkerState.LEAVING)
+    assert registry.get(cluster, "w1") == beat
+    # and once taken back, its beats name its state again
+    registry.set_state(cluster, "w1", WorkerState.SERVING)
+    registry.heartbeat("w1", cluster, "10.0.0.2", 7501, ms(clock), WorkerState.JOINING)
+    assert registry.get(cluster, "w1").state is WorkerState.JOINING  # type: ignore[union-attr]
+
+
+def test_setting_the_state_of_a_worker_never_heard_of_creates_nothing(registry: WorkerRegistry, cluster: str) -> None:
+    assert registry.set_state(cluster, "w9", WorkerState.LEAVING) is None
+    assert registry.get(cluster, "w9") is None
+
+
 def test_the_clusters_own_items_are_no_members_and_no_worker_may_take_their_ids(
     aws_settings: Settings, registry: WorkerRegistry, cluster: str
 ) -> None:

@@ -6,8 +6,8 @@ import asyncio
 import zlib
 
 from ferrymq.aws.clusters import ClusterInfo
-from ferrymq.clock import ManualClock
 from ferrymq.aws.queue_store import Shard
+from ferrymq.clock import ManualClock
 from functions.metadata.queue_placement import QueuePlacement, _least_used, partition_by_hash
 
 

@@ -194,3 +194,93 @@ def with_new_worker(
         held[donor].remove(p)
         moved += 1
     return {p: tuple(r) for p, r in lists.items()}
+
+
+# --- inside a cluster: removing a worker --------------------------------------------------------------------
+
+
+class CannotMove(ValueError):
+    """A replica of the leaving worker has nowhere to go: every worker that stays holds its partition already."""
+
+    def __init__(self, partition: int) -> None:
+        super().__init__(f"partition {partition}: every worker that stays holds a replica of it already")
+        self.partition = partition
+
+
+def without_worker(
+    replica_lists: Mapping[int, Sequence[str]], leaving: str, workers: Sequence[str]
+) -> dict[int, tuple[str, ...]]:
+    """The replica lists after ``leaving`` goes: each replica it holds replaced in place (its rank in the list
+    kept, so preferred leadership stays spread as placement laid it out) by one of ``workers`` (those that
+    stay) not holding that partition yet. Those replicas are all that move: the fewest moves there are.
+
+    Of the ways to place them, one that leaves the staying workers' replica counts as even as any placement
+    of these replicas can (none has a smaller spread, or the same spread and a smaller largest count): within
+    one of each other for a cluster laid out evenly. Raises :class:`CannotMove` naming a partition every
+    staying worker holds already.
+    """
+    stay = sorted(set(workers) - {leaving})
+    lists = {p: list(r) for p, r in replica_lists.items()}
+    load = dict.fromkeys(stay, 0)
+    for replicas in lists.values():
+        for w in replicas:
+            if w in load:
+                load[w] += 1
+    moving = sorted(p for p, r in lists.items() if leaving in r)
+    options = {p: [w for w in stay if w not in lists[p]] for p in moving}
+    for p in moving:
+        if not options[p]:
+            raise CannotMove(p)
+    chosen: dict[int, str] = {}
+    # The most constrained partitions first, each to the least loaded worker it may go to; the greedy pass
+    # alone can strand a replica on a busy worker, which the evening chains below then undo.
+    for p in sorted(moving, key=lambda q: (len(options[q]), q)):
+        chosen[p] = min(options[p], key=lambda w: (load[w], w))
+        load[chosen[p]] += 1
+    while (chain := _evening_chain(chosen, options, load)) is not None:
+        for p, w in chain:
+            load[chosen[p]] -= 1
+            chosen[p] = w
+            load[w] += 1
+    for p, w in chosen.items():
+        lists[p][lists[p].index(leaving)] = w
+    return {p: tuple(r) for p, r in lists.items()}
+
+
+def _evening_chain(
+    chosen: Mapping[int, str], options: Mapping[int, Sequence[str]], load: Mapping[str, int]
+) -> list[tuple[int, str]] | None:
+    """Re-placements ``(partition, new worker)`` of chosen replicas along a chain of workers u -> ... -> v, each
+    handing one replica to the next, that takes one replica off u and gives one to v holding at least two
+    fewer; None when there is none. Without such a chain the counts are as even as they can be (an
+    assignment with no cost-reducing path is optimal, as for semi-matchings), and each chain found makes the
+    sum of squared counts smaller, so the search ends."""
+    by_worker: dict[str, list[int]] = {}
+    for p, w in sorted(chosen.items()):
+        by_worker.setdefault(w, []).append(p)
+    for source in sorted(by_worker, key=lambda w: (-load[w], w)):
+        came_by: dict[str, tuple[int, str] | None] = {source: None}
+        frontier = [source]
+        while frontier:
+            following: list[str] = []
+            for u in frontier:
+                for p in by_worker.get(u, []):
+                    for v in options[p]:
+                        if v in came_by:
+                            continue
+                        came_by[v] = (p, u)
+                        if load[v] <= load[source] - 2:
+                            return _chain_to(v, came_by)
+                        following.append(v)
+            frontier = following
+    return None
+
+
+def _chain_to(end: str, came_by: Mapping[str, tuple[int, str] | None]) -> list[tuple[int, str]]:
+    chain: list[tuple[int, str]] = []
+    worker = end
+    while (step := came_by[worker]) is not None:
+        partition, previous = step
+        chain.append((partition, worker))
+        worker = previous
+    return chain[::-1]

@@ -10,7 +10,8 @@ Table ``settings.workers_table`` (created from ``template.yaml``), one item per 
     port          N
     heartbeat_at  N     ms since the Unix epoch, of the worker's last heartbeat
     started_at    N     ms since the Unix epoch, when the worker process started
-    state         S     joining | serving | leaving
+    state         S     joining | serving | leaving; a worker's heartbeat never takes it out of leaving (only
+                        ``set_state`` does), so a worker being removed cannot undo that by beating on
 
 The cluster is the hash key so that a cluster's members are one strongly consistent Query, however many
 clusters share the table; whoever looks up a worker knows its cluster, since a partition's item names it.
@@ -83,10 +84,11 @@ class WorkerRegistry:
         *,
         started_at_ms: int | None = None,
     ) -> WorkerInfo:
-        """Record that the worker is alive at ``now_ms``, creating its item on the first beat.
+        """Record that the worker is alive at ``now_ms``, creating its item on the first beat; the item as it
+        is now comes back, so a worker learns from its heartbeat that it is leaving.
 
         ``started_at_ms`` is when the worker process started; without it the item's first heartbeat stands
-        for that.
+        for that. A worker marked leaving stays leaving whatever ``state`` its heartbeat names.
         """
         if not worker_id or worker_id.startswith(RESERVED_PREFIX):
             raise ValueError(f"worker ids are non-empty and do not start with {RESERVED_PREFIX!r}: {worker_id!r}")
@@ -103,21 +105,53 @@ class WorkerRegistry:
         else:
             started = ":st"
             values[":st"] = {"N": str(started_at_ms)}
+        names = {"#h": "host", "#p": "port", "#hb": "heartbeat_at", "#s": "state", "#st": "started_at"}
+        update = f"SET #h = :h, #p = :p, #hb = :now, #st = {started}"
         with _translated():
-            resp = self._client.update_item(
-                TableName=self.table_name,
-                Key=_key(cluster, worker_id),
-                UpdateExpression=f"SET #h = :h, #p = :p, #hb = :now, #s = :s, #st = {started}",
-                ExpressionAttributeNames={
-                    "#h": "host",
-                    "#p": "port",
-                    "#hb": "heartbeat_at",
-                    "#s": "state",
-                    "#st": "started_at",
-                },
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-            )
+            try:
+                resp = self._client.update_item(
+                    TableName=self.table_name,
+                    Key=_key(cluster, worker_id),
+                    UpdateExpression=f"{update}, #s = :s",
+                    # One write in the usual case; only a beat of a worker marked leaving needs a second.
+                    ConditionExpression="attribute_not_exists(#s) OR #s <> :leaving OR :s = :leaving",
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues={**values, ":leaving": {"S": WorkerState.LEAVING.value}},
+                    ReturnValues="ALL_NEW",
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise
+                del values[":s"]
+                names.pop("#s")
+                resp = self._client.update_item(
+                    TableName=self.table_name,
+                    Key=_key(cluster, worker_id),
+                    UpdateExpression=update,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values,
+                    ReturnValues="ALL_NEW",
+                )
+        return _decode(resp["Attributes"])
+
+    def set_state(self, cluster: str, worker_id: str, state: WorkerState) -> WorkerInfo | None:
+        """Put a known worker in ``state`` (an operator marks it leaving, or takes it back); None for a worker
+        the cluster never heard of, whose item is not created."""
+        with _translated():
+            try:
+                resp = self._client.update_item(
+                    TableName=self.table_name,
+                    Key=_key(cluster, worker_id),
+                    UpdateExpression="SET #s = :s",
+                    ConditionExpression="attribute_exists(#hb)",
+                    ExpressionAttributeNames={"#s": "state", "#hb": "heartbeat_at"},
+                    ExpressionAttributeValues={":s": {"S": WorkerState(state).value}},
+                    ReturnValues="ALL_NEW",
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                    return None
+                raise
         return _decode(resp["Attributes"])
 
     def get(self, cluster: str, worker_id: str) -> WorkerInfo | None:
