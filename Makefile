@@ -1,8 +1,9 @@
 # FerryMQ developer commands.
 #
-#   make up     create .venv if needed, install FerryMQ into it, run the local stack (`ferrymq up`)
-#   make test   the same install (and the e2e tests' npm packages and botocore's query-protocol SQS model),
-#               then ruff and the whole test suite; the tests themselves download nothing
+#   make up     create .venv if needed, install FerryMQ (what running needs, nothing more) into it, run the
+#               local stack (`ferrymq up`)
+#   make test   install FerryMQ with its test tools (and the e2e tests' npm packages and botocore's
+#               query-protocol SQS model), then ruff and the whole test suite; the tests download nothing
 #   make dist   a wheel in dist/ (what the storage-worker instances install)
 #
 # build-FrontendFunction and build-FerryMQLayer are called by `sam build` (BuildMethod: makefile in
@@ -11,8 +12,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Reinstall only when the project's metadata changes; pip's own cache keeps reinstalls quick.
+# Reinstall only when the project's metadata changes; pip's own cache keeps reinstalls quick. The test install
+# includes the runtime one.
 INSTALLED := $(VENV)/.ferrymq-installed
+TEST_INSTALLED := $(VENV)/.ferrymq-test-installed
 # The AWS SDK for JavaScript for tests/e2e/test_js_sdk.py, exactly as the committed lock file pins it.
 JS_DIR := tests/e2e/js
 JS_INSTALLED := $(JS_DIR)/node_modules/.ferrymq-installed
@@ -26,10 +29,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(INSTALLED): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -e '.[test]'
+	$(BIN)/python -m pip install -e .
 	touch $(INSTALLED)
 
-install: $(INSTALLED)
+$(TEST_INSTALLED): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -e '.[test]'
+	touch $(TEST_INSTALLED) $(INSTALLED)
+
+install: $(TEST_INSTALLED)
 
 # npm ci first removes node_modules, marker included: the marker is back only after a complete install.
 $(JS_INSTALLED): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
@@ -37,7 +44,7 @@ $(JS_INSTALLED): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
 	touch $(JS_INSTALLED)
 
 # Order-only on the install: a reinstall does not fetch the model again.
-$(SQS_QUERY_MODEL): | $(INSTALLED)
+$(SQS_QUERY_MODEL): | $(TEST_INSTALLED)
 	$(BIN)/python -m tests.support.legacy_sqs_model --install
 
 sqs-query-model: $(SQS_QUERY_MODEL)
@@ -45,7 +52,7 @@ sqs-query-model: $(SQS_QUERY_MODEL)
 up: $(INSTALLED)
 	$(BIN)/ferrymq up
 
-lint: $(INSTALLED)
+lint: $(TEST_INSTALLED)
 	$(BIN)/ruff check .
 
 test: lint $(JS_INSTALLED) $(SQS_QUERY_MODEL)

@@ -36,19 +36,21 @@ def _as_json(credential: Credential, with_secret: bool, session_token: str | Non
     )
     if credential.expires_at is not None:
         document["Expiration"] = _expiration(credential)
+    if credential.admin:
+        document["Admin"] = True
     return document
 
 
 def create_credentials(settings: Settings, account_id: str, user_name: str, as_json: bool, out: TextIO,
-                       duration_seconds: int | None = None) -> int:
+                       duration_seconds: int | None = None, admin: bool = False) -> int:
     """A permanent access key, or temporary credentials (with a session token) when ``duration_seconds`` is
-    given."""
+    given; an admin key with ``admin``."""
     store = CredentialStore.from_settings(settings)
     token: str | None = None
     if duration_seconds is None:
-        credential = store.create(account_id, user_name)
+        credential = store.create(account_id, user_name, admin=admin)
     else:
-        credential, token = store.create_temporary(account_id, user_name, duration_seconds)
+        credential, token = store.create_temporary(account_id, user_name, duration_seconds, admin=admin)
     if as_json:
         print(json.dumps(_as_json(credential, with_secret=True, session_token=token)), file=out)
     else:
@@ -59,6 +61,8 @@ def create_credentials(settings: Settings, account_id: str, user_name: str, as_j
             print(f"expires            {_expiration(credential)}", file=out)
         print(f"account            {credential.account_id}", file=out)
         print(f"user               {credential.user_name}", file=out)
+        if credential.admin:
+            print("admin              yes", file=out)
     return 0
 
 

@@ -1,5 +1,8 @@
-"""The ``ferrymq`` command: ``up`` runs the local stack; ``credentials`` and ``bootstrap`` administer it;
-``log`` works on a stopped storage worker's log directory; ``spark`` runs a usage job against the stack's S3.
+"""The ``ferrymq`` command: ``up`` runs the local stack; ``credentials``, ``bootstrap`` and ``cluster`` administer
+its state directly; ``queues``, ``accounts``, ``keys`` and ``usage`` go through the running front end with the
+admin key (:mod:`infra.stack_client`); ``log`` works on a stopped storage worker's log directory; ``spark`` runs a
+usage job against the stack's S3. Every command's ``--help`` ends with the environment variables it reads
+(:mod:`infra.cli_env`); errors are one line on stderr.
 
 Settings come from ``FERRYMQ_*`` variables, read once here. AWS calls go to ``AWS_ENDPOINT_URL`` (or
 ``FERRYMQ_AWS_ENDPOINT_URL``) when set, otherwise to the durable stand-in in ``FERRYMQ_DATA_DIR/aws``; see
@@ -17,26 +20,71 @@ import sys
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferrymq.accounts import ACCOUNT_ID_RULE, is_account_id
 from ferrymq.aws.credentials import DEFAULT_TEMPORARY_SECONDS, MAX_TEMPORARY_SECONDS
 from ferrymq.errors import ServiceUnavailable, SqsError
 from ferrymq.settings import Settings
-from infra import admin, aws_target
+from infra import admin, aws_target, cli_keys, cli_queues
 from infra.bootstrap import bootstrap
 from infra.children import ChildFailed
+from infra.cli_env import ALL_FIELDS, ENDPOINT_FIELDS, STATE_FIELDS, epilog
+from infra.cli_output import Output, error
 from infra.cluster_secret import with_local_secret
+from infra.stack_client import NoStack, clients
 
 SPARK_JOBS = ("billing", "analytics", "report")
+API_COMMANDS = ("queues", "accounts", "keys", "usage")
+_CLUSTER_FIELDS = (*STATE_FIELDS, "cluster", "clusters", "workers", "partitions", "replication_factor", "acks",
+                   "worker_grace_seconds", "cluster_secret")
+_COMMAND_FIELDS: dict[str, tuple[str, ...]] = {
+    "up": ALL_FIELDS,
+    "bootstrap": (*STATE_FIELDS, "usage_bucket", "managed_sse_key"),
+    "cluster": _CLUSTER_FIELDS,
+    "credentials": STATE_FIELDS,
+    "log": (),
+    "spark": (*STATE_FIELDS, "usage_bucket"),
+    **dict.fromkeys(API_COMMANDS, ENDPOINT_FIELDS),
+}
+_LOG_LEVEL = ("FERRYMQ_LOG_LEVEL", "default WARNING: what the command itself logs on stderr")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Refuses bad arguments in one line, with where to look."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _with_environment(parser: argparse.ArgumentParser, fields: tuple[str, ...]) -> None:
+    """Give ``parser`` and every command below it the list of the variables behind ``fields``."""
+    parser.epilog = epilog(fields, extra=[_LOG_LEVEL])
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _with_environment(child, fields)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ferrymq", description="FerryMQ, a message queue that speaks the SQS API.")
+    parser = _build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, command in action.choices.items():
+                _with_environment(command, _COMMAND_FIELDS[name])
+    return parser
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ferrymq", description="FerryMQ, a message queue that speaks the SQS API.")
     parser.add_argument("--version", action="version", version=f"ferrymq {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("up", help="run the whole stack locally, in the foreground")
+    commands.add_parser("up", help="run the whole stack locally, in the foreground",
+                        description="Run the whole stack locally, in the foreground: the AWS stand-in, the storage "
+                        "workers and the gateway. Everything is set through the environment.")
     commands.add_parser("bootstrap", help="create FerryMQ's tables, bucket and key (idempotent)")
     cluster = commands.add_parser("cluster", help="the storage cluster")
     cluster_actions = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -84,6 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--account", required=True, type=_account_id, help="12-digit account id the key belongs to")
     create.add_argument("--user", required=True, help="user name recorded with the key")
     create.add_argument("--json", action="store_true", help="print one JSON object")
+    create.add_argument("--admin", action="store_true",
+                        help="an admin key: FerryMQ's admin actions, any queue's statistics and peeks")
     create.add_argument("--temporary", action="store_true",
                         help="temporary credentials: an ASIA key that works only with the session token printed "
                         "with it, until it expires")
@@ -121,6 +171,8 @@ def _parser() -> argparse.ArgumentParser:
     spark_job.add_argument("--output", help="output prefix (default s3://$FERRYMQ_USAGE_BUCKET/derived)")
     spark_job.add_argument("--prices", help="price table for billing (default spark/prices.json)")
     spark_job.add_argument("--master", help="Spark master (default local[2])")
+    cli_queues.add_parsers(commands)
+    cli_keys.add_parsers(commands, _account_id, _duration)
     return parser
 
 
@@ -132,8 +184,8 @@ def _version() -> str:
 
 
 def _account_id(text: str) -> str:
-    if len(text) != 12 or not text.isascii() or not text.isdigit():
-        raise argparse.ArgumentTypeError(f"an account id is 12 digits, not {text!r}")
+    if not is_account_id(text):
+        raise argparse.ArgumentTypeError(f"{ACCOUNT_ID_RULE}, not {text!r}")
     return text
 
 
@@ -203,6 +255,38 @@ def _admin(settings: Settings, command: Callable[[Settings, str], int]) -> int:
     return 1
 
 
+def _api(settings: Settings, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run a command that talks to the running front end; any failure is one line on ``err``."""
+    output = Output(getattr(args, "json", False), out, err)
+    endpoint = "FerryMQ"
+    try:
+        stack = clients(settings)
+        endpoint = stack.endpoint
+        if args.command == "queues":
+            return cli_queues.run(stack, args, output, sys.stdin)
+        return cli_keys.run(stack, args, output, sys.stdin)
+    except NoStack as exc:
+        error(err, str(exc))
+    except ClientError as exc:
+        details = exc.response.get("Error", {})
+        code = str(details.get("Code", "Error"))
+        if code.startswith("AWS.SimpleQueueService."):
+            code = details.get("QueryErrorCode") or code  # SQS's legacy code: its short name reads better
+        error(err, f"{code}: {details.get('Message') or exc}")
+    except BotoCoreError as exc:
+        error(err, f"cannot reach FerryMQ at {endpoint}: {exc}")
+    except ValueError as exc:
+        error(err, str(exc))
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): say nothing more, and let the interpreter's final flush fail quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -219,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         from infra.local_stack import run_up
 
         return run_up(settings, os.environ, out)
+    if args.command in API_COMMANDS:
+        return _api(settings, args, out, err)
     if args.command == "spark":
         return _admin(settings, lambda s, _: _spark(s, args))
     if args.command == "bootstrap":
@@ -244,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         duration = (args.duration_seconds or DEFAULT_TEMPORARY_SECONDS) if args.temporary else None
         return _admin(settings, lambda s, _: admin.create_credentials(s, args.account, args.user, args.json, out,
-                                                                      duration_seconds=duration))
+                                                                      duration_seconds=duration, admin=args.admin))
     if args.action == "list":
         return _admin(settings, lambda s, _: admin.list_credentials(s, args.json, out))
     if args.action in ("disable", "enable"):

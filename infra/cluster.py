@@ -9,22 +9,18 @@ log for it in sync, so only they may lead and the others copy it from them inste
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ferrymq import cluster_status
 from ferrymq.aws.clusters import ClusterRegistry
 from ferrymq.aws.replica_sets import PartitionExists, ReplicaSets
-from ferrymq.aws.workers import WorkerRegistry, WorkerState
-from ferrymq.errors import ServiceUnavailable
+from ferrymq.aws.workers import WorkerState
 from ferrymq.placement import replicas_for
-from ferrymq.replication_rules import Acks, ReplicaSet, heartbeat_fresh
-from ferrymq.rpc.client import WorkerClient
-from ferrymq.rpc.peer_auth import PeerAuth
+from ferrymq.replication_rules import Acks, ReplicaSet
 from ferrymq.settings import Settings
 from storage_workers.log.format import HEADER_SIZE
 from storage_workers.log.segments import list_segments, segment_path
@@ -99,81 +95,9 @@ def _holds_data(data_dir: Path, worker: str, partition: int) -> bool:
     )
 
 
-async def _ping(host: str, port: int, auth: PeerAuth | None) -> dict[str, Any] | None:
-    client = WorkerClient(host, port, connect_timeout=1.0, request_timeout=2.0, auth=auth)
-    try:
-        return await client.ping()
-    except ServiceUnavailable:
-        return None
-    finally:
-        with contextlib.suppress(Exception):
-            await client.close()
-
-
-async def _ping_all(addresses: dict[str, tuple[str, int]], auth: PeerAuth | None) -> dict[str, dict[str, Any] | None]:
-    answers = await asyncio.gather(*(_ping(*address, auth) for address in addresses.values()))
-    return dict(zip(addresses, answers, strict=True))
-
-
 def status(settings: Settings, now_ms: int | None = None, cluster: str | None = None) -> dict[str, Any]:
-    """What ``ferrymq cluster status`` shows: every registered cluster (its partitions, and the queues placed
-    on it against its capacity), then one cluster (``cluster``, by default ``settings.cluster``) in detail:
-    workers (as the registry and their own ``ping`` report them) and partitions (their coordination items,
-    with each replica's lag behind the leader's log end in records, from the pings)."""
-    cluster = cluster or settings.cluster
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    grace_ms = int(settings.worker_grace_seconds * 1000)
-    registry = WorkerRegistry.from_settings(settings)
-    alive, dead = registry.members(cluster, now_ms, grace_ms)
-    sets = ReplicaSets.from_settings(settings).all(cluster)
-    clusters = [
-        {"cluster": c.name, "partitions": list(c.partitions), "queues": c.queues, "max_queues": c.max_queues}
-        for c in ClusterRegistry.from_settings(settings).all()
-    ]
-    pings = asyncio.run(_ping_all({w.worker_id: (w.host, w.port) for w in alive}, PeerAuth.from_settings(settings)))
-    workers = []
-    for info in sorted([*alive, *dead], key=lambda w: w.worker_id):
-        workers.append(
-            {
-                "worker_id": info.worker_id,
-                "address": f"{info.host}:{info.port}",
-                "alive": heartbeat_fresh(info.heartbeat_at, now_ms, grace_ms),
-                "state": info.state.value,
-                "heartbeat_age_ms": now_ms - info.heartbeat_at,
-                "leads": [rs.partition for rs in sets if rs.leader == info.worker_id and rs.leader_address],
-                "answers": pings.get(info.worker_id) is not None,
-            }
-        )
-
-    def end_offset(worker: str, partition: int) -> int | None:
-        answer = pings.get(worker)
-        replica = answer.get("partitions", {}).get(str(partition)) if answer else None
-        return replica.get("end_offset") if replica else None
-
-    partitions = [
-        {
-            "partition": rs.partition,
-            "leader": rs.leader,
-            "epoch": rs.epoch,
-            "replicas": list(rs.replicas),
-            "isr": sorted(rs.isr),
-            "acks": rs.acks.value,
-            "lease_ms_left": max(rs.lease_until - now_ms, 0),
-            "lag": _lags(rs, end_offset),
-        }
-        for rs in sets
-    ]
-    return {"cluster": cluster, "clusters": clusters, "workers": workers, "partitions": partitions}
-
-
-def _lags(rs: ReplicaSet, end_offset: Any) -> dict[str, int | None]:
-    """Records each replica lacks of the leader's log; None where a worker did not answer."""
-    leader_end = end_offset(rs.leader, rs.partition)
-    out: dict[str, int | None] = {}
-    for replica in rs.replicas:
-        mine = end_offset(replica, rs.partition)
-        out[replica] = None if leader_end is None or mine is None else max(leader_end - mine, 0)
-    return out
+    """What ``ferrymq cluster status`` shows (:mod:`ferrymq.cluster_status`, which GetClusterStatus shares)."""
+    return cluster_status.status(settings, now_ms, cluster)
 
 
 def render(report: dict[str, Any]) -> list[str]:
@@ -183,12 +107,13 @@ def render(report: dict[str, Any]) -> list[str]:
         rows.append((c["cluster"], _ranges(c["partitions"]), str(c["queues"]), str(c["max_queues"])))
     lines = [*_table(rows), ""] if len(rows) > 1 else []
     lines += [f"cluster {report['cluster']}", ""]
-    rows = [("WORKER", "ADDRESS", "ALIVE", "ANSWERS", "LEADS")]
+    rows = [("WORKER", "ADDRESS", "ADMIN", "ALIVE", "ANSWERS", "LEADS")]
     for w in report["workers"]:
         rows.append(
             (
                 w["worker_id"],
                 w["address"],
+                w.get("admin") or "-",
                 ("yes" if w["alive"] else f"no ({w['heartbeat_age_ms'] // 1000} s silent)")
                 + (" (leaving)" if w.get("state") == WorkerState.LEAVING.value else ""),
                 "yes" if w["answers"] else "no",

@@ -30,7 +30,7 @@ from typing import TextIO
 from ferrymq.aws.credentials import Credential, CredentialStore
 from ferrymq.private_files import private_dir, restrict_umask, tighten_tree
 from ferrymq.settings import Settings
-from infra import aws_target, tls
+from infra import aws_target, stack_endpoint, tls
 from infra.bootstrap import bootstrap
 from infra.children import Child, ChildFailed, child_environment, python_module_argv, signal_name, start_child, stop_all
 from infra.cluster import cluster_layouts, ensure_replica_sets
@@ -68,13 +68,15 @@ class _StopRequest:
 
 
 def seed_dev_credential(settings: Settings) -> None:
-    """Make sure the development access key exists, without rewriting it on every start."""
+    """Make sure the development access key exists, as an admin key (the admin commands sign with it), without
+    rewriting it on every start; a stack seeded before keys had an admin flag gets it now."""
     store = CredentialStore.from_settings(settings)
     current = store.get(settings.dev_access_key)
     if (
         current is not None
         and current.secret_access_key == settings.dev_secret_key
         and current.account_id == settings.account_id
+        and current.admin
     ):
         return
     store.put(
@@ -84,6 +86,7 @@ def seed_dev_credential(settings: Settings) -> None:
             account_id=settings.account_id,
             user_name=DEV_USER_NAME,
             created_at=time.time(),
+            admin=True,
         )
     )
 
@@ -111,7 +114,7 @@ def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool) 
             f"  endpoint         {endpoint}",
             f"  region           {settings.region}",
             f"  account          {settings.account_id}",
-            f"  access key id    {settings.dev_access_key}",
+            f"  access key id    {settings.dev_access_key} (an admin key: the admin commands sign with it)",
             f"  secret key       {settings.dev_secret_key}",
             f"  AWS services     {aws_line}",
             f"  storage          {_storage_line(settings)}",
@@ -169,6 +172,7 @@ def run_up(settings: Settings, env: Mapping[str, str], out: TextIO | None = None
         return _supervise(children, pool, stop)
     finally:
         # Reverse start order: gateway, workers, stand-in.
+        stack_endpoint.forget(settings)
         stop_all(children[1:] if standin else children)
         pool.stop()
         if standin:
@@ -192,6 +196,34 @@ def check_cluster_shape(settings: Settings) -> None:
         raise StartupFailed(f"FERRYMQ_ACKS must be leader, majority or all, not {settings.acks!r}")
 
 
+def check_fixed_ports(settings: Settings) -> None:
+    """Refuse fixed ports that would collide: the workers take consecutive ports from FERRYMQ_WORKER_PORT and
+    FERRYMQ_WORKER_ADMIN_PORT (one each per worker of every cluster), which must not overlap each other or the
+    gateway's FERRYMQ_PORT."""
+    count = settings.workers * settings.clusters
+    ranges = [
+        (name, range(first, first + size))
+        for name, first, size in (
+            ("FERRYMQ_PORT", settings.port, 1),
+            ("FERRYMQ_WORKER_PORT", settings.worker_port, count),
+            ("FERRYMQ_WORKER_ADMIN_PORT", settings.worker_admin_port, count),
+        )
+        if first
+    ]
+    for index, (name, ports) in enumerate(ranges):
+        for other, others in ranges[index + 1:]:
+            if ports.start < others.stop and others.start < ports.stop:
+                raise StartupFailed(
+                    f"{name} ({_span(ports)}) and {other} ({_span(others)}) overlap: the {count} workers take "
+                    "one port each from a fixed FERRYMQ_WORKER_PORT and FERRYMQ_WORKER_ADMIN_PORT. Choose ports "
+                    "further apart, or 0 for any free ones."
+                )
+
+
+def _span(ports: range) -> str:
+    return str(ports.start) if len(ports) == 1 else f"{ports.start}-{ports.stop - 1}"
+
+
 def check_port_free(host: str, port: int) -> None:
     """Refuse at once, before any child starts, when the gateway's fixed port is taken (another stack, or
     anything else): otherwise the gateway would fail only after the stand-in and the workers had started."""
@@ -211,6 +243,7 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
            standin: bool, out: TextIO) -> str | None:
     """Start every part in order; returns the gateway's URL, or None if a stop was requested meanwhile."""
     check_cluster_shape(settings)
+    check_fixed_ports(settings)
     check_port_free(settings.host, settings.port)
     # Owner-only from here on, for this process and every child (they inherit the umask); files left with wider
     # modes by earlier versions are brought down to the same.
@@ -259,12 +292,15 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
             argv += ["--port", str(settings.worker_port + index)]
         if settings.worker_replication_port:
             argv += ["--replication-port", str(settings.worker_replication_port + index)]
+        if settings.worker_admin_port:
+            argv += ["--admin-port", str(settings.worker_admin_port + index)]
         pool.start(worker_id, argv)
     argv = python_module_argv("infra.gateway", "--host", settings.host, "--port", str(settings.port),
                               "--parent-pid", str(os.getpid()))
     gateway = start_child("gateway", argv, base_env, GATEWAY_READY_PREFIX, should_abort=stop.is_set)
     children.append(gateway)
     endpoint = gateway.ready_fields[0]
+    stack_endpoint.record(settings, endpoint)
     print(banner(settings, endpoint, aws_endpoint, standin), file=out, flush=True)
     return endpoint
 

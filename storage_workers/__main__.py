@@ -34,6 +34,13 @@ def main(argv: list[str] | None = None) -> int:
         "(default FERRYMQ_WORKER_REPLICATION_PORT; 0: the listening port)",
     )
     parser.add_argument(
+        "--admin-port",
+        type=int,
+        help="port of the admin HTTP listener (/health/live, /health/ready, /metrics), 0 for any free one "
+        "(default FERRYMQ_WORKER_ADMIN_PORT)",
+    )
+    parser.add_argument("--admin-host", help="address of the admin HTTP listener (default FERRYMQ_WORKER_ADMIN_HOST)")
+    parser.add_argument(
         "--data-dir",
         type=Path,
         help="data directory, with a log directory p<partition> per partition "
@@ -67,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         host=args.host,
         port=args.port,
         replication_port=args.replication_port,
+        admin_host=args.admin_host,
+        admin_port=args.admin_port,
         data_dir=args.data_dir,
         worker_id=args.worker_id,
         segment_bytes=args.segment_bytes,

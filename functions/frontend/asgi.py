@@ -47,7 +47,7 @@ def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                get_frontend()
+                get_frontend().start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if "frontend" in state:
@@ -81,6 +81,10 @@ def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
         frontend = get_frontend()
         if health.is_health_check(head.method, head.path, head.query_string, headers):
             await _send(send, await health.answer(head.path, frontend.services))
+            return
+        metrics = frontend.metrics
+        if metrics is not None and metrics.serves(head.method, head.path, head.query_string, headers):
+            await _send(send, await metrics.answer())
             return
         try:
             try:

@@ -20,6 +20,7 @@ from ferrymq.aws.credentials import Credential, CredentialStore
 from ferrymq.bulkhead import Bulkhead, off_loop
 from ferrymq.clock import Clock
 from ferrymq.errors import ExpiredToken, InvalidClientTokenId, SqsError
+from ferrymq.protocol.ferrymq_model import signing_service
 from ferrymq.ttl_cache import TtlCache
 from functions.frontend.http import HttpRequest
 
@@ -85,7 +86,8 @@ class Authenticator:
 
     def _parse(self, request: HttpRequest) -> sigv4.SignedRequest:
         return sigv4.parse_signature(
-            request.method, request.path, request.query_string, request.headers, regions=self._regions
+            request.method, request.path, request.query_string, request.headers, regions=self._regions,
+            service=signing_service(request.headers),
         )
 
     async def _usable_credential(self, signed: sigv4.SignedRequest) -> Credential:

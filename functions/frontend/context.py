@@ -11,8 +11,10 @@ from ferrymq.bulkhead import Bulkhead
 from ferrymq.clock import Clock
 from ferrymq.errors import AccessDenied, MissingParameter, QueueDoesNotExist
 from ferrymq.settings import Settings
+from functions.frontend.admin_services import AdminServices
 from functions.frontend.dispatch import Dispatcher
 from functions.frontend.encryption import MessageCipher
+from functions.frontend.metrics.recorder import FrontendMetrics
 from functions.frontend.queue_urls import parse_queue_url, queue_url
 from functions.metadata import policy
 from functions.metadata.catalog import QueueCatalog
@@ -29,6 +31,10 @@ class Services:
     cipher: MessageCipher | None = None
     # Where blocking DynamoDB calls run (ferrymq/bulkhead.py); None: the event loop's default threads.
     metadata: Bulkhead | None = None
+    # What requests did, for /metrics and CloudWatch (functions/frontend/metrics); None: nothing is counted.
+    metrics: FrontendMetrics | None = None
+    # What FerryMQ's own actions use (keys, cluster registries, usage bucket); None: they answer unavailable.
+    admin: AdminServices | None = None
 
 
 @dataclass(frozen=True, slots=True)

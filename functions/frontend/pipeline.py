@@ -17,6 +17,7 @@ from functions.frontend.actions import ACTIONS
 from functions.frontend.auth import Authenticator
 from functions.frontend.context import RequestContext, Services
 from functions.frontend.http import HttpRequest
+from functions.frontend.metrics.service import GatewayMetrics
 from functions.frontend.throttle import RequestThrottle, build_request_throttle
 from functions.frontend.usage import UsageRecorder
 
@@ -50,10 +51,14 @@ def _protocol_of(request: HttpRequest) -> str:
 
 
 class Frontend:
-    def __init__(self, services: Services, authenticator: Authenticator, usage: UsageRecorder | None = None) -> None:
+    def __init__(self, services: Services, authenticator: Authenticator, usage: UsageRecorder | None = None,
+                 metrics: GatewayMetrics | None = None) -> None:
         self.services = services
         self._auth = authenticator
         self.usage = usage
+        # /metrics and the metrics' background tasks; the request path feeds services.metrics.
+        self.metrics = metrics
+        self._recorder = services.metrics
         self._throttle: RequestThrottle | None = build_request_throttle(
             services.settings, services.clock, services.catalog
         )
@@ -105,9 +110,12 @@ class Frontend:
             _log_failure(logging.ERROR, request_id, "unexpected error", exc)
             error = exc
             response = render_error(protocol, exc, request_id)
+        latency = self.services.clock.monotonic() - started
+        if self._recorder is not None:
+            self._recorder.request(sqs_request.action if sqs_request else None, error, latency)
         if self.usage is not None:
             self.usage.record(
-                request, request_id=request_id, arrived=arrived, latency=self.services.clock.monotonic() - started,
+                request, request_id=request_id, arrived=arrived, latency=latency,
                 account=account, action=sqs_request.action if sqs_request else None,
                 params=sqs_request.params if sqs_request else None,
                 path_queue_url=sqs_request.path_queue_url_path if sqs_request else None,
@@ -123,7 +131,15 @@ class Frontend:
         """The answer to a request the gateway refuses before the pipeline runs, in the request's protocol."""
         return render_error(_protocol_of(request), error, str(uuid.uuid4()))
 
+    def start(self) -> None:
+        """Start the background work of a long-running host (the local gateway; the Lambda entry never does)."""
+        if self.metrics is not None:
+            self.metrics.start()
+
     async def close(self) -> None:
+        if self.metrics is not None:
+            # First: its last CloudWatch period is published with the connections still open.
+            await self.metrics.close()
         await self.services.dispatcher.close()
         if self.usage is not None:
             # The final flush uploads (or spools) with blocking boto3 calls: keep them off the event loop.

@@ -13,15 +13,19 @@ from ferrymq.aws.queue_store import QueueStore
 from ferrymq.aws.session import client
 from ferrymq.bulkhead import Bulkhead
 from ferrymq.clock import Clock, SystemClock
+from ferrymq.cluster_status import Registries
 from ferrymq.rpc.leaders import LeaderClients
 from ferrymq.rpc.peer_auth import PeerAuth
 from ferrymq.settings import Settings
 from ferrymq.sse.data_keys import DataKeys
 from ferrymq.usage.writer import FirehoseSink, S3Sink, UsageSink, UsageWriter
+from functions.frontend.actions import ACTIONS
+from functions.frontend.admin_services import AdminServices
 from functions.frontend.auth import Authenticator
 from functions.frontend.context import Services
 from functions.frontend.dispatch import Dispatcher, WorkerLimits
 from functions.frontend.encryption import MessageCipher
+from functions.frontend.metrics.service import build_gateway_metrics
 from functions.frontend.pipeline import Frontend
 from functions.frontend.usage import UsageRecorder, default_instance
 from functions.metadata.catalog import QueueCatalog
@@ -61,26 +65,32 @@ def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thre
         request_timeout=settings.worker_request_timeout_seconds,
         auth=PeerAuth.from_settings(settings),
     )
+    dispatcher = Dispatcher(
+        leaders,
+        on_queue_gone=lambda q: catalog.invalidate(q.account, q.name, q.region),
+        # An election takes up to a lease and a poll: requests wait that long for the next leader.
+        failover_seconds=settings.leader_lease_seconds + 1.0,
+        clock=clock,
+        limits=WorkerLimits(
+            max_in_flight=settings.worker_max_in_flight,
+            max_wait_seconds=settings.dependency_wait_seconds,
+            breaker_failures=settings.worker_breaker_failures,
+            breaker_cooldown_seconds=settings.worker_breaker_cooldown_seconds,
+        ),
+    )
+    metrics = build_gateway_metrics(settings, catalog, dispatcher, ACTIONS)
     services = Services(
         settings=settings,
         clock=clock,
         catalog=catalog,
-        dispatcher=Dispatcher(
-            leaders,
-            on_queue_gone=lambda q: catalog.invalidate(q.account, q.name, q.region),
-            # An election takes up to a lease and a poll: requests wait that long for the next leader.
-            failover_seconds=settings.leader_lease_seconds + 1.0,
-            clock=clock,
-            limits=WorkerLimits(
-                max_in_flight=settings.worker_max_in_flight,
-                max_wait_seconds=settings.dependency_wait_seconds,
-                breaker_failures=settings.worker_breaker_failures,
-                breaker_cooldown_seconds=settings.worker_breaker_cooldown_seconds,
-            ),
-        ),
+        dispatcher=dispatcher,
         dedup=DedupStore(dynamodb, settings.dedup_table),
         cipher=build_cipher(settings, clock),
         metadata=metadata,
+        metrics=metrics.recorder if metrics is not None else None,
+        admin=AdminServices(CredentialStore(dynamodb, settings.credentials_table),
+                            Registries.from_client(dynamodb, settings), PeerAuth.from_settings(settings),
+                            lambda: client("s3", settings)),
     )
     authenticator = Authenticator(
         CredentialStore(dynamodb, settings.credentials_table),
@@ -93,7 +103,7 @@ def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thre
         bulkhead=metadata,
     )
     usage = build_usage_recorder(settings, catalog, clock, background=usage_thread) if settings.usage_enabled else None
-    return Frontend(services, authenticator, usage=usage)
+    return Frontend(services, authenticator, usage=usage, metrics=metrics)
 
 
 def build_cipher(settings: Settings, clock: Clock) -> MessageCipher:

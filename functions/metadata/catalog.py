@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ferrymq.arn import queue_arn
 from ferrymq.aws.queue_store import QueueRecord, QueueStore, Shard, StaleQueueRecord
@@ -130,6 +130,10 @@ class QueueCatalog:
     async def list(self, account: str, prefix: str, limit: int | None, start_after: str | None,
                    region: str | None = None) -> list[QueueRecord]:
         return await self._io(self._store.list, account, prefix, limit, start_after, self._ns(region))
+
+    async def scan(self, limit: int, start: dict[str, Any] | None) -> tuple[list[QueueRecord], dict[str, Any] | None]:
+        """Live queues of every account and region, a page at a time (``QueueStore.scan``); bypasses the cache."""
+        return await self._io(self._store.scan, limit, start)
 
     async def dead_letter_sources(self, account: str, name: str, limit: int, start_after: str | None,
                                   region: str | None = None) -> list[QueueRecord]:

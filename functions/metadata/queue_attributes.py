@@ -10,7 +10,8 @@ queues (dead-letter targets) live in the catalog.
 
 ``FerryMQShardCount`` is FerryMQ's own: over how many partitions the queue is spread (see
 ``docs/design/sharded-queues.md``).  It is reported when asked for by name, and with ``All`` once above 1,
-so a queue that never uses it answers exactly as SQS's do.
+so a queue that never uses it answers exactly as SQS's do.  ``FerryMQPriorityLevels`` (how many message
+priority levels, 1 = off; ``docs/design/priorities.md``) is reported the same way; FIFO queues take only 1.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ferrymq.limits import (
     MAX_WAIT_TIME_SECONDS,
     MIN_RETENTION_SECONDS,
 )
+from ferrymq.priorities import LEVELS_ATTRIBUTE, MAX_LEVELS
 from ferrymq.protocol.decoding import parse_int
 from functions.metadata import policy, redrive
 
@@ -47,9 +49,11 @@ _INT_ATTRIBUTES: dict[str, tuple[IntRange, int]] = {
     "VisibilityTimeout": (IntRange(0, MAX_VISIBILITY_TIMEOUT_SECONDS), 30),
     "KmsDataKeyReusePeriodSeconds": (IntRange(60, 86_400), 300),
     "FerryMQShardCount": (IntRange(1, MAX_SHARDS), 1),
+    LEVELS_ATTRIBUTE: (IntRange(1, MAX_LEVELS), 1),
 }
 SHARD_COUNT = "FerryMQShardCount"
-_NOT_DEFAULTED = frozenset({"KmsDataKeyReusePeriodSeconds", SHARD_COUNT})
+PRIORITY_LEVELS = LEVELS_ATTRIBUTE
+_NOT_DEFAULTED = frozenset({"KmsDataKeyReusePeriodSeconds", SHARD_COUNT, PRIORITY_LEVELS})
 
 # Attributes an empty value removes.
 REMOVABLE = frozenset({"Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId"})
@@ -124,8 +128,9 @@ def reported(attributes: Mapping[str, str], *, fifo: bool) -> dict[str, str]:
     else:
         # Without a KMS key AWS shows no reuse period, even one set before the key was removed.
         values.pop("KmsDataKeyReusePeriodSeconds", None)
-    if values.get(SHARD_COUNT) == "1":
-        del values[SHARD_COUNT]
+    for own in (SHARD_COUNT, PRIORITY_LEVELS):
+        if values.get(own) == "1":
+            del values[own]
     return values
 
 
@@ -169,6 +174,11 @@ def check_settable(attributes: Mapping[str, str], *, fifo: bool) -> dict[str, st
             # AWS refuses even FifoQueue=false on a standard queue, and words two of these its own way.
             raise InvalidAttributeName(_NOT_FIFO.get(name, f"Unknown Attribute {name}."))
         out[name] = check(name, value)
+        if fifo and name == PRIORITY_LEVELS and out[name] != "1":
+            raise InvalidAttributeValue(
+                f"Invalid value for the parameter {PRIORITY_LEVELS}. Reason: FIFO queues deliver each message "
+                "group in order and take no priority levels; only 1 is allowed."
+            )
     return out
 
 
@@ -197,7 +207,7 @@ def combined(current: Mapping[str, str], wanted: Mapping[str, str], *, fifo: boo
 
 def differing(stored: Mapping[str, str], wanted: Mapping[str, str], *, fifo: bool) -> set[str]:
     """The names in ``wanted`` (checked values of a repeated CreateQueue) that the stored queue does not match."""
-    have = {SHARD_COUNT: "1", **reported(stored, fifo=fifo)}
+    have = {SHARD_COUNT: "1", PRIORITY_LEVELS: "1", **reported(stored, fifo=fifo)}
     return {name for name, value in wanted.items() if have.get(name, "") != value}
 
 

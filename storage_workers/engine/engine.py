@@ -5,7 +5,8 @@ Every request (``send``, ``store``, ``poll``, ``delete``, ...) turns what it cha
 log).  Recovery, followers and compaction apply the same records to a :class:`~.state.PartitionState` of their
 own and reach the same state.  Time comes from an injected :class:`~ferrymq.clock.Clock`; records carry their
 timestamps.  Move task requests live in :mod:`.move_task_requests`, the shaping of received rows in
-:mod:`.rows`, the wording of refusals in :mod:`.answers`.
+:mod:`.rows`, the wording of refusals in :mod:`.answers`, the order of receives over priority levels in
+:mod:`.priorities`.
 
 Receipt handles are authenticated with the partition's secret (``receipt_key``, see :mod:`.receipts`):
 only this partition's engines, leader or a follower taking over, accept what it hands out.
@@ -34,9 +35,12 @@ from storage_workers.engine.answers import (
 from storage_workers.engine.fifo import FifoQueue
 from storage_workers.engine.messages import IN_FLIGHT, READY, Message, QueueState
 from storage_workers.engine.move_task_requests import MoveTaskRequests
+from storage_workers.engine.peek import peek_rows
+from storage_workers.engine.priorities import PriorityPicker
 from storage_workers.engine.receipts import Receipt, Receipts
 from storage_workers.engine.records import (
     BATCH,
+    CREDITS,
     DELETED,
     DROPPED,
     EXPIRED,
@@ -254,6 +258,7 @@ class Engine(MoveTaskRequests):
         redrive: Redrive | None = None,
         max_in_flight: int | None = None,
         short_poll: bool = True,
+        priority_levels: int = 1,
     ) -> Polled:
         """Receive up to ``max_messages`` visible messages, putting them in flight.
 
@@ -261,6 +266,8 @@ class Engine(MoveTaskRequests):
         handles when none of them was touched since, and puts them in flight anew.  ``redrive``: messages
         received ``max_receive_count`` times already go to the dead-letter queue instead.  ``max_in_flight``:
         with that many messages in flight, a short poll raises OverLimit and a long poll gets nothing.
+        ``priority_levels``: the queue's ``FerryMQPriorityLevels``; visible messages above level 0 are served by
+        weighted round robin over that many levels (:mod:`.priorities`).
         """
         q = self.partition.queues.get(queue_id)
         if q is None or not q.msgs:
@@ -285,8 +292,14 @@ class Engine(MoveTaskRequests):
         limit = redrive.max_receive_count if redrive is not None else None
         if isinstance(q, FifoQueue):
             picked, expired, dead = _pick_fifo(q, n, cutoff, limit, remote=redrive is not None and not redrive.local)
+        elif q.tiers is None:
+            picked, expired, dead = _pick(q.pop_visible, n, cutoff, limit)
         else:
-            picked, expired, dead = _pick(q, n, cutoff, limit)
+            picker = PriorityPicker(q, priority_levels)
+            picked, expired, dead = _pick(picker.pop, n, cutoff, limit)
+            credits = picker.recorded_credits()
+            if credits != q.credits:
+                self._commit((CREDITS, queue_id, credits or []))
         if expired:
             self._commit((EXPIRED, queue_id, expired))
         forward: list[Outgoing] = []
@@ -432,6 +445,29 @@ class Engine(MoveTaskRequests):
         ready, delayed, in_flight = q.counts
         return (ready, in_flight, delayed)
 
+    def peek(self, queue_id: str, max_messages: int, retention_seconds: int) -> list[tuple]:
+        """Up to ``max_messages`` visible messages, oldest first, as receive rows without a receipt handle;
+        changes nothing and commits no record (:mod:`.peek`)."""
+        q = self.partition.queues.get(queue_id)
+        return [] if q is None else peek_rows(q, self.now_ms(), max_messages, retention_seconds)
+
+    def oldest_age_ms(self, queue_id: str, retention_seconds: int) -> int:
+        """How long ago the queue's oldest message (visible, in flight or delayed) was sent; 0 when it holds
+        none. Oldest by send order: a message moved in with an earlier send time (a redrive) counts from
+        where it stands in that order, as retention does."""
+        q = self.partition.queues.get(queue_id)
+        if q is None:
+            return 0
+        now = self.now_ms()
+        # Expiry sweeps the order from the front, so what is left there afterwards is live.
+        self._expire(q, now, retention_seconds)
+        msgs = q.msgs
+        for seq in q.order:
+            m = msgs.get(seq)
+            if m is not None:
+                return max(now - m.sent_ts, 0)
+        return 0
+
     def next_change(self, queue_id: str, max_in_flight: int | None = None) -> float | None:
         """Wall-clock seconds by which a receive on the queue may find something (now, if one would), or None."""
         q = self.partition.queues.get(queue_id)
@@ -470,13 +506,16 @@ class Engine(MoveTaskRequests):
             self._commit((EXPIRED, q.queue_id, expired))
 
 
-def _pick(q: QueueState, n: int, cutoff: int, limit: int | None) -> tuple[list[Message], list[int], list[Message]]:
-    """Standard queue: up to ``n`` visible messages oldest first, and those expired or due for the DLQ on the way."""
+def _pick(
+    pop: Callable[[], Message | None], n: int, cutoff: int, limit: int | None
+) -> tuple[list[Message], list[int], list[Message]]:
+    """Standard queue: up to ``n`` visible messages in the order ``pop`` gives them (oldest first, or by priority),
+    and those expired or due for the DLQ on the way."""
     picked: list[Message] = []
     expired: list[int] = []
     dead: list[Message] = []
     while len(picked) < n:
-        m = q.pop_visible()
+        m = pop()
         if m is None:
             break
         if m.sent_ts <= cutoff:

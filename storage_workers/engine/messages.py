@@ -9,6 +9,12 @@ when it has been received and delayed when not; expired (never returned, dropped
 - ``timers``: heap of ``(visible_at, seq, token)``, delayed and in-flight messages;
 - ``order``: deque of every ``seq`` in send order, swept from the front when retention runs out.
 
+Those hold messages of priority level 0 (``docs/design/priorities.md``), which is every message of a queue that
+never used priorities, so such a queue costs what it did before priorities existed.  Visible messages of a
+higher level sit in ``tiers[level]`` (a :class:`Tier`: its own ``fresh`` and ``returned``), made on first use;
+``credits`` is the weighted round robin's state between receives (:mod:`.priorities`), None when all zero.
+Both reset when the queue holds no message.
+
 Entries are dropped lazily: one is live while the message exists and its ``token`` (bumped whenever the
 message is (re)indexed) matches.  Receiving, deleting and moving a message are O(log n); when dead entries
 outnumber live messages, the indexes are rebuilt from the messages in O(n), so that cost is amortised.
@@ -28,6 +34,7 @@ from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, ClassVar
 
 from ferrymq.limits import RESEND_HORIZON_MS, RESEND_WINDOW_MS
+from ferrymq.priorities import MAX_LEVELS, SYSTEM_KEY
 
 if TYPE_CHECKING:
     from storage_workers.engine.tasks import MoveTask
@@ -48,6 +55,7 @@ class Message:
         "first_receive_ts",
         "group",
         "id",
+        "level",
         "md5_attrs",
         "md5_body",
         "receive_count",
@@ -93,6 +101,7 @@ class Message:
         # The ReceiveRequestAttemptId of the receive that holds this message, while that receive may be replayed.
         self.attempt = attempt
         self.size = _approx_size(body, attrs)
+        self.level: int = system.get(SYSTEM_KEY, 0)
         self.state = READY
         self.token = 0
 
@@ -124,6 +133,19 @@ def _approx_size(body: str, attrs: dict) -> int:
     return size
 
 
+class Tier:
+    """The visible messages of one priority level above 0, indexed as a queue indexes those of level 0."""
+
+    __slots__ = ("fresh", "returned")
+
+    def __init__(self) -> None:
+        self.fresh: deque[tuple[int, int]] = deque()
+        self.returned: list[tuple[int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self.fresh) + len(self.returned)
+
+
 class QueueState:
     """The messages of one standard queue and their indexes."""
 
@@ -131,6 +153,7 @@ class QueueState:
 
     __slots__ = (
         "counts",
+        "credits",
         "fresh",
         "gone",
         "last_sent_ts",
@@ -142,6 +165,7 @@ class QueueState:
         "retention_seconds",
         "returned",
         "tasks",
+        "tiers",
         "timers",
     )
 
@@ -154,6 +178,8 @@ class QueueState:
         self.order: deque[int] = deque()
         self.counts = [0, 0, 0]  # by state: READY, DELAYED, IN_FLIGHT
         self.live_bytes = 0
+        self.tiers: list[Tier | None] | None = None
+        self.credits: list[int] | None = None
         self.recent: dict[str, tuple[int, int, int]] = {}
         """Message id -> (seq, sent_ts, stored_ts) of messages stored idempotently, oldest first."""
         self.gone: dict[str, int] = {}
@@ -175,13 +201,28 @@ class QueueState:
         self.order = deque()
         self.counts = [0, 0, 0]
         self.live_bytes = 0
+        self.tiers = None
+        self.credits = None
 
     def add(self, m: Message, state: int) -> None:
         self._admit(m, state)
         if state == READY:
-            self.fresh.append((m.seq, 1))
+            if m.level:
+                self.tier(m.level).fresh.append((m.seq, 1))
+            else:
+                self.fresh.append((m.seq, 1))
         else:
             heappush(self.timers, (m.visible_at, m.seq, 1))
+
+    def tier(self, level: int) -> Tier:
+        """The index of visible messages of ``level`` (above 0), made on first use."""
+        tiers = self.tiers
+        if tiers is None:
+            tiers = self.tiers = [None] * MAX_LEVELS
+        t = tiers[level]
+        if t is None:
+            t = tiers[level] = Tier()
+        return t
 
     def _admit(self, m: Message, state: int) -> None:
         """The part of adding ``m`` every kind of queue shares; each indexes visible messages its own way."""
@@ -204,11 +245,15 @@ class QueueState:
                 freed += m.size
                 self._remember_gone(m)
         self.live_bytes -= freed
+        if not msgs and (self.tiers is not None or self.credits is not None):
+            self.tiers = self.credits = None
         return freed
 
     def _remember_gone(self, m: Message) -> None:
         """Keep the id of a plain message removed soon after it was sent (one stored idempotently is in
         ``recent`` already), dropping those past the horizon."""
+        if not self.last_sent_ts:
+            return  # a queue nobody sent to (only stored to, as a dead-letter queue is): no plain send to resend
         horizon = self.last_sent_ts - RESEND_HORIZON_MS
         if m.sent_ts >= horizon and m.id not in self.recent:
             self.gone[m.id] = m.sent_ts
@@ -264,10 +309,14 @@ class QueueState:
             counts[READY] += 1
             m.state = READY
             m.token = token = token + 1
-            heappush(returned, (seq, token))
+            if m.level:
+                heappush(self.tier(m.level).returned, (seq, token))
+            else:
+                heappush(returned, (seq, token))
 
     def pop_visible(self) -> Message | None:
-        """The visible message sent first, taken off the visible index (the caller must re-index it)."""
+        """The visible message of level 0 sent first, taken off the visible index (the caller must re-index it);
+        with ``tiers`` in use, :mod:`.priorities` picks instead."""
         fresh, returned, msgs = self.fresh, self.returned, self.msgs
         while True:
             if fresh and (not returned or fresh[0][0] < returned[0][0]):
@@ -283,15 +332,22 @@ class QueueState:
     def tidy(self) -> None:
         """Rebuild indexes that hold more dead entries than live ones."""
         live = len(self.msgs)
-        if len(self.fresh) + len(self.returned) + len(self.timers) > 2 * live + REINDEX_SLACK:
+        entries = len(self.fresh) + len(self.returned) + len(self.timers)
+        tiers = self.tiers
+        if tiers is not None:
+            entries += sum(len(t) for t in tiers if t is not None)
+        if entries > 2 * live + REINDEX_SLACK:
             fresh: deque[tuple[int, int]] = deque()
             timers: list[tuple[int, int, int]] = []
+            self.tiers = None
             for seq, m in self.msgs.items():
                 m.token = token = m.token + 1
-                if m.state == READY:
-                    fresh.append((seq, token))
-                else:
+                if m.state != READY:
                     timers.append((m.visible_at, seq, token))
+                elif m.level:
+                    self.tier(m.level).fresh.append((seq, token))
+                else:
+                    fresh.append((seq, token))
             heapify(timers)
             self.fresh, self.returned, self.timers = fresh, [], timers
         self.tidy_order()

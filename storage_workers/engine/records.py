@@ -35,16 +35,23 @@ clock when the record was made, so applying the same records always gives the sa
                   written by compaction, in chunks: ids in the resend window, added to it
     ATTEMPTS      (ATTEMPTS, queue_id, [(attempt_id, ts, [seq, ...]), ...])
                   written by compaction, in chunks: replayable receive attempts, added
-    GONE          (GONE, queue_id, [(id, sent_ts), ...])
-                  written by compaction, in chunks: plain messages removed soon after they were sent, added
-                  (see QueueState.gone)
+    GONE          (GONE, queue_id, last_sent_ts, [(id, sent_ts), ...])
+                  written by compaction, in chunks: plain messages removed soon after they were sent, added,
+                  and when the queue's last plain send was (see QueueState.gone)
     TASK_STARTED  (TASK_STARTED, queue_id, handle, source_arn, destination, max_per_second, started_ts,
                    limit_seq, to_move)                                a message move task, RUNNING
     TASK_MOVED    (TASK_MOVED, queue_id, handle, [seq, ...])          handed to the destination: removed here
     TASK_STATUS   (TASK_STATUS, queue_id, handle, status, failure_reason)
+    CREDITS       (CREDITS, queue_id, [credit, ...])                  the priority scheduler's credits per level
+                                                                      after a receive (storage_workers.engine.
+                                                                      priorities); [] when all are 0
+
+A message's priority level is no field of its own: it is ``system["FerryMQPriority"]`` (absent: level 0) in
+the items of SENT, STORED and RESTORED (``ferrymq.priorities``).
 
 Kinds 1-9 are those of the first log format; 10-18 were added for FIFO queues, dead-letter queues and move
-tasks, 19 for resends across a failover.  A log written before them replays unchanged, so there is nothing to migrate.
+tasks, 19 for resends across a failover, 20 for priorities.  A log written before them replays unchanged, so
+there is nothing to migrate.
 
 Decoded records may hold lists where these hold tuples; the engine indexes them and does not care.
 """
@@ -72,6 +79,7 @@ TASK_STATUS = 16
 RESENDS = 17
 ATTEMPTS = 18
 GONE = 19
+CREDITS = 20
 
 KINDS = {
     SENT: "SENT",
@@ -93,6 +101,7 @@ KINDS = {
     RESENDS: "RESENDS",
     ATTEMPTS: "ATTEMPTS",
     GONE: "GONE",
+    CREDITS: "CREDITS",
 }
 
 Record = tuple[Any, ...]

@@ -21,6 +21,7 @@ from storage_workers.engine.messages import DELAYED, IN_FLIGHT, READY, Message, 
 from storage_workers.engine.records import (
     ATTEMPTS,
     BATCH,
+    CREDITS,
     DELETED,
     DROPPED,
     EXPIRED,
@@ -122,9 +123,9 @@ class PartitionState:
                 recent[message_id] = (seq, sent_ts, ts)
         elif kind == GONE:
             q = self._queue(record[1])
-            for message_id, sent_ts in record[2]:
+            q.last_sent_ts = max(q.last_sent_ts, record[2])
+            for message_id, sent_ts in record[3]:
                 q.gone[message_id] = sent_ts
-                q.last_sent_ts = max(q.last_sent_ts, sent_ts)
         elif kind == ATTEMPTS:
             q = self.queues.get(record[1])
             if isinstance(q, FifoQueue):
@@ -132,6 +133,10 @@ class PartitionState:
                     q.attempts[attempt_id] = Attempt(ts, list(seqs))
         elif kind in (TASK_STARTED, TASK_MOVED, TASK_STATUS):
             self._apply_task(record)
+        elif kind == CREDITS:
+            q = self.queues.get(record[1])
+            if q is not None:
+                q.credits = list(record[2]) or None
         else:
             raise ValueError(f"unknown record kind {kind!r}")
 
@@ -299,13 +304,22 @@ class PartitionState:
             if q.fifo or q.recent or q.tasks:
                 yield (QUEUE_META, queue_id, q.fifo, [t.as_record() for t in q.tasks])
             yield from _chunks(RESENDS, queue_id, _resends(q), _META_CHUNK)
-            yield from _chunks(GONE, queue_id, q.gone.items(), _META_CHUNK)
+            if q.last_sent_ts:
+                for _, _, chunk in _chunks(GONE, queue_id, q.gone.items(), _META_CHUNK, always=True):
+                    yield (GONE, queue_id, q.last_sent_ts, chunk)
             yield from _chunks(ATTEMPTS, queue_id, _attempts(q), _META_CHUNK)
             yield from _chunks(RESTORED, queue_id, (m.as_restored() for m in q.msgs.values()), _SNAPSHOT_CHUNK)
+            if q.credits is not None:
+                yield (CREDITS, queue_id, list(q.credits))
 
     def state(self) -> dict[str, list[tuple]]:
         """Every live message's fields by queue, in send order: what must survive replay and compaction."""
         return {qid: [m.as_restored() for m in q.msgs.values()] for qid, q in self.queues.items() if q.msgs}
+
+    def credits_state(self) -> dict[str, list[int]]:
+        """The priority scheduler's credits of each queue that has any: what a failover must keep to pick on
+        as the leader would."""
+        return {qid: list(q.credits) for qid, q in self.queues.items() if q.credits is not None}
 
     def meta_state(self) -> dict[str, tuple]:
         """Per queue, what must survive besides messages: type, resend window, removed ids, receive attempts,
@@ -334,12 +348,16 @@ def _attempts(q: QueueState) -> Iterator[tuple]:
             yield (attempt_id, attempt.ts, list(attempt.seqs))
 
 
-def _chunks(kind: int, queue_id: str, items: Iterable[Any], size: int) -> Iterator[Record]:
+def _chunks(kind: int, queue_id: str, items: Iterable[Any], size: int, *, always: bool = False) -> Iterator[Record]:
+    """``(kind, queue_id, chunk)`` records of at most ``size`` items; ``always``: one, empty, when there are
+    none."""
     chunk: list[Any] = []
+    sent = False
     for item in items:
         chunk.append(item)
         if len(chunk) >= size:
             yield (kind, queue_id, chunk)
+            sent = True
             chunk = []
-    if chunk:
+    if chunk or (always and not sent):
         yield (kind, queue_id, chunk)

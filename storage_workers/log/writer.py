@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -76,6 +77,8 @@ class LogWriter:
         self.on_fatal = on_fatal
         self.on_commit: Callable[[], None] | None = None
         """Called in the event loop after each batch is durable (compaction checks hang here)."""
+        self.on_sync: Callable[[float], None] | None = None
+        """Told in the I/O thread how many seconds each fdatasync took (the worker's fsync latency metric)."""
         self.segment_lock = asyncio.Lock()
         """Held while sealed segments are rewritten (compaction) or cut (truncation): never both at once."""
         self.epochs = recovered.epochs.copy()
@@ -263,7 +266,10 @@ class LogWriter:
     def _write_and_sync(self, data: bytes, next_offset: int) -> SegmentInfo | None:
         """In the I/O thread: append, sync, and roll to a new segment when due; returns the new segment."""
         write_all(self._fd, data)
+        started = time.perf_counter()
         os.fdatasync(self._fd)
+        if self.on_sync is not None:
+            self.on_sync(time.perf_counter() - started)
         self._io_size += len(data)
         if self._io_size < self.segment_bytes and not self._roll_requested:
             return None

@@ -48,7 +48,7 @@ from ferrymq.aws.replica_sets import CoordinationError, ReplicaSets
 from ferrymq.aws.workers import WorkerRegistry, WorkerState
 from ferrymq.errors import SqsError
 from ferrymq.placement import replacements
-from ferrymq.replication_rules import Acks, ReplicaSet, may_claim
+from ferrymq.replication_rules import Acks, ReplicaSet, answers_until, may_claim
 from storage_workers.replication.roles import FollowerRole, LeaderRole
 
 log = logging.getLogger(__name__)
@@ -111,6 +111,7 @@ class ClusterController:
         now_ms: Callable[[], int] = _wall_ms,
         host: Callable[[int], Awaitable[Replica]] | None = None,
         replication_address: tuple[str, int] | None = None,
+        admin_address: tuple[str, int] | None = None,
     ) -> None:
         """``host`` opens a replica of a partition this worker was just added to (None: only the replicas
         given are played); ``replication_address`` is where followers are told to fetch from, when not
@@ -126,6 +127,8 @@ class ClusterController:
         self.now_ms = now_ms
         self.host = host
         self.replication_address = replication_address
+        self.admin_address = admin_address
+        """The worker's admin HTTP listener, published with each heartbeat (``ferrymq cluster status``)."""
         self.started_ms = now_ms()
         self.reassignments = 0
         """Replicas this worker, as the cluster's manager, replaced."""
@@ -203,6 +206,7 @@ class ClusterController:
                     self.now_ms(),
                     WorkerState.SERVING,
                     started_at_ms=self.started_ms,
+                    admin=self.admin_address,
                 )
                 if info.state is WorkerState.LEAVING and not self.leaving:
                     log.warning("cluster %s: this worker is leaving; handing its leaderships over", self.cluster)
@@ -319,7 +323,13 @@ class ClusterController:
             self._led_since[partition] = now
             self._released.pop(partition, None)
             await replica.lead(
-                LeaderRole(replicas=claimed.replicas, isr=claimed.isr, acks=claimed.acks, epoch=claimed.epoch)
+                LeaderRole(
+                    replicas=claimed.replicas,
+                    isr=claimed.isr,
+                    acks=claimed.acks,
+                    epoch=claimed.epoch,
+                    answers_until_ms=answers_until(now, self.times.lease_ms),
+                )
             )
             return
         source = rs.fetch_address
@@ -366,6 +376,8 @@ class ClusterController:
             await replica.stand_by("fenced while renewing its lease")
             raise
         self._renewed[partition] = now
+        if replica.term is term and term is not None:
+            term.extend_lease(answers_until(now, self.times.lease_ms))
 
     def _should_hand_over(self, partition: int, rs: ReplicaSet, term: Any, now: int) -> bool:
         """Leadership goes back to the preferred replica, so that it stays spread over the workers as

@@ -21,6 +21,9 @@ class WorkerConfig:
     port: int = 0
     replication_port: int = 0
     """The port followers are told to fetch from, when it is not ``port`` (0: ``port``)."""
+    admin_host: str = "127.0.0.1"
+    admin_port: int | None = None
+    """The admin HTTP listener's port (health checks, metrics: :mod:`.admin`), 0 for any free one; None: none."""
     worker_id: str = "worker-1"
     partitions: tuple[int, ...] = (0,)
     """The partitions this worker serves, each in ``<data_dir>/p<partition>/``; a data directory of the
@@ -54,6 +57,8 @@ class WorkerConfig:
             "host": settings.worker_host,
             "port": settings.worker_port,
             "replication_port": settings.worker_replication_port,
+            "admin_host": settings.worker_admin_host,
+            "admin_port": settings.worker_admin_port,
             "worker_id": worker_id,
             "group_commit_max_batch": settings.group_commit_max_batch,
             "peer_auth": PeerAuth.from_settings(settings),

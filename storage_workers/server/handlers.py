@@ -20,9 +20,11 @@ from ferrymq.destinations import DESTINATION_FIELDS, QueueTarget
 from ferrymq.limits import (
     MAX_DELAY_SECONDS,
     MAX_MESSAGES_PER_RECEIVE,
+    MAX_PEEK_MESSAGES,
     MAX_VISIBILITY_TIMEOUT_SECONDS,
     MAX_WAIT_TIME_SECONDS,
 )
+from ferrymq.priorities import MAX_LEVELS, SYSTEM_KEY
 from ferrymq.rpc.codec import REDRIVE_FIELDS
 from ferrymq.rpc.framing import Op
 from storage_workers.engine import Engine, Redrive
@@ -47,6 +49,7 @@ class ReceiveOptions:
     redrive: Redrive | None = None
     dlq: QueueTarget | None = None
     max_in_flight: int | None = None
+    priority_levels: int = 1
 
 
 class Handlers:
@@ -82,6 +85,7 @@ class Handlers:
             Op.START_MOVE_TASK: self.start_move_task,
             Op.LIST_MOVE_TASKS: self.list_move_tasks,
             Op.CANCEL_MOVE_TASK: self.cancel_move_task,
+            Op.PEEK: self.peek,
         }
 
     def send(self, conn: Connection, request_id: int, args: Any) -> list:
@@ -127,9 +131,10 @@ class Handlers:
         max_in_flight = options.get("max_in_flight")
         if max_in_flight is not None:
             max_in_flight = int(max_in_flight)
+        levels = min(max(int(options.get("priority_levels") or 1), 1), MAX_LEVELS)
         redrive = options.get("redrive")
         if redrive is None:
-            return ReceiveOptions(attempt_id, None, None, max_in_flight)
+            return ReceiveOptions(attempt_id, None, None, max_in_flight, levels)
         if not isinstance(redrive, dict) or set(REDRIVE_FIELDS) - set(redrive):
             raise ValueError(f"redrive needs {', '.join(REDRIVE_FIELDS)}")
         # The hand-over to a dead-letter queue goes by queue id and partition; the ARN field is the source's,
@@ -148,7 +153,7 @@ class Handlers:
             str(redrive["source_arn"]),
             dlq.partition == self.partition,
         )
-        return ReceiveOptions(attempt_id, policy, dlq, max_in_flight)
+        return ReceiveOptions(attempt_id, policy, dlq, max_in_flight, levels)
 
     def _poll(
         self, queue_id: str, n: int, visibility: int, retention: int, options: ReceiveOptions, *, short_poll: bool
@@ -162,6 +167,7 @@ class Handlers:
             redrive=options.redrive,
             max_in_flight=options.max_in_flight,
             short_poll=short_poll,
+            priority_levels=options.priority_levels,
         )
         if options.redrive is not None and options.dlq is not None:
             if polled.dead_letters:
@@ -222,10 +228,19 @@ class Handlers:
         _check_str(queue_id)
         self.engine.drop_queue(queue_id)
 
-    def stats(self, conn: Connection, request_id: int, args: Any) -> tuple[int, int, int]:
-        queue_id, retention = args
+    def stats(self, conn: Connection, request_id: int, args: Any) -> tuple[int, ...]:
+        """``(visible, in_flight, delayed)``, and the oldest message's age in ms after them when asked."""
+        queue_id, retention = args[:2]
         _check_str(queue_id)
-        return self.engine.stats(queue_id, int(retention))
+        counts = self.engine.stats(queue_id, int(retention))
+        if len(args) > 2 and args[2]:
+            return (*counts, self.engine.oldest_age_ms(queue_id, int(retention)))
+        return counts
+
+    def peek(self, conn: Connection, request_id: int, args: Any) -> list:
+        queue_id, max_messages, retention = args
+        _check_str(queue_id)
+        return self.engine.peek(queue_id, min(max(int(max_messages), 1), MAX_PEEK_MESSAGES), int(retention))
 
     def start_move_task(self, conn: Connection, request_id: int, args: Any) -> dict:
         queue_id, task = args
@@ -279,6 +294,10 @@ def check_send(queue_id: Any, messages: Any, retention: Any, fifo: bool) -> bool
         for value in m[2].values():
             if not isinstance(value, dict):
                 raise ValueError("malformed message attribute")
+        level = m[6].get(SYSTEM_KEY)
+        # The engine indexes by it: anything but a level would break every replay of the log.
+        if level is not None and not (type(level) is int and 0 <= level < MAX_LEVELS):
+            raise ValueError("malformed message priority")
         if len(m) == 10:
             plain = False
             if not (m[7] is None or isinstance(m[7], str)) or not (m[8] is None or isinstance(m[8], str)):

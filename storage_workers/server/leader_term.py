@@ -77,6 +77,10 @@ class LeaderTerm:
             reply=self.reply,
             fail=fail,
         ).table()
+        self.answers_until_ms = role.answers_until_ms
+        self._now_ms = lambda: int(clock.now() * 1000)
+        self.handlers = {op: self._leased(handler) for op, handler in self.handlers.items()}
+        # Replication is fenced by epochs, not by the lease: a follower must still fetch what is to commit.
         self.handlers[Op.FETCH] = self._fetch
         self.handlers[Op.OFFSET_FOR_EPOCH] = self._offset_for_epoch
         self.handlers[Op.SNAPSHOT] = self._snapshot
@@ -85,6 +89,24 @@ class LeaderTerm:
         self._tasks: list[asyncio.Task[None]] = []
         self.ended = False
         engine.on_record = self._append
+
+    def _leased(self, handler: Handler) -> Handler:
+        """``handler``, refused NotLeader (nothing done) once the lease no longer lets this term answer."""
+
+        def guarded(conn: Connection, request_id: int, args: Any) -> Any:
+            until = self.answers_until_ms
+            if until is not None and self._now_ms() >= until:
+                raise NotLeader(
+                    f"Storage worker {self.config.worker_id} holds no live lease on partition {self.partition}."
+                )
+            return handler(conn, request_id, args)
+
+        return guarded
+
+    def extend_lease(self, answers_until_ms: int) -> None:
+        """The lease was renewed: answer until ``answers_until_ms``."""
+        if self.answers_until_ms is not None:
+            self.answers_until_ms = max(self.answers_until_ms, answers_until_ms)
 
     def _append(self, record: Record) -> None:
         try:

@@ -1,5 +1,6 @@
-"""The worker process: open the logs, listen, play the roles the cluster's replica sets give (the
-controller, :mod:`storage_workers.replication.controller`), serve until told to stop."""
+"""The worker process: open the logs, listen (and serve health checks and metrics on an admin port,
+:mod:`.admin`), play the roles the cluster's replica sets give (the controller,
+:mod:`storage_workers.replication.controller`), serve until told to stop."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from ferrymq.replication_rules import Acks
 from ferrymq.settings import Settings
 from storage_workers.peers import ClusterPeers
 from storage_workers.replication.controller import ClusterController, ControllerTimes
+from storage_workers.server.admin import AdminServer
 from storage_workers.server.config import WorkerConfig
+from storage_workers.server.metrics import worker_registry
 from storage_workers.server.replica import PartitionReplica
 from storage_workers.server.worker import StorageWorker
 
@@ -67,6 +70,12 @@ async def run_worker(
         log.error("storage worker could not start: %s", exc)
         await worker.close()
         return 1
+    try:
+        admin = await _start_admin(worker, config)
+    except OSError as exc:
+        log.error("the admin listener could not start on %s:%s: %s", config.admin_host, config.admin_port, exc)
+        await worker.close()
+        return 1
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stopped.set)
@@ -84,6 +93,7 @@ async def run_worker(
             times=controller_times(settings),
             host=lambda partition: _host(worker, partition_map, partition),
             replication_address=(host, config.replication_port) if config.replication_port else None,
+            admin_address=admin.address if admin is not None else None,
         )
         try:
             # One pass before the ready line: the partitions this worker is to lead are led when it is ready.
@@ -91,6 +101,8 @@ async def run_worker(
         except SqsError as exc:
             # Outages come with the generic message clients see; the botocore failure behind one says what broke.
             log.error("could not read the cluster's replica sets: %s", exc.__cause__ or exc.message)
+            if admin is not None:
+                await admin.close()
             await worker.close()
             return 1
         controller.start()
@@ -110,11 +122,26 @@ async def run_worker(
         watch.cancel()
     if controller is not None:
         await controller.close()
+    if admin is not None:
+        await admin.close()
     await worker.close()
     if worker.fatal is not None:
         log.critical("stopped after a log failure: %s", worker.fatal)
         return 1
     return 0
+
+
+async def _start_admin(worker: StorageWorker, config: WorkerConfig) -> AdminServer | None:
+    """The admin listener (health checks, metrics), listening; None when the configuration asks for none."""
+    if config.admin_port is None:
+        return None
+    registry, fsync = worker_registry(worker)
+    worker.sync_observer = fsync.observe
+    admin = AdminServer(worker, registry, config.admin_host, config.admin_port)
+    host, port = await admin.start()
+    log.info("worker %s: health checks and metrics on http://%s:%d (/health/live, /health/ready, /metrics)",
+             config.worker_id, host, port)
+    return admin
 
 
 async def _host(worker: StorageWorker, partition_map: PartitionMap, partition: int) -> PartitionReplica:

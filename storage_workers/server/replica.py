@@ -84,6 +84,8 @@ class PartitionReplica:
         self.diverged = False
         """The engine applied a record its log refused: rebuild before following."""
         self.role_changes = 0
+        self.on_sync: Callable[[float], None] | None = None
+        """Given to every log this replica opens (``LogWriter.on_sync``): the worker's fsync latency metric."""
         self._fail = fail
         self._on_fatal = on_fatal
         self._lock = contextlib.ExitStack()
@@ -125,6 +127,7 @@ class PartitionReplica:
             live_queues=lambda: self.engine.queues.keys(),
         )
         wal.on_commit = self._committed
+        wal.on_sync = self.on_sync
         log.info(
             "partition %d: recovered %d queues, %d messages from %d segments (offsets up to %d) in %s",
             self.partition,

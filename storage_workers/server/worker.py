@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ferrymq.clock import Clock, SystemClock
@@ -69,6 +69,8 @@ class StorageWorker:
         self.clock = clock or SystemClock()
         self.peers: SharedPeers = peers if peers is not None else IsolatedPeers()
         self.requests = 0
+        self.sync_observer: Callable[[float], None] | None = None
+        """Told, in each log's I/O thread, how long each fdatasync took (the admin listener's fsync metric)."""
         self.stopped = asyncio.Event()
         self.fatal: BaseException | None = None
         self.replicas: dict[int, PartitionReplica] = {
@@ -83,7 +85,7 @@ class StorageWorker:
         self._drops: PendingDropStore | None = None
 
     def _replica(self, partition: int, receipt_key: bytes) -> PartitionReplica:
-        return PartitionReplica(
+        replica = PartitionReplica(
             partition,
             self.config,
             receipt_key,
@@ -92,6 +94,13 @@ class StorageWorker:
             fail=self._fail,
             on_fatal=self._on_log_failure,
         )
+        replica.on_sync = self._synced
+        return replica
+
+    def _synced(self, seconds: float) -> None:
+        observer = self.sync_observer
+        if observer is not None:
+            observer(seconds)
 
     def host(self, partition: int, receipt_key: bytes) -> PartitionReplica:
         """Open a replica of ``partition`` on a running worker (a replica set it was just added to); it stands by

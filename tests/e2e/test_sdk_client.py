@@ -98,5 +98,5 @@ def test_https_gateway_with_its_self_signed_certificate(tls_stack: Stack, clean_
 
 
 def test_other_services_are_refused() -> None:
-    with pytest.raises(ValueError, match=r"unsupported service 'ferrymq': ferrymq\.client supports sqs"):
-        ferrymq.client("ferrymq")
+    with pytest.raises(ValueError, match=r"unsupported service 'sns': ferrymq\.client supports sqs, ferrymq"):
+        ferrymq.client("sns")

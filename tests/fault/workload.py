@@ -27,7 +27,7 @@ def fault_client(endpoint: str) -> Any:
         region_name="us-east-1",
         aws_access_key_id="test",
         aws_secret_access_key="test",
-        config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=15),
+        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=15),
     )
 
 

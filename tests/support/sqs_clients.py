@@ -35,7 +35,7 @@ def sqs_client(endpoint: str, protocol: str, *, access_key: str = "test", secret
         endpoint_url=endpoint,
         verify=verify,
         # No retries unless a test asks for them: each test sees exactly the answer to its request.
-        config=Config(**{"retries": {"max_attempts": 1, "mode": "standard"}, "read_timeout": 60, **config}),
+        config=Config(**{"retries": {"total_max_attempts": 1, "mode": "standard"}, "read_timeout": 60, **config}),
     )
     assert client.meta.service_model.protocol == protocol
     return client

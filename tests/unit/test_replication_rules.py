@@ -14,6 +14,7 @@ from ferrymq.replication_rules import (
     ReplicaSet,
     TruncateTo,
     acks_satisfied,
+    answers_until,
     end_offset_for_epoch,
     first_question,
     heartbeat_fresh,
@@ -231,3 +232,13 @@ def test_truncation_always_lands_on_where_the_two_logs_diverge() -> None:
                 my_history, len(mine) + 1, end_offset_for_epoch(leader_history, len(leader) + 1, step.epoch)
             )
         assert step == TruncateTo(common + 1), (mine, leader)
+
+
+def test_a_leader_stops_answering_a_fifth_of_a_lease_before_another_may_claim() -> None:
+    rs = ReplicaSet(partition=0, cluster="c", replicas=("a", "b"), leader="a", epoch=3, isr=frozenset({"a", "b"}),
+                    lease_until=10_000 + 5_000, acks=Acks.MAJORITY)
+    until = answers_until(10_000, 5_000)
+    assert until == 14_000
+    # b may claim only once the lease looks lapsed to it, a second after a stopped answering
+    assert not may_claim(rs, "b", until) and not may_claim(rs, "b", rs.lease_until)
+    assert may_claim(rs, "b", rs.lease_until + 1)

@@ -28,3 +28,23 @@ def test_worker_request_timeout_defaults_to_five_seconds_and_reads_its_variable(
     # when the environment names a deadline, then it is used
     env = {"FERRYMQ_WORKER_REQUEST_TIMEOUT_SECONDS": "0.25"}
     assert Settings.from_env(env).worker_request_timeout_seconds == 0.25
+
+
+def test_metrics_settings_read_their_variables_and_cloudwatch_is_on_only_from_the_environment() -> None:
+    # given no setting: the gateway's metrics are on, and so is publishing for a process built from the environment
+    defaults = Settings.from_env({})
+    assert (defaults.metrics_enabled, defaults.cloudwatch_enabled) == (True, True)
+    assert (defaults.metrics_collect_seconds, defaults.metrics_max_queues) == (15.0, 1000)
+    assert (defaults.worker_admin_host, defaults.worker_admin_port) == ("127.0.0.1", 0)
+    # but not for one a test builds directly
+    assert Settings().cloudwatch_enabled is False
+    # when the environment names them, then they are used
+    env = {"FERRYMQ_METRICS_ENABLED": "0", "FERRYMQ_METRICS_COLLECT_SECONDS": "0.5", "FERRYMQ_METRICS_MAX_QUEUES": "7",
+           "FERRYMQ_CLOUDWATCH_ENABLED": "off", "FERRYMQ_CLOUDWATCH_PUBLISH_SECONDS": "2",
+           "FERRYMQ_CLOUDWATCH_NAMESPACE": "FerryMQ/SQS", "FERRYMQ_WORKER_ADMIN_PORT": "9500",
+           "FERRYMQ_WORKER_ADMIN_HOST": "10.0.0.5"}
+    settings = Settings.from_env(env)
+    assert (settings.metrics_enabled, settings.metrics_collect_seconds, settings.metrics_max_queues) == (False, 0.5, 7)
+    assert (settings.cloudwatch_enabled, settings.cloudwatch_publish_seconds) == (False, 2.0)
+    assert settings.cloudwatch_namespace == "FerryMQ/SQS"
+    assert (settings.worker_admin_host, settings.worker_admin_port) == ("10.0.0.5", 9500)

@@ -1,11 +1,20 @@
-"""The action table: SQS action name -> handler."""
+"""The action table: action name -> handler, SQS's actions and FerryMQ's own (which no SQS name shadows)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from functions.frontend.actions import messages, move_tasks, permissions, queues, tags
+from functions.frontend.actions import (
+    access_keys,
+    admin,
+    messages,
+    move_tasks,
+    permissions,
+    queue_inspection,
+    queues,
+    tags,
+)
 from functions.frontend.context import RequestContext
 
 Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -34,4 +43,16 @@ ACTIONS: dict[str, Handler] = {
     "StartMessageMoveTask": move_tasks.start_message_move_task,
     "ListMessageMoveTasks": move_tasks.list_message_move_tasks,
     "CancelMessageMoveTask": move_tasks.cancel_message_move_task,
+    # FerryMQ's own API (ferrymq.protocol.ferrymq_model), reached only with the X-Amz-Target prefix FerryMQ.
+    "GetQueueStatistics": queue_inspection.get_queue_statistics,
+    "PeekMessages": queue_inspection.peek_messages,
+    "GetClusterStatus": admin.get_cluster_status,
+    "GetUsageSummary": admin.get_usage_summary,
+    "ListAccounts": access_keys.list_accounts,
+    "CreateAccessKey": access_keys.create_access_key,
+    "ListAccessKeys": access_keys.list_access_keys,
+    "DisableAccessKey": access_keys.disable_access_key,
+    "EnableAccessKey": access_keys.enable_access_key,
+    "RotateAccessKey": access_keys.rotate_access_key,
+    "DeleteAccessKey": access_keys.delete_access_key,
 }

@@ -31,6 +31,7 @@ from ferrymq.limits import (
 )
 from ferrymq.message_fields import sequence_number
 from ferrymq.message_size import message_bytes
+from ferrymq.priorities import SYSTEM_KEY as PRIORITY_KEY
 from ferrymq.protocol.md5 import md5_of_attributes, md5_of_body
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.messages import sent_message
@@ -44,6 +45,8 @@ from functions.frontend.message_checks import (
     optional_int,
     require,
 )
+from functions.frontend.metrics.recorder import sizes_of
+from functions.frontend.priorities import level_of, priority_levels
 from functions.metadata import queue_attributes, redrive
 
 SYSTEM_ATTRIBUTE_NAMES = frozenset(
@@ -89,6 +92,7 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
     """Check one message to send; returns the worker's message dict and the client's result entry."""
     body = check_body(params.get("MessageBody"))
     attributes = check_message_attributes(params.get("MessageAttributes"))
+    level = level_of(attributes, priority_levels(queue.attributes))
     system_attributes = _check_system_attributes(params.get("MessageSystemAttributes"))
     max_size = queue_attributes.int_value(queue.attributes, "MaximumMessageSize")
     if message_bytes(body, attributes) > max_size:
@@ -108,6 +112,8 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
     if delay is None or fifo:
         delay = queue_attributes.int_value(queue.attributes, "DelaySeconds")
     system: dict[str, Any] = {"SenderId": ctx.credential.principal_id}
+    if level:
+        system[PRIORITY_KEY] = level
     if "AWSTraceHeader" in system_attributes:
         system["AWSTraceHeader"] = system_attributes["AWSTraceHeader"]["StringValue"]
     elif ctx.trace_header:
@@ -171,6 +177,9 @@ async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str
                 results: list[dict[str, Any]]) -> None:
     """Store ``messages``; on FIFO queues first settle deduplication and fill in MessageId/SequenceNumber."""
     fifo = is_fifo(queue.name)
+    metrics = ctx.services.metrics
+    # Measured before sealing: what counts is the size the client sent.
+    sizes = sizes_of(messages) if metrics is not None else []
     if fifo:
         await _claim_dedup_ids(ctx, queue, messages)
     cipher = ctx.services.cipher
@@ -204,6 +213,8 @@ async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str
         await to_shard(*next(iter(groups.items())))
     else:
         await asyncio.gather(*(to_shard(index, positions) for index, positions in groups.items()))
+    if metrics is not None:
+        metrics.sent(queue, sizes)
 
 
 async def _claim_dedup_ids(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str, Any]]) -> None:
@@ -300,6 +311,7 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
     attempt_id = _check_token("ReceiveRequestAttemptId", attempt) if fifo and attempt is not None else None
     redrive = await _redrive(ctx, queue)
     settings = ctx.services.settings
+    levels = priority_levels(queue.attributes)
 
     async def on_shard(index: int, wanted: int, wait_seconds: float) -> list[dict]:
         async def op(worker: WorkerClient, partition: int, queue_id: str) -> list[dict]:
@@ -314,6 +326,7 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
                 attempt_id=attempt_id,
                 redrive=redrive,
                 max_in_flight=settings.max_in_flight_fifo if fifo else settings.max_in_flight_standard,
+                priority_levels=levels,
             )
 
         return await ctx.services.dispatcher.on_shard(queue, index, op, idempotent=False)
@@ -323,6 +336,8 @@ async def receive_message(ctx: RequestContext, params: dict[str, Any]) -> dict[s
     else:
         received = await sharded.gather(queue, on_shard, max_messages=max_messages, wait_seconds=float(wait),
                                         clock=ctx.services.clock, attempt_id=attempt_id)
+    if ctx.services.metrics is not None:
+        ctx.services.metrics.received(queue, len(received))
     cipher = ctx.services.cipher
     if received and cipher is not None:
         start_metering()
@@ -425,7 +440,10 @@ async def _deleted(ctx: RequestContext, queue: QueueRecord, receipts: list[str])
             queue, index, lambda w, partition, queue_id: w.delete(partition, queue_id, inner), idempotent=True
         )
 
-    return await sharded.per_shard(queue, receipts, lambda h: h, call)
+    outcomes = await sharded.per_shard(queue, receipts, lambda h: h, call)
+    if ctx.services.metrics is not None:
+        ctx.services.metrics.deleted(queue, outcomes.count(None))
+    return outcomes
 
 
 async def delete_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:

@@ -149,6 +149,9 @@ async def get_queue_attributes(ctx: RequestContext, params: dict[str, Any]) -> d
     values = await _attribute_values(ctx, queue, wanted)
     if queue_attributes.SHARD_COUNT in names:
         values[queue_attributes.SHARD_COUNT] = str(len(queue.shards))
+    if queue_attributes.PRIORITY_LEVELS in names:
+        values[queue_attributes.PRIORITY_LEVELS] = str(queue_attributes.int_value(queue.attributes,
+                                                                                  queue_attributes.PRIORITY_LEVELS))
     return {"Attributes": {name: values[name] for name in sorted(wanted) if name in values}}
 
 

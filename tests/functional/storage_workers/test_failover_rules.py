@@ -11,6 +11,7 @@ them, so each interleaving is the one under test.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,42 @@ def test_a_paused_old_leader_cannot_get_a_late_write_acknowledged(tmp_path: Path
             bodies = [m["body"] for m in await receive(b_client, "q", max_messages=10)]
             assert sorted(bodies) == ["after", "before"]
             assert sent["id"]
+
+    asyncio.run(scenario())
+
+
+def test_a_leader_whose_lease_ran_out_answers_nothing_not_even_a_request_that_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        # given a leads epoch 2 on a lease that lets it answer for half a second more, b and c following
+        lease_end = int(time.time() * 1000) + 500
+        async with (
+            node(tmp_path / "a", "a", leads=LeaderRole(replicas=ABC, acks=Acks.MAJORITY, epoch=2,
+                                                         answers_until_ms=lease_end)) as (a, a_client, a_addr),
+            node(tmp_path / "b", "b", follows=following(a_addr, epoch=2)) as (b, b_client, b_addr),
+            node(tmp_path / "c", "c", follows=following(a_addr, epoch=2)) as (c, _, _),
+        ):
+            await a_client.send(P, "q", [message("m")], retention_seconds=RETENTION)
+            (first,) = await receive(a_client, "q", visibility_timeout=0)
+            await caught_up(a, b)
+            await caught_up(a, c)
+            # when a is cut off, its lease runs out and b is elected in epoch 3, where the message is received
+            # again: its newest receipt is one a never saw
+            await asyncio.sleep(max(0.0, lease_end / 1000 - time.time()) + 0.05)
+            await b.lead(LeaderRole(replicas=ABC, isr=frozenset({"b", "c"}), acks=Acks.MAJORITY, epoch=3))
+            await c.follow(following(b_addr, epoch=3))
+            (second,) = await receive(b_client, "q", visibility_timeout=300)
+            # then a, still believing it leads, refuses a delete by that receipt instead of answering it from its
+            # stale state (where the receipt is an old one: "success", deleting nothing, with nothing to commit)
+            with pytest.raises(NotLeader):
+                await a_client.delete(P, "q", [second["receipt"]])
+            # and its other answers too
+            with pytest.raises(NotLeader):
+                await receive(a_client, "q")
+            # while the new leader still holds the message, and deletes it by that receipt
+            assert await b_client.delete(P, "q", [second["receipt"]]) == [None]
+            assert first["receipt"] != second["receipt"]
 
     asyncio.run(scenario())
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ferrymq.clock import ManualClock
+from ferrymq.limits import RESEND_HORIZON_MS
 from storage_workers.engine import Engine
 from storage_workers.engine.records import SENT
 from storage_workers.log.compaction import Compactor, compact_segments
@@ -128,7 +129,8 @@ def test_segments_roll_at_the_size_limit_and_replay_across_them(tmp_path: Path) 
 
 
 def _busy_records(n: int) -> tuple[list[tuple], Engine]:
-    """Records of a queue where most messages were sent and deleted, and the engine they leave."""
+    """Records of a queue where most messages were sent and deleted, and the engine they leave; the sends span
+    twice the resend horizon, so the ids of most deleted messages are no longer kept either."""
     records: list[tuple] = []
     clock = ManualClock()
     engine = new_engine(clock, on_record=records.append)
@@ -137,7 +139,7 @@ def _busy_records(n: int) -> tuple[list[tuple], Engine]:
         got = engine.poll("busy", 1, 30, RETENTION).rows
         if i % 10:
             engine.delete("busy", [got[0][1]])
-        clock.advance(0.01)
+        clock.advance(2 * RESEND_HORIZON_MS / 1000 / n)
     return records, engine
 
 

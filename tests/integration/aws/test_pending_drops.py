@@ -148,7 +148,7 @@ def test_catalog_delete_retries_a_lost_race_and_leaves_one_pending_drop(store: Q
     # and exactly one pending drop was written
     assert store.pending_drops(partition) == [_drop_of(record)]
     # and clearing it through the catalog removes it
-    asyncio.run(catalog.clear_pending_drop(deleted))
+    asyncio.run(catalog.clear_pending_drop(deleted, 0))
     assert store.pending_drops(partition) == []
 
 

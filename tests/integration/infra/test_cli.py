@@ -173,3 +173,23 @@ def test_with_a_fixed_worker_port_up_s_workers_take_it_and_the_ports_after_it(tm
         # then the three workers listen on consecutive ports, not all on the one given
         status = json.loads(_ferrymq(tmp_path, "cluster", "status", "--json").stdout)
         assert sorted(w["address"] for w in status["workers"]) == [f"127.0.0.1:{base + i}" for i in range(3)]
+
+
+def test_with_a_fixed_admin_port_up_s_workers_take_it_and_the_ports_after_it(tmp_path: Path) -> None:
+    base = consecutive_free_ports(3)
+    # given `up` with a fixed admin port
+    with _up(tmp_path, FERRYMQ_WORKER_ADMIN_PORT=str(base)) as up:
+        assert up.process.poll() is None
+        # then each worker's admin listener has a port of its own, registered for `cluster status`
+        status = json.loads(_ferrymq(tmp_path, "cluster", "status", "--json").stdout)
+        assert sorted(w["admin"] for w in status["workers"]) == [f"127.0.0.1:{base + i}" for i in range(3)]
+
+
+def test_up_refuses_fixed_worker_and_admin_ports_that_overlap(tmp_path: Path) -> None:
+    # given admin ports that would run into the workers' RPC ports (3 workers take 40000-40002)
+    refused = _ferrymq(tmp_path, "up", FERRYMQ_WORKER_PORT="40000", FERRYMQ_WORKER_ADMIN_PORT="40002")
+    # then `up` refuses before starting anything, naming both
+    assert refused.returncode == 1
+    assert "FERRYMQ_WORKER_PORT (40000-40002) and FERRYMQ_WORKER_ADMIN_PORT (40002-40004) overlap" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "aws").exists()

@@ -22,6 +22,8 @@ JSON_LIST_QUEUES = [(b"x-amz-target", b"AmazonSQS.ListQueues"), (b"content-type"
 class FakeFrontend:
     """Accepts the access key ``good``; answers 200 with what it saw, after verifying as the pipeline does."""
 
+    metrics = None
+
     def __init__(self) -> None:
         self.handled: list[HttpRequest] = []
         self.budget_seen_in_handle: list[int] = []

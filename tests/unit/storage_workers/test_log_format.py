@@ -7,6 +7,7 @@ import pytest
 from storage_workers.engine.records import (
     ATTEMPTS,
     BATCH,
+    CREDITS,
     DELETED,
     DROPPED,
     EXPIRED,
@@ -74,10 +75,12 @@ EXAMPLES = [
     (QUEUE_META, "q.fifo", True, [["task-1", "arn", None, None, 1, 14, 3, 0, "RUNNING", None]]),
     (RESENDS, "q.fifo", [["id-2", 12, 1, 1]]),
     (ATTEMPTS, "q.fifo", [["attempt-1", 1, [12]]]),
-    (GONE, "q", [["id-1", 1]]),
+    (GONE, "q", 2, [["id-1", 1]]),
     (TASK_STARTED, "dlq", "task-1", "arn:aws:sqs:us-east-1:0:dlq", {"queue_id": "q", "partition": 1}, 5, 1, 14, 3),
     (TASK_MOVED, "dlq", "task-1", [13]),
     (TASK_STATUS, "dlq", "task-1", "FAILED", "CouldNotDetermineMessageSource"),
+    (SENT, "q", 1_700_000_000_000, 14, [["id-3", "b", {}, "md5", None, 0, {"SenderId": "AIDA", "FerryMQPriority": 2}]]),
+    (CREDITS, "q", [-1, 1, 0]),
 ]
 
 

@@ -1,4 +1,11 @@
-"""``ferrymq.client("sqs")``: a real boto3 SQS client aimed at FerryMQ, configured from its settings.
+"""``ferrymq.client("sqs")``: a real boto3 SQS client aimed at FerryMQ, configured from its settings;
+``ferrymq.client("ferrymq")``: a botocore client of FerryMQ's own API (cluster status, queue statistics, peek,
+usage summaries, access keys), configured the same way.
+
+FerryMQ's API is described as botocore data shipped inside this package (``ferrymq/data/ferrymq/<api
+version>/``: the service model, paginators, waiters and an endpoint rule set that takes the endpoint given), so
+SigV4, retries, paginators, waiters and modeled errors (``client.exceptions.AccessDenied``...) are botocore's
+own. The client comes from a session whose data path includes that folder.
 
 What the client gets, each unless the caller passes its own keyword argument (every boto3 ``client()``
 argument passes through, ``config`` merged over the defaults below):
@@ -26,7 +33,10 @@ from ferrymq.destinations import is_fifo
 from ferrymq.limits import MAX_WAIT_TIME_SECONDS
 from ferrymq.settings import Settings
 
-SUPPORTED_SERVICES = ("sqs",)
+SUPPORTED_SERVICES = ("sqs", "ferrymq")
+
+DATA_PATH = Path(__file__).resolve().parent / "data"
+"""Botocore data of FerryMQ's own service (``ferrymq/<api version>/service-2.json`` and the rest)."""
 
 # Where infra/tls.py writes the self-signed certificate of a local gateway with FERRYMQ_TLS on and no
 # certificate named, relative to the data directory.
@@ -44,10 +54,11 @@ MAX_POOL_CONNECTIONS = 32
 
 
 def client(service: str = "sqs", *, settings: Settings | None = None, session: Any = None, **kwargs: Any) -> Any:
-    """A boto3 client for ``service`` (``"sqs"``) configured for FerryMQ.
+    """A client for ``service`` (``"sqs"`` or ``"ferrymq"``) configured for FerryMQ.
 
-    ``settings`` defaults to ``Settings.from_env()``; ``session`` to a new ``boto3.session.Session()``;
-    ``kwargs`` go to ``session.client`` and override what the settings give.
+    ``settings`` defaults to ``Settings.from_env()``; ``session`` to a new ``boto3.session.Session()`` (for
+    ``"ferrymq"``, FerryMQ's data path is added to its loader); ``kwargs`` go to ``session.client`` and override
+    what the settings give.
     """
     if service not in SUPPORTED_SERVICES:
         raise ValueError(f"unsupported service {service!r}: ferrymq.client supports {', '.join(SUPPORTED_SERVICES)}")
@@ -56,6 +67,8 @@ def client(service: str = "sqs", *, settings: Settings | None = None, session: A
 
     settings = settings or Settings.from_env()
     session = session or boto3.session.Session()
+    if service == "ferrymq":
+        add_data_path(session)
     endpoint = kwargs.pop("endpoint_url", None) or endpoint_url(settings)
     if "verify" not in kwargs:
         bundle = ca_bundle(settings, endpoint)
@@ -80,6 +93,22 @@ def client(service: str = "sqs", *, settings: Settings | None = None, session: A
         config=defaults.merge(given) if given is not None else defaults,
         **kwargs,
     )
+
+
+def add_data_path(session: Any) -> None:
+    """Let ``session`` (boto3's or botocore's) load FerryMQ's service model; idempotent.
+
+    The session gets a new loader rather than a longer search path: a loader caches the services it listed, so
+    one that listed them before would go on not knowing FerryMQ's.
+    """
+    from botocore.loaders import Loader
+
+    core = getattr(session, "_session", session)
+    paths = core.get_component("data_loader").search_paths
+    if str(DATA_PATH) not in paths:
+        core.register_component(
+            "data_loader", Loader(extra_search_paths=[str(DATA_PATH), *paths], include_default_search_paths=False)
+        )
 
 
 def endpoint_url(settings: Settings) -> str:

@@ -56,7 +56,10 @@ RESEND_WINDOW_MS = (DEDUP_WINDOW_SECONDS + MAX_CLOCK_DIFFERENCE_SECONDS) * 1000
 MAX_SHARDS = 64
 """The most partitions one queue may be spread over (``FerryMQShardCount``)."""
 
-RESEND_HORIZON_MS = 60_000
+MAX_PEEK_MESSAGES = 100
+"""The most messages one PeekMessages (FerryMQ's own action, which SQS lacks) shows."""
+
+RESEND_HORIZON_MS = 30_000
 """How long after a send's first attempt a front end may resend it when its outcome is unknown (a leader
 stepped down or timed out before answering).  A storage worker remembers the ids of plain messages removed
 (deleted, dead-lettered, moved) within this long of being sent, so that such a resend does not store again a

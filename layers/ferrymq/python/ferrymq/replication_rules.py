@@ -63,6 +63,16 @@ def is_leader(rs: ReplicaSet, me: str, epoch: int) -> bool:
     return rs.leader == me and rs.epoch == epoch
 
 
+def answers_until(granted_at_ms: int, lease_ms: int) -> int:
+    """Until when (ms, the leader's clock) a leader whose lease was granted or renewed at ``granted_at_ms``
+    may answer requests: a fifth of the lease before it runs out, so that a worker whose clock runs up to
+    that much ahead, claiming as soon as the lease looks lapsed to it, never finds this leader still
+    answering. Answering needs the lease even for a request that writes nothing (a delete naming an old
+    receipt, counts, an empty receive): a deposed leader's state may be stale, and only records it appends are
+    fenced by epochs."""
+    return granted_at_ms + lease_ms - lease_ms // 5
+
+
 def may_claim(rs: ReplicaSet, me: str, now_ms: int) -> bool:
     """Whether ``me`` may take the next epoch of the partition as ``rs`` shows it.
 

@@ -93,6 +93,11 @@ class Settings:
     # a replication network in front of the worker); 0: worker_port. As with worker_port, `ferrymq up`'s
     # workers take it and the ports after it.
     worker_replication_port: int = 0
+    # Each worker's admin HTTP listener (/health/live, /health/ready, /metrics), without authentication: keep it on
+    # loopback or a private network. 0: any free port; a fixed port is `ferrymq up`'s first worker's, and the
+    # others take the ports after it.
+    worker_admin_host: str = "127.0.0.1"
+    worker_admin_port: int = 0
     worker_id: str = "worker-1"
     partitions: int = 1
     group_commit_max_batch: int = 1024
@@ -169,6 +174,18 @@ class Settings:
     # kept, below the queue's KmsDataKeyReusePeriodSeconds (how soon a disabled key stops working).
     managed_sse_key: str = "alias/ferrymq/managed-sse"
     sse_key_cache_seconds: float = 0.0
+
+    # Metrics (functions/frontend/metrics): the gateway's unsigned GET /metrics (off: it is refused like any
+    # unsigned request); queue depths refreshed every metrics_collect_seconds (0: never) by asking the workers
+    # about at most metrics_max_queues queues per refresh, taking the catalog in turns beyond that. The same
+    # per-queue figures go to CloudWatch (PutMetricData) every cloudwatch_publish_seconds when cloudwatch_enabled
+    # (off in a Settings(...) built by a test, on by default from the environment), under cloudwatch_namespace.
+    metrics_enabled: bool = True
+    metrics_collect_seconds: float = 15.0
+    metrics_max_queues: int = 1000
+    cloudwatch_enabled: bool = False
+    cloudwatch_publish_seconds: float = 60.0
+    cloudwatch_namespace: str = "AWS/SQS"
 
     @property
     def served_regions(self) -> frozenset[str]:
@@ -254,6 +271,8 @@ class Settings:
             worker_host=get("WORKER_HOST", defaults.worker_host),
             worker_port=int(get("WORKER_PORT", str(defaults.worker_port))),
             worker_replication_port=int(get("WORKER_REPLICATION_PORT", str(defaults.worker_replication_port))),
+            worker_admin_host=get("WORKER_ADMIN_HOST", defaults.worker_admin_host),
+            worker_admin_port=int(get("WORKER_ADMIN_PORT", str(defaults.worker_admin_port))),
             worker_id=get("WORKER_ID", defaults.worker_id),
             partitions=int(get("PARTITIONS", str(defaults.partitions))),
             group_commit_max_batch=int(get("GROUP_COMMIT_MAX_BATCH", str(defaults.group_commit_max_batch))),
@@ -302,4 +321,12 @@ class Settings:
             throttle_frontends=int(get("THROTTLE_FRONTENDS", str(defaults.throttle_frontends))),
             managed_sse_key=get("MANAGED_SSE_KEY", defaults.managed_sse_key),
             sse_key_cache_seconds=float(get("SSE_KEY_CACHE_SECONDS", str(defaults.sse_key_cache_seconds))),
+            metrics_enabled=get("METRICS_ENABLED", "1").lower() not in ("0", "false", "no", "off"),
+            metrics_collect_seconds=float(get("METRICS_COLLECT_SECONDS", str(defaults.metrics_collect_seconds))),
+            metrics_max_queues=int(get("METRICS_MAX_QUEUES", str(defaults.metrics_max_queues))),
+            cloudwatch_enabled=get("CLOUDWATCH_ENABLED", "1").lower() not in ("0", "false", "no", "off"),
+            cloudwatch_publish_seconds=float(
+                get("CLOUDWATCH_PUBLISH_SECONDS", str(defaults.cloudwatch_publish_seconds))
+            ),
+            cloudwatch_namespace=get("CLOUDWATCH_NAMESPACE", defaults.cloudwatch_namespace),
         )

@@ -82,18 +82,19 @@ class SignedRequest:
 
 
 def parse_signature(
-    method: str, path: str, query_string: str, headers: Mapping[str, str], *, regions: Container[str]
+    method: str, path: str, query_string: str, headers: Mapping[str, str], *, regions: Container[str],
+    service: str = SERVICE,
 ) -> SignedRequest:
     """Read the signature of a request (``headers`` with lower-case names) and refuse what is wrong with it
     before the secret key is needed: its form, the headers it leaves unsigned, its credential scope (which must
-    name one of ``regions`` and the service ``sqs``)."""
+    name one of ``regions`` and ``service``: ``sqs``, or ``ferrymq`` for FerryMQ's own actions)."""
     authorization = headers.get("authorization")
     if authorization is not None:
-        return _parse_authorization_header(authorization, headers, regions)
+        return _parse_authorization_header(authorization, headers, regions, service)
     if query_string and "X-Amz-" in query_string:
         query = _query_params(query_string)
         if any(name in query for name in _PRESIGN_PARAMS):
-            return _parse_presigned(query, headers, regions)
+            return _parse_presigned(query, headers, regions, service)
     raise MissingAuthenticationToken("Request is missing Authentication Token")
 
 
@@ -132,7 +133,7 @@ def verify_signature(
 
 
 def _parse_authorization_header(
-    authorization: str, headers: Mapping[str, str], regions: Container[str]
+    authorization: str, headers: Mapping[str, str], regions: Container[str], service: str
 ) -> SignedRequest:
     algorithm, _, rest = authorization.strip().partition(" ")
     fields: dict[str, str] = {}
@@ -166,6 +167,7 @@ def _parse_authorization_header(
     amz_date, timestamp = _parse_date(raw_date)  # type: ignore[arg-type]
     return _signed_request(
         regions,
+        service,
         credential=fields["Credential"],
         signed_headers=signed_headers,
         signature=fields["Signature"],
@@ -177,7 +179,9 @@ def _parse_authorization_header(
     )
 
 
-def _parse_presigned(query: dict[str, str], headers: Mapping[str, str], regions: Container[str]) -> SignedRequest:
+def _parse_presigned(
+    query: dict[str, str], headers: Mapping[str, str], regions: Container[str], service: str
+) -> SignedRequest:
     missing = [
         f"AWS query-string parameters must include '{name}'." for name in _PRESIGN_PARAMS if not query.get(name)
     ]
@@ -197,6 +201,7 @@ def _parse_presigned(query: dict[str, str], headers: Mapping[str, str], regions:
     amz_date, timestamp = _parse_date(query["X-Amz-Date"])
     return _signed_request(
         regions,
+        service,
         credential=query["X-Amz-Credential"],
         signed_headers=signed_headers,
         signature=query["X-Amz-Signature"],
@@ -228,6 +233,7 @@ def _require_signed(signed_headers: tuple[str, ...], headers: Mapping[str, str])
 
 def _signed_request(
     regions: Container[str],
+    expected_service: str,
     *,
     credential: str,
     signed_headers: tuple[str, ...],
@@ -249,8 +255,8 @@ def _signed_request(
     faults: list[str] = []
     if region not in regions:
         faults.append(f"Credential should be scoped to a valid region, not '{region}'. ")
-    if service != SERVICE:
-        faults.append(f"Credential should be scoped to correct service: '{SERVICE}'. ")
+    if service != expected_service:
+        faults.append(f"Credential should be scoped to correct service: '{expected_service}'. ")
     if terminator != TERMINATOR:
         faults.append(f"Credential should be scoped with a valid terminator: '{TERMINATOR}', not '{terminator}'.")
     if scope_date != amz_date[:8]:

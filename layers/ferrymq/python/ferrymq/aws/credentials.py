@@ -5,6 +5,7 @@ Table ``settings.credentials_table``, one item per access key::
     access_key_id (S, hash key)  secret_sealed (B: the secret under a KMS envelope, ferrymq.aws.secret_box)
     account_id (S)  user_name (S)  created_at (N)
     status (S: Active | Inactive; absent: Active)
+    admin (BOOL: the key may call FerryMQ's admin actions; absent: false)
     temporary keys only: session_token_sha256 (S)  expires_at (N)
 
 and one item that is not a key, ``access_key_id = "#version"`` with ``version (N)``: every change that must
@@ -58,6 +59,9 @@ class Credential:
     """Temporary credentials: the SHA-256 (hex) of their session token."""
     expires_at: float | None = None
     """Temporary credentials: when they stop working, in seconds since the epoch."""
+    admin: bool = False
+    """Whether the key may call FerryMQ's admin actions (cluster status, usage, access keys) and look at any
+    account's queues through FerryMQ's own API; SQS actions it signs are authorised as any key's are."""
 
     @property
     def active(self) -> bool:
@@ -132,14 +136,8 @@ class CredentialStore:
         """Write ``credential`` as given, replacing any key of the same id (front ends learn of it)."""
         self._with_version_bump({"Put": {"TableName": self._table, "Item": _to_item(credential, self._box)}})
 
-    def create(self, account_id: str, user_name: str) -> Credential:
-        credential = Credential(
-            access_key_id="AKIA" + "".join(secrets.choice(_KEY_ALPHABET) for _ in range(16)),
-            secret_access_key="".join(secrets.choice(_SECRET_ALPHABET) for _ in range(40)),
-            account_id=account_id,
-            user_name=user_name,
-            created_at=time.time(),
-        )
+    def create(self, account_id: str, user_name: str, *, admin: bool = False) -> Credential:
+        credential = _new_permanent(account_id, user_name, admin)
         with translate_client_errors():
             self._client.put_item(
                 TableName=self._table,
@@ -149,7 +147,8 @@ class CredentialStore:
         return credential
 
     def create_temporary(
-        self, account_id: str, user_name: str, duration_seconds: int = DEFAULT_TEMPORARY_SECONDS
+        self, account_id: str, user_name: str, duration_seconds: int = DEFAULT_TEMPORARY_SECONDS, *,
+        admin: bool = False,
     ) -> tuple[Credential, str]:
         """New temporary credentials and their session token, which is shown this once and never stored."""
         if not 1 <= duration_seconds <= MAX_TEMPORARY_SECONDS:
@@ -164,6 +163,7 @@ class CredentialStore:
             created_at=now,
             session_token_sha256=hashlib.sha256(token.encode("ascii")).hexdigest(),
             expires_at=now + duration_seconds,
+            admin=admin,
         )
         with translate_client_errors():
             self._client.put_item(
@@ -196,6 +196,34 @@ class CredentialStore:
                 }
             },
         )
+
+    def rotate(self, access_key_id: str) -> Credential | None:
+        """A new permanent key for the same account, user and admin flag, and ``access_key_id`` disabled, in one
+        transaction (front ends learn of it); None, and nothing changed, when there is no such key."""
+        old = self.get(access_key_id)
+        if old is None:
+            return None
+        new = _new_permanent(old.account_id, old.user_name, old.admin)
+        create = {"Put": {"TableName": self._table, "Item": _to_item(new, self._box),
+                          "ConditionExpression": "attribute_not_exists(access_key_id)"}}
+        disable = {
+            "Update": {
+                "TableName": self._table,
+                "Key": _key(access_key_id),
+                "ConditionExpression": "attribute_exists(access_key_id)",
+                "UpdateExpression": "SET #s = :s",
+                "ExpressionAttributeNames": {"#s": "status"},
+                "ExpressionAttributeValues": {":s": {"S": INACTIVE}},
+            }
+        }
+        try:
+            self._with_version_bump(create, disable)
+        except ClientError as exc:
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if reasons[1:2] == ["ConditionalCheckFailed"]:
+                return None  # deleted since it was read
+            raise
+        return new
 
     def version(self) -> int:
         """The keys' version: it moves with every delete, disable, enable and overwrite."""
@@ -230,8 +258,9 @@ class CredentialStore:
             raise
         return True
 
-    def _with_version_bump(self, change: dict[str, Any]) -> None:
-        """Apply ``change`` and move the version in one transaction: no front end can see one without the other."""
+    def _with_version_bump(self, *changes: dict[str, Any]) -> None:
+        """Apply ``changes`` and move the version in one transaction: no front end can see one without the
+        other."""
         bump = {
             "Update": {
                 "TableName": self._table,
@@ -242,7 +271,18 @@ class CredentialStore:
             }
         }
         with translate_client_errors():
-            self._client.transact_write_items(TransactItems=[change, bump])
+            self._client.transact_write_items(TransactItems=[*changes, bump])
+
+
+def _new_permanent(account_id: str, user_name: str, admin: bool) -> Credential:
+    return Credential(
+        access_key_id="AKIA" + "".join(secrets.choice(_KEY_ALPHABET) for _ in range(16)),
+        secret_access_key="".join(secrets.choice(_SECRET_ALPHABET) for _ in range(40)),
+        account_id=account_id,
+        user_name=user_name,
+        created_at=time.time(),
+        admin=admin,
+    )
 
 
 def _key(access_key_id: str) -> dict[str, Any]:
@@ -262,6 +302,8 @@ def _to_item(c: Credential, box: SecretBox) -> dict[str, Any]:
         item["session_token_sha256"] = {"S": c.session_token_sha256}
     if c.expires_at is not None:
         item["expires_at"] = {"N": repr(c.expires_at)}
+    if c.admin:
+        item["admin"] = {"BOOL": True}
     return item
 
 
@@ -277,4 +319,5 @@ def _from_item(item: dict[str, Any], box: SecretBox) -> Credential:
         status=item.get("status", {}).get("S", ACTIVE),
         session_token_sha256=item["session_token_sha256"]["S"] if "session_token_sha256" in item else None,
         expires_at=float(item["expires_at"]["N"]) if "expires_at" in item else None,
+        admin=item.get("admin", {}).get("BOOL", False),
     )

@@ -191,6 +191,22 @@ class QueueStore:
                     return out
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def scan(self, limit: int, start: dict[str, Any] | None = None) -> tuple[list[QueueRecord], dict[str, Any] | None]:
+        """Live queues of every account and region, in no particular order, from at most ``limit`` items read
+        where ``start`` (the second value of the call before) left off; the second value is None once the
+        table has been read to its end. For whoever watches every queue (the metrics collector)."""
+        kwargs: dict[str, Any] = {"TableName": self._table, "Limit": max(1, limit)}
+        if start:
+            kwargs["ExclusiveStartKey"] = start
+        with translate_client_errors():
+            page = self._client.scan(**kwargs)
+        records = [
+            record
+            for item in page.get("Items", [])
+            if item["account"]["S"] != DROPS_ACCOUNT and (record := _from_item(item)).live
+        ]
+        return records, page.get("LastEvaluatedKey")
+
     def put_new(self, record: QueueRecord, replacing: QueueRecord | None) -> None:
         """Write a new queue; ``replacing`` is the tombstone it overwrites, if any."""
         if replacing is None:

@@ -10,6 +10,8 @@ Table ``settings.workers_table`` (created from ``template.yaml``), one item per 
     port          N
     heartbeat_at  N     ms since the Unix epoch, of the worker's last heartbeat
     started_at    N     ms since the Unix epoch, when the worker process started
+    admin         S     host:port of the worker's admin HTTP listener (health checks, metrics); absent when
+                        it runs none
     state         S     joining | serving | leaving; a worker's heartbeat never takes it out of leaving (only
                         ``set_state`` does), so a worker being removed cannot undo that by beating on
 
@@ -60,6 +62,8 @@ class WorkerInfo:
     heartbeat_at: int
     started_at: int
     state: WorkerState
+    admin: str | None = None
+    """``host:port`` of the worker's admin HTTP listener (/health/live, /health/ready, /metrics), if any."""
 
 
 class WorkerRegistry:
@@ -83,12 +87,14 @@ class WorkerRegistry:
         state: WorkerState,
         *,
         started_at_ms: int | None = None,
+        admin: tuple[str, int] | None = None,
     ) -> WorkerInfo:
         """Record that the worker is alive at ``now_ms``, creating its item on the first beat; the item as it
         is now comes back, so a worker learns from its heartbeat that it is leaving.
 
         ``started_at_ms`` is when the worker process started; without it the item's first heartbeat stands
-        for that. A worker marked leaving stays leaving whatever ``state`` its heartbeat names.
+        for that. A worker marked leaving stays leaving whatever ``state`` its heartbeat names. ``admin`` is
+        where the worker's admin HTTP listener is.
         """
         if not worker_id or worker_id.startswith(RESERVED_PREFIX):
             raise ValueError(f"worker ids are non-empty and do not start with {RESERVED_PREFIX!r}: {worker_id!r}")
@@ -107,6 +113,10 @@ class WorkerRegistry:
             values[":st"] = {"N": str(started_at_ms)}
         names = {"#h": "host", "#p": "port", "#hb": "heartbeat_at", "#s": "state", "#st": "started_at"}
         update = f"SET #h = :h, #p = :p, #hb = :now, #st = {started}"
+        if admin is not None:
+            names["#a"] = "admin"
+            values[":a"] = {"S": f"{admin[0]}:{admin[1]}"}
+            update += ", #a = :a"
         with _translated():
             try:
                 resp = self._client.update_item(
@@ -230,6 +240,7 @@ def _decode(item: dict[str, Any]) -> WorkerInfo:
         heartbeat_at=int(item["heartbeat_at"]["N"]),
         started_at=int(item["started_at"]["N"]),
         state=WorkerState(item["state"]["S"]),
+        admin=item["admin"]["S"] if "admin" in item else None,
     )
 
 

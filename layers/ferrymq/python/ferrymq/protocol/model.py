@@ -98,7 +98,8 @@ class Operation:
     output: Shape | None
 
 
-def _build_operations(raw: dict[str, Any]) -> dict[str, Operation]:
+def build_operations(raw: dict[str, Any]) -> dict[str, Operation]:
+    """The operations of a botocore service model (SQS's, or FerryMQ's own), their shapes compiled."""
     raw_shapes: dict[str, Any] = raw["shapes"]
     built: dict[str, Shape] = {}
 
@@ -147,4 +148,4 @@ def _load() -> dict[str, Any]:
     return Loader().load_service_model("sqs", "service-2", api_version=API_VERSION)
 
 
-OPERATIONS: dict[str, Operation] = _build_operations(_load())
+OPERATIONS: dict[str, Operation] = build_operations(_load())

@@ -3,7 +3,8 @@
 Two protocols reach us:
 
 - AWS JSON 1.0: ``POST`` with ``content-type: application/x-amz-json-1.0``, ``x-amz-target: AmazonSQS.<Action>``
-  and the input as a JSON object.
+  and the input as a JSON object.  FerryMQ's own actions (:mod:`ferrymq.protocol.ferrymq_model`) come this way
+  only, as ``x-amz-target: FerryMQ.<Action>``.
 - The query protocol: ``Action=<Action>&Version=2012-11-05&...`` in a form-encoded ``POST`` body or a ``GET``
   query string, every list and map flattened into numbered parameters (``Attribute.1.Name``,
   ``SendMessageBatchRequestEntry.2.MessageAttribute.1.Value.DataType``).  The queue URL may be the request
@@ -31,6 +32,7 @@ from ferrymq.errors import (
     UnknownOperation,
     UnsupportedProtocol,
 )
+from ferrymq.protocol import ferrymq_model
 from ferrymq.protocol.decoding import decode_base64, index_order, is_index, parse_int
 from ferrymq.protocol.model import (
     BLOB,
@@ -88,8 +90,14 @@ def _parse_json(content_type: str, target: str | None, body: bytes) -> SqsReques
         raise UnsupportedProtocol(f"Unsupported content type for the JSON protocol: {content_type or 'none'}.")
     if not target:
         raise UnsupportedProtocol("The request must carry an X-Amz-Target header.")
-    action = target[len(TARGET_PREFIX) :] if target.startswith(TARGET_PREFIX) else target
-    operation = OPERATIONS.get(action) if target.startswith(TARGET_PREFIX) else None
+    if target.startswith(TARGET_PREFIX):
+        action = target[len(TARGET_PREFIX) :]
+        operation = OPERATIONS.get(action)
+    elif target.startswith(ferrymq_model.TARGET_PREFIX):
+        action = target[len(ferrymq_model.TARGET_PREFIX) :]
+        operation = ferrymq_model.OPERATIONS.get(action)
+    else:
+        action, operation = target, None
     if operation is None:
         raise InvalidAction(f"The action {action} is not valid for this endpoint.")
     if body.strip():

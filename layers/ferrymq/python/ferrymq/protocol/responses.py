@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 
 from ferrymq.errors import InternalError, SqsError
+from ferrymq.protocol import ferrymq_model
 from ferrymq.protocol.model import LIST, MAP, OPERATIONS, STRUCTURE, XML_NAMESPACE, Operation, Shape
 from ferrymq.protocol.xml import escape_text, write_structure
 
@@ -56,9 +57,9 @@ class HttpResponse:
 
 
 def render_result(protocol: str, action: str, result: dict[str, Any], request_id: str) -> HttpResponse:
-    operation = OPERATIONS.get(action)
+    operation = OPERATIONS.get(action) or ferrymq_model.OPERATIONS.get(action)
     if operation is None:
-        raise ValueError(f"unknown SQS action {action!r}")
+        raise ValueError(f"unknown action {action!r}")
     if protocol == "json":
         return _json_result(operation, result, request_id)
     if protocol == "query":

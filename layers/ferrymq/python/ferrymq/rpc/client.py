@@ -19,6 +19,7 @@ from typing import Any
 from ferrymq.errors import ServiceUnavailable
 from ferrymq.message_fields import FIFO_RECEIVED_MESSAGE_FIELDS, RECEIVED_MESSAGE_FIELDS
 from ferrymq.rpc.codec import (
+    DEPTH_FIELDS,
     STATS_FIELDS,
     pack,
     unpack,
@@ -314,13 +315,15 @@ class WorkerClient:
         attempt_id: str | None = None,
         redrive: dict | None = None,
         max_in_flight: int | None = None,
+        priority_levels: int = 1,
     ) -> list[dict]:
         """Receive messages; FIFO queues' messages also carry ``"seq"``, ``"group"`` and ``"dedup_id"``.
 
         ``attempt_id`` is the ReceiveRequestAttemptId (FIFO); ``redrive`` the source queue's redrive policy as
         ``{"max_receive_count", "dlq_queue_id", "dlq_partition", "dlq_fifo", "source_arn",
         "dlq_retention_seconds"}``; with ``max_in_flight`` or more messages in flight a short poll raises
-        :class:`~ferrymq.errors.OverLimit` and a long poll returns nothing.
+        :class:`~ferrymq.errors.OverLimit` and a long poll returns nothing.  ``priority_levels``: the queue's
+        ``FerryMQPriorityLevels`` (``ferrymq.priorities``), which the worker serves levels by.
         """
         args: list[Any] = [partition, queue_id, max_messages, visibility_timeout, wait_seconds, retention_seconds]
         options: dict[str, Any] = {}
@@ -332,6 +335,8 @@ class WorkerClient:
             options["redrive"] = redrive
         if max_in_flight is not None:
             options["max_in_flight"] = max_in_flight
+        if priority_levels > 1:
+            options["priority_levels"] = priority_levels
         if options:
             args.append(options)
         rows = await self._call(Op.RECEIVE, args, wait=wait_seconds)
@@ -360,6 +365,21 @@ class WorkerClient:
     async def stats(self, partition: int, queue_id: str, *, retention_seconds: int) -> dict:
         row = await self._call(Op.STATS, [partition, queue_id, retention_seconds])
         return dict(zip(STATS_FIELDS, row, strict=True))
+
+    async def depth(self, partition: int, queue_id: str, *, retention_seconds: int) -> dict:
+        """:meth:`stats` and ``oldest_age_ms``, how long ago the oldest message held was sent (0: none)."""
+        row = await self._call(Op.STATS, [partition, queue_id, retention_seconds, True])
+        return dict(zip(DEPTH_FIELDS, row, strict=True))
+
+    async def peek(self, partition: int, queue_id: str, *, max_messages: int, retention_seconds: int) -> list[dict]:
+        """Up to ``max_messages`` visible messages, oldest first, as :meth:`receive` returns them but with
+        ``"receipt"`` None: the worker changes nothing (nothing is received, no record is written)."""
+        rows = await self._call(Op.PEEK, [partition, queue_id, max_messages, retention_seconds])
+        return [
+            dict(zip(FIFO_RECEIVED_MESSAGE_FIELDS if len(row) > _STANDARD_ROW else RECEIVED_MESSAGE_FIELDS, row,
+                     strict=True))
+            for row in rows
+        ]
 
     async def start_move_task(self, partition: int, queue_id: str, task: dict) -> dict:
         """Start moving the messages of the dead-letter queue ``queue_id`` (this worker leads it).

@@ -61,6 +61,8 @@ def unpack_error(data: bytes) -> SqsError:
 #   START_MOVE_TASK    [partition, queue_id, task]                           MOVE_TASK
 #   LIST_MOVE_TASKS    [partition, queue_id]                                 [MOVE_TASK, ...], most recent first
 #   CANCEL_MOVE_TASK   [partition, queue_id, task_handle]                    {"moved": int}
+#   PEEK               [partition, queue_id, max_messages,                   as RECEIVE, each receipt None
+#                       retention_seconds]
 #   FETCH              [partition, replica, epoch, from_offset,              [[epoch, offset, payload], ...]
 #                       durable_offset, max_bytes, wait_ms]
 #   OFFSET_FOR_EPOCH   [partition, epoch, asked_epoch]                       [epoch, end_offset] | None
@@ -105,3 +107,4 @@ MOVE_TASK_FIELDS = (
 )
 
 STATS_FIELDS = ("visible", "in_flight", "delayed")
+DEPTH_FIELDS = (*STATS_FIELDS, "oldest_age_ms")

@@ -49,6 +49,8 @@ class Op(IntEnum):
     """A rejoining follower's question: where does an epoch end in the leader's log (not a front-end operation)."""
     SNAPSHOT = 14
     """A far-behind follower's copy of the leader's state, in chunks (not a front-end operation)."""
+    PEEK = 15
+    """Visible messages without receiving them: a pure read that changes nothing and writes no record."""
 
 
 class FrameError(Exception):
