@@ -2,8 +2,9 @@
 #
 #   make up     create .venv if needed, install FerryMQ (what running needs, nothing more) into it, run the
 #               local stack (`ferrymq up`)
-#   make test   install FerryMQ with its test tools (and the e2e tests' npm packages and botocore's
-#               query-protocol SQS model), then ruff and the whole test suite; the tests download nothing
+#   make test   install FerryMQ with its test tools (and the e2e tests' npm packages, botocore's
+#               query-protocol SQS model, and Debian's chromium and chromium-driver where missing), then ruff
+#               and the whole test suite; the tests download nothing
 #   make dist   a wheel in dist/ (what the storage-worker instances install)
 #
 # build-FrontendFunction and build-FerryMQLayer are called by `sam build` (BuildMethod: makefile in
@@ -22,8 +23,12 @@ JS_INSTALLED := $(JS_DIR)/node_modules/.ferrymq-installed
 # botocore 1.31.80's query-protocol SQS model, which the wire-protocol and e2e tests check against
 # (tests/support/legacy_sqs_model.py); extracted into .cache only while it is missing.
 SQS_QUERY_MODEL := .cache/models/sqs/2012-11-05/service-2.json
+# Headless Chromium and its WebDriver from Debian's packages for the dashboard's browser test
+# (tests/e2e/test_dashboard_browser.py), installed only where either is missing; the marker makes it once.
+BROWSER_INSTALLED := .cache/.ferrymq-browser-installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install up test lint sqs-query-model dist build-FrontendFunction build-FerryMQLayer
+.PHONY: install up test lint sqs-query-model browser dist build-FrontendFunction build-FerryMQLayer
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,13 +54,25 @@ $(SQS_QUERY_MODEL): | $(TEST_INSTALLED)
 
 sqs-query-model: $(SQS_QUERY_MODEL)
 
+$(BROWSER_INSTALLED):
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+		echo "chromium and chromedriver are installed"; \
+	else \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver; \
+	fi
+	mkdir -p $(dir $(BROWSER_INSTALLED))
+	touch $(BROWSER_INSTALLED)
+
+browser: $(BROWSER_INSTALLED)
+
 up: $(INSTALLED)
 	$(BIN)/ferrymq up
 
 lint: $(TEST_INSTALLED)
 	$(BIN)/ruff check .
 
-test: lint $(JS_INSTALLED) $(SQS_QUERY_MODEL)
+test: lint $(JS_INSTALLED) $(SQS_QUERY_MODEL) $(BROWSER_INSTALLED)
 	$(BIN)/pytest
 
 dist: $(INSTALLED)

@@ -95,6 +95,8 @@ def serve_asgi(app: Any, sock: socket.socket, ready_line: str, lifespan: Lifespa
         ws="none",
         access_log=False,
         log_level="warning",
+        # uvicorn's own handlers would print its lines in its own format: they go to ours (ferrymq.logs).
+        log_config=None,
         server_header=False,
         # The gateway is the edge of the local stack: a client's X-Forwarded-For must not pass for its address
         # (the policy condition key aws:SourceIp).

@@ -110,7 +110,9 @@ def admin_target(settings: Settings, env: Mapping[str, str]) -> Iterator[AdminTa
         yield AdminTarget(endpoint, standin_environment(endpoint, settings.region, standin_key_pair(settings)),
                           temporary=False)
         return
-    child, endpoint = start_standin(settings, env)
+    # The command's own output is what its user reads: the stand-in it starts for a moment keeps quiet.
+    quiet = env if "FERRYMQ_LOG_LEVEL" in env else {**env, "FERRYMQ_LOG_LEVEL": "WARNING"}
+    child, endpoint = start_standin(settings, quiet)
     try:
         yield AdminTarget(endpoint, standin_environment(endpoint, settings.region, standin_key_pair(settings)),
                           temporary=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from typing import NoReturn, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferrymq import logs
 from ferrymq.accounts import ACCOUNT_ID_RULE, is_account_id
 from ferrymq.aws.credentials import DEFAULT_TEMPORARY_SECONDS, MAX_TEMPORARY_SECONDS
 from ferrymq.errors import ServiceUnavailable, SqsError
@@ -49,7 +49,7 @@ _COMMAND_FIELDS: dict[str, tuple[str, ...]] = {
     "spark": (*STATE_FIELDS, "usage_bucket"),
     **dict.fromkeys(API_COMMANDS, ENDPOINT_FIELDS),
 }
-_LOG_LEVEL = ("FERRYMQ_LOG_LEVEL", "default WARNING: what the command itself logs on stderr")
+_LOG_LEVEL = ("FERRYMQ_LOG_LEVEL", "default WARNING: what the command itself logs on stderr (FERRYMQ_LOG_FORMAT: text)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -289,16 +289,17 @@ def _api(settings: Settings, args: argparse.Namespace, out: TextIO, err: TextIO)
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=os.environ.get("FERRYMQ_LOG_LEVEL", "WARNING").upper(),
-        format="%(asctime)s ferrymq %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    settings = Settings.from_env()
+    if args.command == "up":
+        # The stack's supervisor: its lines join its children's in the stack's log stream (the banner stays human).
+        logs.configure("up", settings)
+    else:
+        logs.configure("cli", settings, default_format="text", default_level="WARNING")
     out, err = sys.stdout, sys.stderr
     if args.command == "log":
         return _salvage(args.data_dir, args.dry_run, args.json, out, err)
     # Admin commands on a local stack's data directory talk to its workers with its cluster secret.
-    settings = with_local_secret(Settings.from_env())
+    settings = with_local_secret(settings)
     if args.command == "up":
         from infra.local_stack import run_up
 

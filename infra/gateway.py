@@ -10,10 +10,9 @@ uvicorn starts so ``--port 0`` works; once serving, the gateway prints ``FERRYMQ
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 
+from ferrymq import logs
 from ferrymq.settings import Settings
 from infra import asgi_serving, tls
 from infra.http_protocol import guarded_protocol
@@ -45,12 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, help="port to listen on, 0 for any free one (default FERRYMQ_PORT)")
     parser.add_argument("--parent-pid", type=int, help="stop (cleanly) once this process is no longer the parent")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=os.environ.get("FERRYMQ_LOG_LEVEL", "WARNING").upper(),
-        format="%(asctime)s gateway %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     settings = Settings.from_env()
+    logs.configure("gateway", settings)
     run(settings, args.host or settings.host, settings.port if args.port is None else args.port, args.parent_pid)
     return 0
 

@@ -119,6 +119,9 @@ def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool) 
             f"  AWS services     {aws_line}",
             f"  storage          {_storage_line(settings)}",
             f"  data             {settings.data_dir}",
+            *([f"  dashboard        {endpoint}/dashboard/ (log in with the access key above"
+               f"{'' if settings.dashboard_remote else '; served to loopback only'})"]
+              if settings.dashboard_enabled else []),
             "",
             f"  try: aws sqs list-queues --endpoint-url {endpoint} --region {settings.region}"
             f"{_ca_bundle(settings, endpoint)}",

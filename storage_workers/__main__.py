@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import os
 import sys
 from pathlib import Path
 
+from ferrymq import logs
 from ferrymq.private_files import restrict_umask
 from ferrymq.settings import Settings
 from storage_workers.server import WorkerConfig, run_worker
@@ -60,12 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--parent-pid", type=int, help="stop (cleanly) once this process is no longer the parent")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=os.environ.get("FERRYMQ_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     settings = Settings.from_env()
+    logs.configure("worker", settings)
     if args.cluster:
         settings = settings.with_(cluster=args.cluster)
     config = WorkerConfig.from_settings(

@@ -13,6 +13,7 @@ from ferrymq.errors import ServiceUnavailable, SqsError
 from ferrymq.protocol.responses import HttpResponse
 from ferrymq.settings import Settings
 from functions.frontend import health
+from functions.frontend.dashboard.service import Dashboard
 from functions.frontend.http import HttpRequest
 from functions.frontend.pipeline import Frontend
 from functions.frontend.transport_limits import (
@@ -43,13 +44,28 @@ def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
             state["frontend"] = frontend or build_frontend(settings)
         return state["frontend"]
 
+    dashboards: dict[str, Dashboard] = {}
+
+    def get_dashboard() -> Dashboard | None:
+        if not settings.dashboard_enabled:
+            return None
+        if "dashboard" not in dashboards:
+            built = get_frontend()
+            dashboards["dashboard"] = Dashboard(built.services, built.authenticator, built.recent_errors,
+                                                built.metrics)
+        return dashboards["dashboard"]
+
     async def lifespan(receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 get_frontend().start()
+                if (dashboard := get_dashboard()) is not None:
+                    dashboard.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if "dashboard" in dashboards:
+                    await dashboards["dashboard"].close()
                 if "frontend" in state:
                     await state["frontend"].close()
                 await send({"type": "lifespan.shutdown.complete"})
@@ -81,6 +97,9 @@ def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
         frontend = get_frontend()
         if health.is_health_check(head.method, head.path, head.query_string, headers):
             await _send(send, await health.answer(head.path, frontend.services))
+            return
+        if Dashboard.serves(head.path) and (dashboard := get_dashboard()) is not None:
+            await _send(send, await dashboard.answer(head, receive))
             return
         metrics = frontend.metrics
         if metrics is not None and metrics.serves(head.method, head.path, head.query_string, headers):

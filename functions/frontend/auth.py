@@ -12,6 +12,7 @@ request while DynamoDB is out, and the read is tried again ``recheck`` seconds l
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from dataclasses import replace
 
@@ -82,6 +83,18 @@ class Authenticator:
             # cached copy carries the last one and a warm request allocates nothing.
             credential = replace(credential, region=signed.region)
             self._cache.put(signed.access_key_id, credential)
+        return credential
+
+    async def verify_key_pair(self, access_key_id: str, secret_access_key: str) -> Credential:
+        """A login with the key pair itself rather than a signature (the web dashboard): the key, if it may sign
+        and ``secret_access_key`` is its secret; InvalidClientTokenId otherwise, whichever part was wrong.
+        Temporary keys are refused: their session token is not part of such a login."""
+        credential = await self._credential(access_key_id)
+        matches = hmac.compare_digest(credential.secret_access_key.encode(), secret_access_key.encode())
+        if not matches or not credential.active or credential.session_token_sha256 is not None:
+            raise InvalidClientTokenId()
+        if credential.expires_at is not None and self._clock.now() >= credential.expires_at:
+            raise ExpiredToken()
         return credential
 
     def _parse(self, request: HttpRequest) -> sigv4.SignedRequest:

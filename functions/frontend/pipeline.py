@@ -11,11 +11,13 @@ import logging
 import uuid
 
 from ferrymq.errors import InvalidAction, SqsError
+from ferrymq.logs import REQUEST_ID
 from ferrymq.protocol.requests import parse_request, response_protocol
 from ferrymq.protocol.responses import HttpResponse, render_error, render_result
 from functions.frontend.actions import ACTIONS
 from functions.frontend.auth import Authenticator
 from functions.frontend.context import RequestContext, Services
+from functions.frontend.dashboard.errors import RecentErrors
 from functions.frontend.http import HttpRequest
 from functions.frontend.metrics.service import GatewayMetrics
 from functions.frontend.throttle import RequestThrottle, build_request_throttle
@@ -55,6 +57,10 @@ class Frontend:
                  metrics: GatewayMetrics | None = None) -> None:
         self.services = services
         self._auth = authenticator
+        # Also the dashboard's login (functions/frontend/dashboard): one credential check, one cache.
+        self.authenticator = authenticator
+        # The last failed requests, for the dashboard.
+        self.recent_errors = RecentErrors()
         self.usage = usage
         # /metrics and the metrics' background tasks; the request path feeds services.metrics.
         self.metrics = metrics
@@ -65,6 +71,8 @@ class Frontend:
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         request_id = str(uuid.uuid4())
+        # Every line logged for this request, here and in the storage workers its RPCs reach, carries this id.
+        request_token = REQUEST_ID.set(request_id)
         arrived, started = self.services.clock.now(), self.services.clock.monotonic()
         protocol = _protocol_of(request)
         # What the usage record needs, as far as the request got.
@@ -104,6 +112,8 @@ class Frontend:
         except SqsError as exc:
             if not exc.sender:
                 _log_failure(logging.WARNING, request_id, exc.code, exc.__cause__)
+            elif log.isEnabledFor(logging.DEBUG):
+                _log_failure(logging.DEBUG, request_id, exc.code, exc.__cause__)
             error = exc
             response = render_error(protocol, exc, request_id)
         except Exception as exc:
@@ -111,6 +121,8 @@ class Frontend:
             error = exc
             response = render_error(protocol, exc, request_id)
         latency = self.services.clock.monotonic() - started
+        if error is not None:
+            self.recent_errors.add(arrived, account, sqs_request.action if sqs_request else None, error, request_id)
         if self._recorder is not None:
             self._recorder.request(sqs_request.action if sqs_request else None, error, latency)
         if self.usage is not None:
@@ -121,6 +133,7 @@ class Frontend:
                 path_queue_url=sqs_request.path_queue_url_path if sqs_request else None,
                 result=result, error=error, status=response.status, response_bytes=len(response.body), region=region,
             )
+        REQUEST_ID.reset(request_token)
         return response
 
     async def identify(self, request: HttpRequest) -> None:

@@ -136,6 +136,9 @@ def reported(attributes: Mapping[str, str], *, fifo: bool) -> dict[str, str]:
 
 def check(name: str, value: str) -> str:
     """The canonical form of a settable attribute's value, or the error SQS gives for it."""
+    if not isinstance(value, str):
+        # A query list item with sub-keys but no value of its own (``Attribute.1.Value.x=``) decodes to None.
+        raise _invalid(name)
     if name in _INT_ATTRIBUTES:
         limits = _INT_ATTRIBUTES[name][0]
         number = parse_int(value.strip()) if isinstance(value, str) else None

@@ -8,11 +8,12 @@ The secret is never taken from the command line, where any local user could read
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from pathlib import Path
 
+from ferrymq import logs
 from ferrymq.private_files import restrict_umask
+from ferrymq.settings import Settings
 from infra.standin.access_keys import ensure_key_pair, from_environment
 from infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES
 from infra.standin.server import serve
@@ -31,10 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ttl-sweep-seconds", type=_positive_seconds, default=DEFAULT_INTERVAL_SECONDS,
                         help="how often expired items of DynamoDB tables with TTL enabled are deleted")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=os.environ.get("FERRYMQ_LOG_LEVEL", "WARNING").upper(),
-        format="%(asctime)s standin %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure("standin", Settings.from_env())
     key_pair = from_environment(os.environ) or ensure_key_pair(args.data_dir)
     serve(args.host, args.port, args.data_dir, key_pair, args.journal_limit_bytes, parent_pid=args.parent_pid,
           ttl_sweep_seconds=args.ttl_sweep_seconds)

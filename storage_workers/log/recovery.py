@@ -41,6 +41,7 @@ from storage_workers.log.format import (
     spans,
 )
 from storage_workers.log.reading import SegmentWalk, damage_in, decode, first_offset
+from storage_workers.log.recovery_progress import RecoveryProgress
 from storage_workers.log.segments import (
     SEALED,
     TMP_SUFFIX,
@@ -78,10 +79,13 @@ class RecoveredLog:
         return self.epochs.end_offset_for(epoch, self.end_offset)
 
 
-def recover(directory: Path, apply: Callable[[Record], None]) -> RecoveredLog:
+def recover(
+    directory: Path, apply: Callable[[Record], None], progress: RecoveryProgress | None = None
+) -> RecoveredLog:
     """Feed every engine record of the log in ``directory`` to ``apply`` (snapshot records, then records, in
     order; never a log-internal frame); returns the segments that remain with the log's end offset and epoch
-    history.
+    history.  How far it got is logged as it goes (``progress``, by default every 2 s and, for a large log,
+    every 10 %).
 
     Cleans up after a crash: leftovers of an unfinished compaction go, segments made obsolete by a later
     base segment go, a last segment whose header never made it to disk goes, and a torn tail of the last
@@ -127,6 +131,11 @@ def recover(directory: Path, apply: Callable[[Record], None]) -> RecoveredLog:
     if obsolete:
         fsync_dir(directory)
     live = [i for i in indexes if i >= first]
+    sizes = {i: segment_path(directory, i).stat().st_size for i in live}
+    progress = progress if progress is not None else RecoveryProgress(str(directory))
+    progress.start(len(live), sum(sizes.values()))
+    records = 0
+    done_before = 0
     history = EpochHistory()
     last_epoch = headers[first].snapshot_epoch
     out: list[SegmentInfo] = []
@@ -141,12 +150,18 @@ def recover(directory: Path, apply: Callable[[Record], None]) -> RecoveredLog:
             for frame in batch:
                 if frame.flags in ENGINE_FLAGS:
                     apply(decode(frame, path))
+                    records += 1
                 if frame.flags == RECORD:
                     last_epoch = frame.epoch
+            if batch:
+                progress.update(records, done_before + batch[-1].end)
         if walk.end != len(data):
             _cut_torn_tail(path, data, header, walk.end, last=pos == len(live) - 1)
         out.append(SegmentInfo(index, walk.end, header.flags, header.version, start, walk.next_offset))
         expected = walk.next_offset
+        done_before += sizes[index]
+        progress.segment_done()
+    progress.finish(records)
     return RecoveredLog(out, history, last_epoch)
 
 

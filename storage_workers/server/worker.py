@@ -34,9 +34,10 @@ from ferrymq.errors import (
     ServiceUnavailable,
     SqsError,
 )
+from ferrymq.logs import REQUEST_ID
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.codec import pack, pack_error, unpack
-from ferrymq.rpc.framing import STATUS_ERROR, STATUS_OK, Op, encode_frame
+from ferrymq.rpc.framing import STATUS_ERROR, STATUS_OK, TRACED, FrameError, Op, encode_frame, split_trace
 from storage_workers.drops import PendingDropStore
 from storage_workers.log.lock import locked
 from storage_workers.log.writer import LogFailed
@@ -206,6 +207,22 @@ class StorageWorker:
 
     def _dispatch(self, conn: Connection, request_id: int, op: int, payload: bytes) -> None:
         self.requests += 1
+        if not op & TRACED:
+            self._handle(conn, request_id, op, payload)
+            return
+        try:
+            trace, args = split_trace(payload)
+        except FrameError as exc:
+            self._fail(conn, request_id, ValueError(str(exc)), op & ~TRACED)
+            return
+        # Long polls and hand-overs started while handling it inherit the id, so their lines name it too.
+        token = REQUEST_ID.set(trace)
+        try:
+            self._handle(conn, request_id, op & ~TRACED, args)
+        finally:
+            REQUEST_ID.reset(token)
+
+    def _handle(self, conn: Connection, request_id: int, op: int, payload: bytes | memoryview) -> None:
         replica: PartitionReplica | None = None
         try:
             if op not in PARTITION_OPS:
@@ -216,6 +233,8 @@ class StorageWorker:
             args = unpack(payload)
             if not isinstance(args, list) or not args or type(args[0]) is not int:
                 raise TypeError("a request must start with its partition")
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s request for partition %d", _op_name(op), args[0])
             replica = self.replicas.get(args[0])
             if replica is None:
                 raise NotLeader(partition=args[0], worker=self.config.worker_id)
@@ -230,6 +249,8 @@ class StorageWorker:
         """Answer with the SQS error ``exc`` stands for; a failed log is an outage, a bad request the caller's."""
         if isinstance(exc, SqsError):
             error: SqsError = exc
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s request answered %s: %s", _op_name(op), error.code, error.message)
         elif isinstance(exc, LogFailed):
             error = ServiceUnavailable()
         elif isinstance(exc, (ValueError, TypeError)):
@@ -239,3 +260,10 @@ class StorageWorker:
             log.error("request %s failed", op, exc_info=exc)
             error = InternalError()
         conn.write(encode_frame(request_id, STATUS_ERROR, pack_error(error)))
+
+
+def _op_name(op: int | None) -> str:
+    try:
+        return Op(op).name
+    except ValueError:
+        return f"operation {op}"

@@ -39,3 +39,11 @@ def test_banner_states_the_storage_shape_in_plain_words() -> None:
     assert "cluster local: 3 workers, 1 partition, replication factor 3, acks majority" in one
     two = banner(Settings(clusters=2, partitions=4, workers=1, replication_factor=1), "http://h", "x", standin=True)
     assert "2 clusters (local, local-1), each 1 worker, 4 partitions, replication factor 1" in two
+
+
+def test_banner_links_the_dashboard_unless_it_is_off() -> None:
+    text = banner(Settings(), "http://127.0.0.1:9324", "x", standin=True)
+    assert "  dashboard        http://127.0.0.1:9324/dashboard/ (log in with the access key above; served to " \
+           "loopback only)" in text.splitlines()
+    assert "loopback" not in banner(Settings(dashboard_remote=True), "http://h", "x", standin=True)
+    assert "/dashboard/" not in banner(Settings(dashboard_enabled=False), "http://h", "x", standin=True)

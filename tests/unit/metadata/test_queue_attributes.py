@@ -131,3 +131,11 @@ def test_attribute_ranges_end_at_the_shared_sqs_limits(name: str, highest: int) 
 
 def test_the_default_retention_is_the_one_workers_assume() -> None:
     assert qa.int_value({}, "MessageRetentionPeriod") == retention_seconds({}) == limits.DEFAULT_RETENTION_SECONDS
+
+
+@pytest.mark.parametrize("name", ["SqsManagedSseEnabled", "VisibilityTimeout", "DeduplicationScope", "Policy",
+                                  "FerryMQShardCount"])
+def test_a_value_that_is_no_string_is_an_invalid_value_not_a_crash(name: str) -> None:
+    # a query list item with sub-keys but no value of its own (Attribute.1.Value.x=) decodes to None
+    with pytest.raises(InvalidAttributeValue):
+        qa.check(name, None)  # type: ignore[arg-type]

@@ -187,6 +187,17 @@ class Settings:
     cloudwatch_publish_seconds: float = 60.0
     cloudwatch_namespace: str = "AWS/SQS"
 
+    # Logs (ferrymq/logs.py): "json" (one object per line) or "text"; None leaves the choice to the process
+    # (JSON for the long-running ones, text for the CLI). The level is a logging level name; DEBUG also lets
+    # the libraries' own INFO and DEBUG lines through.
+    log_format: str | None = None
+    log_level: str | None = None
+
+    # The web dashboard (functions/frontend/dashboard) under /dashboard/ on the gateway: it always asks for a
+    # login with an access key; dashboard_remote lets peers other than loopback reach it at all (off: 403).
+    dashboard_enabled: bool = True
+    dashboard_remote: bool = False
+
     @property
     def served_regions(self) -> frozenset[str]:
         """The regions a request's SigV4 credential scope may name."""
@@ -329,4 +340,8 @@ class Settings:
                 get("CLOUDWATCH_PUBLISH_SECONDS", str(defaults.cloudwatch_publish_seconds))
             ),
             cloudwatch_namespace=get("CLOUDWATCH_NAMESPACE", defaults.cloudwatch_namespace),
+            log_format=get("LOG_FORMAT", "").strip() or None,
+            log_level=get("LOG_LEVEL", "").strip() or None,
+            dashboard_enabled=get("DASHBOARD_ENABLED", "1").lower() not in ("0", "false", "no", "off"),
+            dashboard_remote=get("DASHBOARD_REMOTE", "0").lower() not in ("0", "false", "no", "off"),
         )

@@ -17,6 +17,7 @@ import socket
 from typing import Any
 
 from ferrymq.errors import ServiceUnavailable
+from ferrymq.logs import REQUEST_ID
 from ferrymq.message_fields import FIFO_RECEIVED_MESSAGE_FIELDS, RECEIVED_MESSAGE_FIELDS
 from ferrymq.rpc.codec import (
     DEPTH_FIELDS,
@@ -25,7 +26,15 @@ from ferrymq.rpc.codec import (
     unpack,
     unpack_error,
 )
-from ferrymq.rpc.framing import STATUS_OK, FrameDecoder, FrameError, Op, encode_frame
+from ferrymq.rpc.framing import (
+    MAX_TRACE,
+    STATUS_OK,
+    FrameDecoder,
+    FrameError,
+    Op,
+    encode_frame,
+    encode_traced_frame,
+)
 from ferrymq.rpc.peer_auth import PeerAuth, PeerAuthFailed
 
 _STANDARD_ROW = len(RECEIVED_MESSAGE_FIELDS)
@@ -73,7 +82,14 @@ class _Connection:
         fut = self._loop.create_future()
         timer = self._loop.call_later(timeout, self._expire, request_id, timeout)
         self._pending[request_id] = (fut, timer)
-        self._out.append(encode_frame(request_id, op, payload))
+        trace = REQUEST_ID.get()
+        if trace is None:
+            self._out.append(encode_frame(request_id, op, payload))
+        else:
+            # The front end's request id, so the worker's log lines about this call name it (rpc/framing.py).
+            self._out.append(
+                encode_traced_frame(request_id, op, trace.encode("ascii", "replace")[:MAX_TRACE], payload)
+            )
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)

@@ -13,6 +13,15 @@ Every request and every response is one frame; many may be in flight on one conn
 All integers are big-endian.  In a request the byte after ``request_id`` is the operation (:class:`Op`);
 in a response it is the status: ``0`` ok (payload = the result), ``1`` error (payload =
 ``{"code": str, "message": str}``, ``code`` being a :mod:`ferrymq.errors` class ``code``).
+
+A request made on behalf of a front-end request carries that request's id (:data:`ferrymq.logs.REQUEST_ID`), so
+the worker's log lines about it name the id the client was given.  Its operation byte then has :data:`TRACED`
+set, and the payload starts with the id::
+
+    | op | TRACED | n (u8) | n bytes: the request id (ASCII) | msgpack arguments |
+
+A frame without the bit is read as before, so a worker reads frames from older front ends and from its peers
+(which send none); a front end sending traced frames needs workers that know the bit (upgrade workers first).
 """
 
 from __future__ import annotations
@@ -29,6 +38,11 @@ MAX_FRAME = 64 * 1024 * 1024
 
 STATUS_OK = 0
 STATUS_ERROR = 1
+
+TRACED = 0x80
+"""Set in a request's operation byte when its payload starts with the front end's request id."""
+MAX_TRACE = 255
+_TRACED_HEADER = struct.Struct(">IIBB")
 
 
 class Op(IntEnum):
@@ -59,6 +73,23 @@ class FrameError(Exception):
 
 def encode_frame(request_id: int, op_or_status: int, payload: bytes) -> bytes:
     return HEADER.pack(len(payload) + 5, request_id, op_or_status) + payload
+
+
+def encode_traced_frame(request_id: int, op: int, trace: bytes, payload: bytes) -> bytes:
+    """A request frame carrying ``trace`` (a request id of at most :data:`MAX_TRACE` ASCII bytes)."""
+    return b"".join(
+        (_TRACED_HEADER.pack(len(payload) + len(trace) + 6, request_id, op | TRACED, len(trace)), trace, payload)
+    )
+
+
+def split_trace(payload: bytes) -> tuple[str, memoryview]:
+    """The request id and the arguments of a traced request's payload (the arguments are not copied)."""
+    if not payload:
+        raise FrameError("a traced request without its request id")
+    end = 1 + payload[0]
+    if end > len(payload):
+        raise FrameError("a traced request's id runs past its payload")
+    return payload[1:end].decode("ascii", "replace"), memoryview(payload)[end:]
 
 
 class FrameDecoder:

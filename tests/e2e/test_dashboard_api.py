@@ -1,0 +1,167 @@
+"""The dashboard's JSON API over real HTTP against the session's stack: the login, the loopback rule, the
+numbers against GetQueueAttributes, the cluster view, recent errors, and a redrive behind its CSRF token."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+import requests
+from botocore.exceptions import ClientError
+
+from tests.e2e.conftest import Stack
+from tests.support.dashboard import DashboardClient, counts, dead_lettered, new_queue, unique_prefix
+from tests.support.sqs_clients import sqs_client
+from tests.support.waiting import wait_for
+
+
+def _client(stack: Stack) -> DashboardClient:
+    return DashboardClient(stack.endpoint)
+
+
+def _logged_in(stack: Stack) -> DashboardClient:
+    client = _client(stack)
+    who = client.login(stack.access_key, stack.secret_key)
+    assert who["admin"] is True and who["account"] == "000000000000"
+    return client
+
+
+def test_the_page_is_served_and_the_api_needs_a_login(stack: Stack) -> None:
+    client = _client(stack)
+    page = client.http.get(client.url(""), timeout=30)
+    assert page.status_code == 200 and "text/html" in page.headers["Content-Type"]
+    assert "default-src 'none'" in page.headers["Content-Security-Policy"]
+    assert client.http.get(client.url("app.js"), timeout=30).status_code == 200
+    for path in ("session", "queues", "cluster", "errors"):
+        answer = client.get(path)
+        assert answer.status_code == 401, path
+        assert answer.json()["error"] == "LoginRequired"
+    assert client.post("redrive", {"queueArn": "arn:aws:sqs:us-east-1:000000000000:x"}).status_code == 401
+
+
+def test_a_wrong_secret_opens_no_session(stack: Stack) -> None:
+    client = _client(stack)
+    for key_id, secret in ((stack.access_key, "wrong"), ("AKIANOSUCHKEY", stack.secret_key)):
+        answer = client.http.post(client.url("api/login"), json={"accessKeyId": key_id, "secretAccessKey": secret},
+                                  timeout=30)
+        assert answer.status_code == 401
+        assert "set-cookie" not in answer.headers
+    assert client.get("queues").status_code == 401
+
+
+def test_the_session_cookie_is_httponly_and_samesite_strict(stack: Stack) -> None:
+    answer = requests.post(f"{stack.endpoint}/dashboard/api/login", timeout=30,
+                           json={"accessKeyId": stack.access_key, "secretAccessKey": stack.secret_key})
+    cookie = answer.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/dashboard" in cookie
+
+
+def test_a_login_post_that_is_not_json_or_comes_from_another_origin_is_refused(stack: Stack) -> None:
+    url = f"{stack.endpoint}/dashboard/api/login"
+    form = requests.post(url, data={"accessKeyId": stack.access_key, "secretAccessKey": stack.secret_key},
+                         timeout=30)
+    assert form.status_code == 415
+    foreign = requests.post(url, json={"accessKeyId": stack.access_key, "secretAccessKey": stack.secret_key},
+                            headers={"Origin": "http://attacker.example"}, timeout=30)
+    assert foreign.status_code == 403
+
+
+def test_a_host_that_is_not_loopback_is_refused(stack: Stack) -> None:
+    # What a DNS-rebinding page's requests look like: a loopback peer, the attacker's name in Host.
+    answer = requests.get(f"{stack.endpoint}/dashboard/", headers={"Host": "attacker.example"}, timeout=30)
+    assert answer.status_code == 403
+    assert "loopback" in answer.json()["message"]
+
+
+def test_queue_numbers_are_what_get_queue_attributes_says(stack: Stack) -> None:
+    sqs = sqs_client(stack.endpoint, "json", access_key=stack.access_key, secret_key=stack.secret_key,
+                     region=stack.region)
+    name, url, _ = new_queue(sqs, "dash")
+    for i in range(7):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
+    for i in range(2):
+        sqs.send_message(QueueUrl=url, MessageBody=f"later{i}", DelaySeconds=900)
+    received = 0
+    for _ in range(20):
+        received += len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3 - received,
+                                            VisibilityTimeout=900).get("Messages", []))
+        if received == 3:
+            break
+    assert received == 3
+    client = _logged_in(stack)
+    shown = client.queue(name)
+    expected = counts(sqs, url)
+    assert expected == {"visible": 4, "inFlight": 3, "delayed": 2}
+    assert {k: shown[k] for k in expected} == expected
+    assert shown["oldestAgeSeconds"] is not None and shown["oldestAgeSeconds"] >= 0
+    # The send rate reaches the chart's history once the history has sampled the sends.
+    history = wait_for(lambda: [s for s in client.queue(name)["history"] if s[1] > 0], timeout=30)
+    assert history
+
+
+def test_a_plain_key_sees_its_own_account_only(stack: Stack) -> None:
+    account = "".join(random.choice("123456789") for _ in range(12))
+    key_id, secret = stack.create_credentials(account, "dash-user")
+    own = sqs_client(stack.endpoint, "json", access_key=key_id, secret_key=secret, region=stack.region)
+    name, _, _ = new_queue(own, "mine")
+    client = DashboardClient(stack.endpoint)
+    who = client.login(key_id, secret)
+    assert who == {"accessKeyId": key_id, "account": account, "admin": False, "csrfToken": client.csrf}
+    assert [q["name"] for q in client.get("queues").json()["queues"]] == [name]
+    assert client.get("queues", account="000000000000").status_code == 403
+    assert client.get("cluster").status_code == 403
+    with pytest.raises(ClientError):
+        own.get_queue_url(QueueName="no-such-queue-here")
+    errors = client.get("errors").json()["errors"]
+    assert errors and {e["account"] for e in errors} == {account}
+    stack.ferrymq("credentials", "disable", key_id)
+    wait_for(lambda: client.get("queues").status_code == 401)
+
+
+def test_recent_errors_show_failed_requests_with_their_request_id(stack: Stack) -> None:
+    sqs = sqs_client(stack.endpoint, "json", access_key=stack.access_key, secret_key=stack.secret_key,
+                     region=stack.region)
+    with pytest.raises(ClientError) as failed:
+        sqs.get_queue_url(QueueName="dashboard-missing-queue")
+    request_id = failed.value.response["ResponseMetadata"]["RequestId"]
+    client = _logged_in(stack)
+    errors = client.get("errors").json()["errors"]
+    mine = [e for e in errors if e["request_id"] == request_id]
+    assert len(mine) == 1
+    assert mine[0]["action"] == "GetQueueUrl" and mine[0]["code"] == "QueueDoesNotExist"
+    assert mine[0]["account"] == "000000000000"
+
+
+def test_the_cluster_view_lists_workers_and_partitions(stack: Stack) -> None:
+    cluster = _logged_in(stack).get("cluster")
+    assert cluster.status_code == 200, cluster.text
+    status: dict[str, Any] = cluster.json()
+    assert status["Workers"] and all(w["Address"] for w in status["Workers"])
+    assert any(w["Alive"] for w in status["Workers"])
+    partitions = status["Partitions"]
+    assert partitions and all(p["Leader"] for p in partitions)
+    assert all(p["Epoch"] >= 1 and p["InSyncReplicas"] for p in partitions)
+
+
+def test_a_redrive_needs_the_sessions_csrf_token_and_moves_the_messages_back(stack: Stack) -> None:
+    sqs = sqs_client(stack.endpoint, "json", access_key=stack.access_key, secret_key=stack.secret_key,
+                     region=stack.region)
+    group = unique_prefix("dash-redrive")
+    source, dlq = dead_lettered(sqs, group, 3)
+    client = _logged_in(stack)
+    shown = client.queue(dlq["name"], group)
+    assert shown["deadLetterSources"] == [source["name"]] and shown["visible"] == 3
+    assert client.post("redrive", {"queueArn": dlq["arn"]}, csrf=None).status_code == 403
+    assert client.post("redrive", {"queueArn": dlq["arn"]}, csrf="forged").status_code == 403
+    other = _logged_in(stack)
+    # A token is bound to its session: another session's is refused too.
+    assert client.post("redrive", {"queueArn": dlq["arn"]}, csrf=other.csrf).status_code == 403
+    assert counts(sqs, dlq["url"])["visible"] == 3
+    started = client.post("redrive", {"queueArn": dlq["arn"]})
+    assert started.status_code == 200, started.text
+    assert started.json()["TaskHandle"]
+    task = wait_for(lambda: (t := client.queue(dlq["name"], group)["moveTask"]) and t["Status"] == "COMPLETED" and t)
+    assert task["ApproximateNumberOfMessagesMoved"] == 3
+    assert wait_for(lambda: counts(sqs, source["url"])["visible"] == 3)
+    assert counts(sqs, dlq["url"])["visible"] == 0
