@@ -12,25 +12,14 @@ import pytest
 
 from ferrymq import logs
 from ferrymq.settings import Settings
+from tests.support.logging_state import restored_logging
 
 
 @pytest.fixture
 def restore_logging() -> Iterator[None]:
     """Put the root logger and the libraries' loggers back as they were: configure() changes process-wide state."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level for name in logs.NOISY_LOGGERS}
-    try:
+    with restored_logging():
         yield
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in handlers:
-            root.addHandler(handler)
-        root.setLevel(level)
-        for name, old in levels.items():
-            logging.getLogger(name).setLevel(old)
-        logging.captureWarnings(False)
 
 
 def _lines(stream: io.StringIO) -> list[dict]:

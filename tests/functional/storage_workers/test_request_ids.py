@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,27 +15,16 @@ from ferrymq.errors import SqsError
 from ferrymq.settings import Settings
 from tests.functional.storage_workers.in_process import worker
 from tests.functional.storage_workers.test_server_fifo import message
+from tests.support.logging_state import restored_logging
 
 
 @pytest.fixture
 def worker_log() -> Iterator[io.StringIO]:
     """The process's log as JSON lines at DEBUG, in memory; the root logger is put back afterwards."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level for name in logs.NOISY_LOGGERS}
-    out = io.StringIO()
-    logs.configure("worker", Settings(log_level="DEBUG"), stream=out)
-    try:
+    with restored_logging():
+        out = io.StringIO()
+        logs.configure("worker", Settings(log_level="DEBUG"), stream=out)
         yield out
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in handlers:
-            root.addHandler(handler)
-        root.setLevel(level)
-        for name, old in levels.items():
-            logging.getLogger(name).setLevel(old)
-        logging.captureWarnings(False)
 
 
 def _worker_lines(out: io.StringIO) -> list[dict]:
