@@ -1,14 +1,17 @@
 """The environment variables behind the ``ferrymq`` commands, for each command's ``--help``.
 
 The names come from the settings object: every :class:`~ferrymq.settings.Settings` field ``name`` is read from
-``FERRYMQ_<NAME>`` by ``Settings.from_env``, but for the few listed in ``_NAMED_OTHERWISE``; the defaults are the
-dataclass's own. A command names the fields it reads; :func:`epilog` writes them out with their defaults and,
-when set, their current values (never a secret's).
+``FERRYMQ_<NAME>`` by ``Settings.from_env``, but for the few listed in ``_NAMED_OTHERWISE``; the defaults shown
+are what ``Settings.from_env`` makes of an environment that sets none of them (for a few switches, such as
+usage records and CloudWatch, that differs from the dataclass's own default). A command names the fields it
+reads; :func:`epilog` writes them out with their defaults and, when set, their current values (never a
+secret's).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Iterable, Mapping
 
@@ -37,15 +40,15 @@ def env_name(field: str) -> str:
     return _NAMED_OTHERWISE.get(field, f"FERRYMQ_{field.upper()}")
 
 
+@functools.cache
+def _unset() -> Settings:
+    return Settings.from_env({})
+
+
 def _default(field: dataclasses.Field) -> str:  # type: ignore[type-arg]
     if field.name == "cluster_secret":
         return "unset"
-    if field.default is not dataclasses.MISSING:
-        value = field.default
-    elif field.default_factory is not dataclasses.MISSING:
-        value = field.default_factory()
-    else:
-        return "-"
+    value = getattr(_unset(), field.name)
     if value is None or value == ():
         return "unset"
     if isinstance(value, bool):

@@ -52,3 +52,12 @@ def test_the_epilog_lists_variables_with_defaults_and_never_a_secret_s_value() -
 def test_an_unknown_field_is_refused() -> None:
     with pytest.raises(ValueError, match="no field"):
         env_name("no_such_setting")
+
+
+def test_the_defaults_shown_are_what_an_environment_setting_none_of_them_gives() -> None:
+    # usage records and CloudWatch are on unless turned off, though code that builds Settings() has them off
+    text = epilog(["usage_enabled", "cloudwatch_enabled", "port"], env={})
+    assert "FERRYMQ_USAGE_ENABLED" in text and "FERRYMQ_CLOUDWATCH_ENABLED" in text
+    for line in text.splitlines()[1:3]:
+        assert line.endswith("default 1"), line
+    assert Settings.from_env({}).cloudwatch_enabled and not Settings().cloudwatch_enabled
