@@ -20,6 +20,7 @@ region (the plain form, a legacy ``queue.amazonaws.com`` URL) means the request'
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from typing import NamedTuple
@@ -59,8 +60,12 @@ def queue_url(base: str, account: str, name: str, *, region: str, home_region: s
     return f"{base}/queue/{region}/{account}/{name}"
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_queue_url(url: str, caller_account: str | None = None) -> QueueAddress:
-    """The queue a QueueUrl names (any of the forms above, or a bare name of ``caller_account``'s)."""
+    """The queue a QueueUrl names (any of the forms above, or a bare name of ``caller_account``'s).
+
+    Cached: a request reads its QueueUrl three times (throttle, queue lookup, usage record) and clients name
+    the same few queues over and over; a URL that is refused raises every time (exceptions are not cached)."""
     if caller_account is not None and url and "/" not in url:
         return QueueAddress(None, caller_account, url)
     # Split by hand: this runs on every request, and urlsplit costs more than all the rest together.
