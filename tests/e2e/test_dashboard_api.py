@@ -11,7 +11,14 @@ import requests
 from botocore.exceptions import ClientError
 
 from tests.e2e.conftest import Stack
-from tests.support.dashboard import DashboardClient, counts, dead_lettered, new_queue, unique_prefix
+from tests.support.dashboard import (
+    DashboardClient,
+    counts,
+    dead_lettered,
+    hold_in_flight,
+    new_queue,
+    unique_prefix,
+)
 from tests.support.sqs_clients import sqs_client
 from tests.support.waiting import wait_for
 
@@ -82,13 +89,7 @@ def test_queue_numbers_are_what_get_queue_attributes_says(stack: Stack) -> None:
         sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
     for i in range(2):
         sqs.send_message(QueueUrl=url, MessageBody=f"later{i}", DelaySeconds=900)
-    received = 0
-    for _ in range(20):
-        received += len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3 - received,
-                                            VisibilityTimeout=900).get("Messages", []))
-        if received == 3:
-            break
-    assert received == 3
+    hold_in_flight(sqs, url, 3)
     client = _logged_in(stack)
     shown = client.queue(name)
     expected = counts(sqs, url)

@@ -22,7 +22,7 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.e2e.conftest import Stack
-from tests.support.dashboard import counts, dead_lettered, new_queue, unique_prefix
+from tests.support.dashboard import counts, dead_lettered, hold_in_flight, new_queue, unique_prefix
 from tests.support.sqs_clients import sqs_client
 from tests.support.waiting import wait_for
 
@@ -69,13 +69,7 @@ def test_the_dashboard_shows_the_queues_and_redrives_a_dead_letter_queue(stack: 
     for i in range(6):
         sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
     sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=900)
-    received = 0
-    for _ in range(20):
-        received += len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2 - received,
-                                            VisibilityTimeout=900).get("Messages", []))
-        if received == 2:
-            break
-    assert received == 2
+    hold_in_flight(sqs, url, 2)
     source, dlq = dead_lettered(sqs, group, 4)
     wait = WebDriverWait(browser, WAIT_SECONDS, poll_frequency=0.25)
 

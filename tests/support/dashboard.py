@@ -55,6 +55,17 @@ def new_queue(sqs: Any, prefix: str, **attributes: str) -> tuple[str, str, str]:
     return name, url, arn
 
 
+def hold_in_flight(sqs: Any, url: str, n: int) -> None:
+    """Receive exactly ``n`` messages of ``url`` for 15 minutes (long enough for any test), so they stay in flight."""
+    received = 0
+    for _ in range(20):
+        received += len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=n - received,
+                                            VisibilityTimeout=900).get("Messages", []))
+        if received == n:
+            break
+    assert received == n
+
+
 def counts(sqs: Any, url: str) -> dict[str, int]:
     """What GetQueueAttributes says, under the dashboard's names."""
     names = {"ApproximateNumberOfMessages": "visible", "ApproximateNumberOfMessagesNotVisible": "inFlight",
