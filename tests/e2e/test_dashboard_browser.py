@@ -47,8 +47,12 @@ def browser() -> Iterator[WebDriver]:
 
 
 def _text(browser: WebDriver, selector: str) -> str:
-    found = browser.find_elements(By.CSS_SELECTOR, selector)
-    return found[0].text if found else ""
+    # Read in one script call: the page re-renders its table on every refresh, so an element found first and
+    # read afterwards can be gone (StaleElementReferenceException) in between.
+    found = browser.execute_script(
+        "const cell = document.querySelector(arguments[0]); return cell === null ? '' : cell.innerText;",
+        selector)
+    return str(found).strip()
 
 
 def _shown(browser: WebDriver, name: str) -> dict[str, int] | None:
