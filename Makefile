@@ -28,7 +28,7 @@ SQS_QUERY_MODEL := .cache/models/sqs/2012-11-05/service-2.json
 BROWSER_INSTALLED := .cache/.ferrymq-browser-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install up test lint sqs-query-model browser dist build-FrontendFunction build-FerryMQLayer
+.PHONY: install up test lint sqs-query-model browser dist build-FrontendFunction build-FerryMQLayer layer-library
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,18 +75,27 @@ lint: $(TEST_INSTALLED)
 test: lint $(JS_INSTALLED) $(SQS_QUERY_MODEL) $(BROWSER_INSTALLED)
 	$(BIN)/pytest
 
+# setuptools reuses build/ between builds: a module since moved or removed would otherwise stay in the wheel.
 dist: $(INSTALLED)
+	rm -rf build
 	$(BIN)/python -m pip wheel --no-deps --wheel-dir dist .
 
+# The function's code package: the front end and the metadata layer as the ferrymq.frontend and
+# ferrymq.metadata packages; the layer's ferrymq package adds them to its path (pkgutil.extend_path), so the
+# handler ferrymq.frontend.app.app imports from /var/task with the shared library from /opt/python.
 build-FrontendFunction:
-	mkdir -p "$(ARTIFACTS_DIR)"
-	cp -R functions "$(ARTIFACTS_DIR)/"
+	mkdir -p "$(ARTIFACTS_DIR)/ferrymq"
+	cp -R functions/frontend "$(ARTIFACTS_DIR)/ferrymq/frontend"
+	cp -R functions/metadata "$(ARTIFACTS_DIR)/ferrymq/metadata"
 	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
 
-# Wheels for the Lambda runtime (Linux x86_64, CPython 3.11), whatever machine builds the layer.
-build-FerryMQLayer:
+# The shared library alone (the first half of build-FerryMQLayer; the Lambda bundle's test builds only it).
+layer-library:
 	mkdir -p "$(ARTIFACTS_DIR)/python"
 	cp -R layers/ferrymq/python/ferrymq "$(ARTIFACTS_DIR)/python/"
 	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# Wheels for the Lambda runtime (Linux x86_64, CPython 3.11), whatever machine builds the layer.
+build-FerryMQLayer: layer-library
 	$(PYTHON) -m pip install --requirement layers/ferrymq/requirements.txt --target "$(ARTIFACTS_DIR)/python" \
 		--platform manylinux2014_x86_64 --implementation cp --python-version 3.11 --only-binary=:all: --upgrade

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine import Engine, PartitionState
+from ferrymq.storage.engine import Engine, PartitionState
 
 RETENTION = 345600
 KEY = bytes(range(32))

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from inprocess_frontend import attach, signed
 
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.pipeline import Frontend
+from ferrymq.frontend.wiring import build_frontend
 from ferrymq.settings import Settings
-from functions.frontend.http import HttpRequest
-from functions.frontend.pipeline import Frontend
-from functions.frontend.wiring import build_frontend
 
 
 async def cpu_per_request(frontend: Frontend, request: HttpRequest, total: int, in_flight: int) -> float:

@@ -2,7 +2,7 @@
 
     python benchmarks/gateway_app_bench.py
 
-The app from :func:`functions.frontend.asgi.create_app` wraps a front end whose ``handle`` answers at once, so
+The app from :func:`ferrymq.frontend.asgi.create_app` wraps a front end whose ``handle`` answers at once, so
 what is timed is the ASGI layer alone: building the request, checking the size and the per-client flag,
 ``identify`` for bodies over the free 64 KiB (the SigV4 header parsed and the key found in the warm cache of a
 real :class:`Authenticator`),
@@ -24,11 +24,11 @@ from botocore.credentials import Credentials
 
 from ferrymq.aws.credentials import Credential
 from ferrymq.clock import SystemClock
+from ferrymq.frontend.asgi import create_app
+from ferrymq.frontend.auth import Authenticator
+from ferrymq.frontend.http import HttpRequest
 from ferrymq.protocol.responses import HttpResponse, render_error
 from ferrymq.settings import Settings
-from functions.frontend.asgi import create_app
-from functions.frontend.auth import Authenticator
-from functions.frontend.http import HttpRequest
 
 HOST = "127.0.0.1:9324"
 

@@ -14,10 +14,10 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.infra.cluster_secret import with_local_secret
+from ferrymq.infra.standin.access_keys import read_key_pair
 from ferrymq.settings import Settings
-from functions.frontend.http import HttpRequest
-from infra.cluster_secret import with_local_secret
-from infra.standin.access_keys import read_key_pair
 
 HOST = "127.0.0.1:9324"
 

@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 
 from ferrymq.aws.queue_store import QueueRecord
-from functions.frontend.actions import ACTIONS
-from functions.frontend.metrics.depths import Depth, QueueDepths
-from functions.frontend.metrics.exposition import render, snapshot
-from functions.frontend.metrics.recorder import FrontendMetrics, sizes_of
+from ferrymq.frontend.actions import ACTIONS
+from ferrymq.frontend.metrics.depths import Depth, QueueDepths
+from ferrymq.frontend.metrics.exposition import render, snapshot
+from ferrymq.frontend.metrics.recorder import FrontendMetrics, sizes_of
 
 
 def per_call(fn: Callable[[], None], n: int = 200_000) -> float:

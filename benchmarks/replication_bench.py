@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from infra.up_process import UpProcess, up_environment
+from ferrymq.infra.up_process import UpProcess, up_environment
 
 HERE = Path(__file__).resolve().parent
 LINE = re.compile(r"^(\S+)\s+(\d+) req/s\s+(\d+) msg/s\s+p50\s+([\d.]+) ms\s+p99\s+([\d.]+) ms")

@@ -11,7 +11,7 @@ queues alive (ListQueues), messages sent so far, and the bytes of the workers' l
 prints how much each process grew from minute 1 to the last minute, stops the stack with SIGTERM and exits 0.
 
 It asserts nothing: what it finds, it prints.  Every loop is bounded in count and time.  It starts and stops
-``ferrymq up`` with ``infra.up_process``, as the end-to-end tests do, so that it runs without the test tree.
+``ferrymq up`` with ``ferrymq.infra.up_process``, as the end-to-end tests do, so that it runs without the test tree.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from infra.up_process import UpProcess, up_environment
+from ferrymq.infra.up_process import UpProcess, up_environment
 
 REGION = "us-east-1"
 # The development credential `ferrymq up` seeds.
@@ -81,12 +81,12 @@ def stack_processes(up_pid: int) -> dict[str, int]:
     named: dict[str, int] = {}
     for pid in _children(up_pid):
         argv = _cmdline(pid)
-        if "storage_workers" in argv:
+        if "ferrymq.storage" in argv:
             worker_id = argv[argv.index("--worker-id") + 1] if "--worker-id" in argv[:-1] else f"worker-pid{pid}"
             named[worker_id] = pid
-        elif "infra.gateway" in argv:
+        elif "ferrymq.infra.gateway" in argv:
             named["gateway"] = pid
-        elif "infra.standin" in argv:
+        elif "ferrymq.infra.standin" in argv:
             named["aws"] = pid
     return dict(sorted(named.items(), key=lambda kv: (kv[0] != "gateway", kv[0] != "aws", kv[0])))
 

@@ -22,12 +22,12 @@ from pathlib import Path
 from inprocess_frontend import attach, signed
 
 from ferrymq.clock import SystemClock
+from ferrymq.frontend.encryption import MessageCipher
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.pipeline import Frontend
+from ferrymq.frontend.wiring import build_cipher, build_frontend
 from ferrymq.rpc.messages import sent_message
 from ferrymq.settings import Settings
-from functions.frontend.encryption import MessageCipher
-from functions.frontend.http import HttpRequest
-from functions.frontend.pipeline import Frontend
-from functions.frontend.wiring import build_cipher, build_frontend
 
 QUEUE_ARN = "arn:aws:sqs:us-east-1:000000000000:sse-bench"
 

@@ -2,7 +2,7 @@
 
     python benchmarks/standin_bench.py [--requests 500]
 
-Starts ``python -m infra.standin`` on a temporary directory, then times DynamoDB GetItem (a read), PutItem
+Starts ``python -m ferrymq.infra.standin`` on a temporary directory, then times DynamoDB GetItem (a read), PutItem
 (journaled and fsynced) and a conditional PutItem that fails (nothing journaled). It prints p50 and p99 in
 milliseconds and asserts nothing. It also times, in this process, the SigV4 check every request pays before it
 reaches moto (the stand-in accepts only its own key pair).
@@ -23,7 +23,7 @@ from typing import Any
 
 import boto3
 
-from infra.standin import layout
+from ferrymq.infra.standin import layout
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:
@@ -49,8 +49,8 @@ def _signature_check_cost(requests: int) -> None:
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
 
-    from infra.standin.access_keys import KeyPair
-    from infra.standin.request_auth import RequestVerifier
+    from ferrymq.infra.standin.access_keys import KeyPair
+    from ferrymq.infra.standin.request_auth import RequestVerifier
 
     body = b'{"TableName": "bench", "Key": {"pk": {"S": "hot"}}}'
     request = AWSRequest("POST", "http://127.0.0.1:4566/", data=body, headers={
@@ -76,7 +76,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as data_dir:
         # The stand-in accepts only this pair: every request below pays its signature check.
         process = subprocess.Popen(
-            [sys.executable, "-m", "infra.standin", "--port", "0", "--data-dir", data_dir],
+            [sys.executable, "-m", "ferrymq.infra.standin", "--port", "0", "--data-dir", data_dir],
             stdout=subprocess.PIPE, text=True,
             env={**os.environ, "FERRYMQ_STANDIN_ACCESS_KEY_ID": "test", "FERRYMQ_STANDIN_SECRET_ACCESS_KEY": "test"},
         )

@@ -25,11 +25,11 @@ from inprocess_frontend import HOST, attach, signed
 
 from ferrymq.clock import SystemClock
 from ferrymq.errors import SqsError
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.pipeline import Frontend
+from ferrymq.frontend.throttle import RequestThrottle, Throttle
+from ferrymq.frontend.wiring import build_frontend
 from ferrymq.settings import Settings
-from functions.frontend.http import HttpRequest
-from functions.frontend.pipeline import Frontend
-from functions.frontend.throttle import RequestThrottle, Throttle
-from functions.frontend.wiring import build_frontend
 
 ACCOUNT = "000000000000"
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.errors import InvalidClientTokenId
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.usage import UsageRecorder
 from ferrymq.usage.writer import UsageWriter
-from functions.frontend.http import HttpRequest
-from functions.frontend.usage import UsageRecorder
 
 CHUNK = 5000  # the default usage_flush_records
 URL = "http://127.0.0.1:9324/000000000000/bench"

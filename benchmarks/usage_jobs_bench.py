@@ -81,10 +81,10 @@ def generate(root: Path, records: int) -> None:
 
 
 def spark_jobs(root: Path, out: Path, records: int) -> None:
-    from spark import session
-    from spark.io import Io
-    from spark.pipeline import run_analytics, run_billing
-    from spark.prices import Prices
+    from ferrymq.spark import session
+    from ferrymq.spark.io import Io
+    from ferrymq.spark.pipeline import run_analytics, run_billing
+    from ferrymq.spark.prices import Prices
 
     started = time.perf_counter()
     spark = session.build("ferrymq-bench", "local[2]")

@@ -194,7 +194,7 @@ def start_worker(data_dir: Path, secret: str | None) -> tuple[subprocess.Popen, 
     if secret:
         env["FERRYMQ_CLUSTER_SECRET"] = secret
     proc = subprocess.Popen(
-        [sys.executable, "-m", "storage_workers", "--no-register", "--port", "0", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "ferrymq.storage", "--no-register", "--port", "0", "--data-dir", str(data_dir)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ferrymq.aws.credentials import Credential, CredentialStore
+from ferrymq.infra import cluster, membership
+from ferrymq.infra.bootstrap import bootstrap
 from ferrymq.settings import Settings
-from infra import cluster, membership
-from infra.bootstrap import bootstrap
 
 
 def _created(credential: Credential) -> str:

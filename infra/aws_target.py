@@ -3,7 +3,7 @@
 ``AWS_ENDPOINT_URL`` (or ``FERRYMQ_AWS_ENDPOINT_URL``) naming an endpoint — LocalStack, real AWS — means no
 stand-in is started and the user's credentials are used as they are. Otherwise the stand-in serves
 ``settings.data_dir / "aws"`` and accepts only the key pair generated there on first start
-(:mod:`infra.standin.access_keys`), which every process of the stack signs with. ``ferrymq up`` records the
+(:mod:`ferrymq.infra.standin.access_keys`), which every process of the stack signs with. ``ferrymq up`` records the
 running stand-in's URL in that directory so admin commands reach the same state; with no stack running, an
 admin command starts a stand-in on that directory for the length of the command.
 """
@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ferrymq.infra.children import Child, child_environment, python_module_argv, start_child
+from ferrymq.infra.standin import layout
+from ferrymq.infra.standin.access_keys import KeyPair, ensure_key_pair
 from ferrymq.private_files import write_private
 from ferrymq.settings import Settings
-from infra.children import Child, child_environment, python_module_argv, start_child
-from infra.standin import layout
-from infra.standin.access_keys import KeyPair, ensure_key_pair
 
 STANDIN_HOST = "127.0.0.1"
 
@@ -65,7 +65,7 @@ def apply_environment(aws_env: Mapping[str, str]) -> None:
 def start_standin(settings: Settings, env: Mapping[str, str], should_abort: Callable[[], bool] = lambda: False,
                   timeout: float = 60.0) -> tuple[Child, str]:
     """Start the stand-in on ``standin_dir(settings)``; returns it with its endpoint URL."""
-    argv = python_module_argv("infra.standin", "--host", STANDIN_HOST, "--port", "0",
+    argv = python_module_argv("ferrymq.infra.standin", "--host", STANDIN_HOST, "--port", "0",
                               "--data-dir", str(standin_dir(settings)), "--parent-pid", str(os.getpid()))
     child_env = child_environment(env, **standin_key_pair(settings).environment())
     child = start_child("aws", argv, child_env, layout.READY_PREFIX, should_abort=should_abort, timeout=timeout)

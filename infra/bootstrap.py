@@ -13,8 +13,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ferrymq.aws import session
+from ferrymq.infra import template as cfn
 from ferrymq.settings import Settings
-from infra import template as cfn
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
 """The ``ferrymq`` command: ``up`` runs the local stack; ``credentials``, ``bootstrap`` and ``cluster`` administer
 its state directly; ``queues``, ``accounts``, ``keys`` and ``usage`` go through the running front end with the
-admin key (:mod:`infra.stack_client`); ``log`` works on a stopped storage worker's log directory; ``spark`` runs a
-usage job against the stack's S3. Every command's ``--help`` ends with the environment variables it reads
-(:mod:`infra.cli_env`); errors are one line on stderr.
+admin key (:mod:`ferrymq.infra.stack_client`); ``log`` works on a stopped storage worker's log directory;
+``spark`` runs a usage job against the stack's S3. Every command's ``--help`` ends with the environment variables
+it reads (:mod:`ferrymq.infra.cli_env`); errors are one line on stderr.
 
 Settings come from ``FERRYMQ_*`` variables, read once here. AWS calls go to ``AWS_ENDPOINT_URL`` (or
 ``FERRYMQ_AWS_ENDPOINT_URL``) when set, otherwise to the durable stand-in in ``FERRYMQ_DATA_DIR/aws``; see
-:mod:`infra.aws_target`.
+:mod:`ferrymq.infra.aws_target`.
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from ferrymq import logs
 from ferrymq.accounts import ACCOUNT_ID_RULE, is_account_id
 from ferrymq.aws.credentials import DEFAULT_TEMPORARY_SECONDS, MAX_TEMPORARY_SECONDS
 from ferrymq.errors import ServiceUnavailable, SqsError
+from ferrymq.infra import admin, aws_target, cli_keys, cli_queues
+from ferrymq.infra.bootstrap import bootstrap
+from ferrymq.infra.children import ChildFailed
+from ferrymq.infra.cli_env import ALL_FIELDS, ENDPOINT_FIELDS, STATE_FIELDS, epilog
+from ferrymq.infra.cli_output import Output, error
+from ferrymq.infra.cluster_secret import with_local_secret
+from ferrymq.infra.stack_client import NoStack, clients
 from ferrymq.settings import Settings
-from infra import admin, aws_target, cli_keys, cli_queues
-from infra.bootstrap import bootstrap
-from infra.children import ChildFailed
-from infra.cli_env import ALL_FIELDS, ENDPOINT_FIELDS, STATE_FIELDS, epilog
-from infra.cli_output import Output, error
-from infra.cluster_secret import with_local_secret
-from infra.stack_client import NoStack, clients
 
 SPARK_JOBS = ("billing", "analytics", "report")
 API_COMMANDS = ("queues", "accounts", "keys", "usage")
@@ -216,12 +216,12 @@ def _spark(settings: Settings, args: argparse.Namespace) -> int:
         argv += ["--master", args.master]
     if args.prices and args.job == "billing":
         argv += ["--prices", args.prices]
-    return int(importlib.import_module(f"spark.jobs.{args.job}").main(argv))
+    return int(importlib.import_module(f"ferrymq.spark.jobs.{args.job}").main(argv))
 
 
 def _salvage(directory: Path, dry_run: bool, as_json: bool, out: TextIO, err: TextIO) -> int:
-    from storage_workers.log.lock import DirectoryInUse
-    from storage_workers.log.salvage import SalvageRefused, salvage
+    from ferrymq.storage.log.lock import DirectoryInUse
+    from ferrymq.storage.log.salvage import SalvageRefused, salvage
 
     try:
         report = salvage(directory, dry_run=dry_run)
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     # Admin commands on a local stack's data directory talk to its workers with its cluster secret.
     settings = with_local_secret(settings)
     if args.command == "up":
-        from infra.local_stack import run_up
+        from ferrymq.infra.local_stack import run_up
 
         return run_up(settings, os.environ, out)
     if args.command in API_COMMANDS:

@@ -1,6 +1,6 @@
 """``ferrymq accounts list|create``, ``ferrymq keys create|list|disable|enable|rotate|delete`` and ``ferrymq usage
 summary``: FerryMQ's own admin actions through the running front end, with the admin key
-(:mod:`infra.stack_client`). ``ferrymq credentials`` does the key work on the stack's state directly, and works
+(:mod:`ferrymq.infra.stack_client`). ``ferrymq credentials`` does the key work on the stack's state directly, and works
 with no stack running."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from ferrymq.aws.credentials import MAX_TEMPORARY_SECONDS
-from infra.cli_output import Output
-from infra.stack_client import StackClients
+from ferrymq.infra.cli_output import Output
+from ferrymq.infra.stack_client import StackClients
 
 KEY_COLUMNS = ("ACCESS KEY ID", "ACCOUNT", "USER", "STATUS", "ADMIN", "EXPIRES", "CREATED")
 # How many random account ids `accounts create` tries before giving up (a clash is one in 10^12 per account).

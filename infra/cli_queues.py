@@ -1,5 +1,5 @@
 """``ferrymq queues list|describe|stats|peek|purge|redrive|delete``: queues through the running front end, with
-the admin key (:mod:`infra.stack_client`): SQS's own actions for what SQS has, FerryMQ's for statistics and
+the admin key (:mod:`ferrymq.infra.stack_client`): SQS's own actions for what SQS has, FerryMQ's for statistics and
 peeking. A queue is named by its name (the admin key's account) or by its URL (any account, for ``stats`` and
 ``peek``)."""
 
@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from ferrymq.infra.cli_output import Output, confirmed
+from ferrymq.infra.stack_client import StackClients
 from ferrymq.limits import MAX_PEEK_MESSAGES
-from infra.cli_output import Output, confirmed
-from infra.stack_client import StackClients
 
 POLL_SECONDS = 0.5
 BODY_COLUMN = 60

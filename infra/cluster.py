@@ -1,5 +1,5 @@
 """The local stack's storage cluster: its replica sets, and what ``ferrymq cluster status`` shows (adding and
-removing workers: :mod:`infra.membership`).
+removing workers: :mod:`ferrymq.infra.membership`).
 
 ``ensure_replica_sets`` gives every partition a replica set over the cluster's workers
 (:func:`ferrymq.placement.replicas_for`) unless it has one. A partition whose data a single worker held
@@ -22,9 +22,9 @@ from ferrymq.aws.workers import WorkerState
 from ferrymq.placement import replicas_for
 from ferrymq.replication_rules import Acks, ReplicaSet
 from ferrymq.settings import Settings
-from storage_workers.log.format import HEADER_SIZE
-from storage_workers.log.segments import list_segments, segment_path
-from storage_workers.server.layout import replica_dir
+from ferrymq.storage.log.format import HEADER_SIZE
+from ferrymq.storage.log.segments import list_segments, segment_path
+from ferrymq.storage.server.layout import replica_dir
 
 log = logging.getLogger(__name__)
 

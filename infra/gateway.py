@@ -1,9 +1,9 @@
-"""``python -m infra.gateway --host H --port P``: the SQS front end served locally by uvicorn.
+"""``python -m ferrymq.infra.gateway --host H --port P``: the SQS front end served locally by uvicorn.
 
-The front end's ASGI app (:func:`functions.frontend.asgi.create_app`) runs in uvicorn with uvloop and
-httptools, access logs off, and the transport limits of :mod:`infra.http_protocol` (header timeout, connections
-per client) and :mod:`functions.frontend.transport_limits` (body size, budget and timeout, credentials checked
-before the body is read). With TLS settings (:mod:`infra.tls`) it serves HTTPS. The socket is bound before
+The front end's ASGI app (:func:`ferrymq.frontend.asgi.create_app`) runs in uvicorn with uvloop and
+httptools, access logs off, and the transport limits of :mod:`ferrymq.infra.http_protocol` (header timeout, connections
+per client) and :mod:`ferrymq.frontend.transport_limits` (body size, budget and timeout, credentials checked
+before the body is read). With TLS settings (:mod:`ferrymq.infra.tls`) it serves HTTPS. The socket is bound before
 uvicorn starts so ``--port 0`` works; once serving, the gateway prints ``FERRYMQ_GATEWAY_READY URL``.
 """
 
@@ -13,16 +13,16 @@ import argparse
 import sys
 
 from ferrymq import logs
+from ferrymq.infra import asgi_serving, tls
+from ferrymq.infra.http_protocol import guarded_protocol
 from ferrymq.settings import Settings
-from infra import asgi_serving, tls
-from infra.http_protocol import guarded_protocol
 
 READY_PREFIX = "FERRYMQ_GATEWAY_READY"
 
 
 def run(settings: Settings, host: str, port: int, parent_pid: int | None = None) -> None:
     """Serve the front end on ``host:port`` until SIGTERM/SIGINT, or until ``parent_pid`` is gone."""
-    from functions.frontend.asgi import create_app
+    from ferrymq.frontend.asgi import create_app
 
     tls_files = tls.tls_files(settings.with_(host=host))
     sock = asgi_serving.bind_socket(host, port)
@@ -39,7 +39,8 @@ def run(settings: Settings, host: str, port: int, parent_pid: int | None = None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.gateway", description="Serve FerryMQ's SQS front end.")
+    parser = argparse.ArgumentParser(prog="python -m ferrymq.infra.gateway",
+                                     description="Serve FerryMQ's SQS front end.")
     parser.add_argument("--host", help="address to listen on (default FERRYMQ_HOST)")
     parser.add_argument("--port", type=int, help="port to listen on, 0 for any free one (default FERRYMQ_PORT)")
     parser.add_argument("--parent-pid", type=int, help="stop (cleanly) once this process is no longer the parent")

@@ -12,7 +12,7 @@ Content-Length) is taken from the raw bytes here and handed to the request, and 
 the next request on the connection.
 
 Connections are counted per client address.  One over ``max_per_client`` is not refused outright: its request
-is flagged in the scope (``functions.frontend.transport_limits.OVER_CLIENT_CAP``) so that the front end can
+is flagged in the scope (``ferrymq.frontend.transport_limits.OVER_CLIENT_CAP``) so that the front end can
 answer in the request's protocol, and it is closed after that answer.  The app reads nothing of its body.
 """
 
@@ -24,7 +24,7 @@ from collections import Counter
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from functions.frontend.transport_limits import OVER_CLIENT_CAP
+from ferrymq.frontend.transport_limits import OVER_CLIENT_CAP
 
 
 class ClientConnections:

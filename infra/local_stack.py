@@ -4,7 +4,7 @@ Start order: AWS stand-in (unless an endpoint is named), bootstrap of tables/buc
 credential, the replica sets of the storage cluster, its workers (``FERRYMQ_WORKERS``, 3 by default, each
 partition on ``FERRYMQ_REPLICATION_FACTOR`` of them, acknowledged per ``FERRYMQ_ACKS``), the gateway. Then
 one banner and the machine-readable line ``FERRYMQ_READY endpoint=URL``. A worker that dies is restarted
-with backoff (:mod:`infra.worker_pool`) while the others keep serving. SIGTERM or SIGINT stops the children
+with backoff (:mod:`ferrymq.infra.worker_pool`) while the others keep serving. SIGTERM or SIGINT stops the children
 in reverse order (SIGTERM, then SIGKILL after a timeout) and returns 0; a stand-in or gateway that dies on
 its own is reported, the rest are stopped, and the return value is 1.
 
@@ -28,17 +28,25 @@ from types import FrameType
 from typing import TextIO
 
 from ferrymq.aws.credentials import Credential, CredentialStore
+from ferrymq.infra import aws_target, stack_endpoint, tls
+from ferrymq.infra.bootstrap import bootstrap
+from ferrymq.infra.children import (
+    Child,
+    ChildFailed,
+    child_environment,
+    python_module_argv,
+    signal_name,
+    start_child,
+    stop_all,
+)
+from ferrymq.infra.cluster import cluster_layouts, ensure_replica_sets
+from ferrymq.infra.cluster_secret import SECRET_FILE_ENV, ensure_secret_file, with_local_secret
+from ferrymq.infra.gateway import READY_PREFIX as GATEWAY_READY_PREFIX
+from ferrymq.infra.worker_pool import WorkerPool
 from ferrymq.private_files import private_dir, restrict_umask, tighten_tree
 from ferrymq.settings import Settings
-from infra import aws_target, stack_endpoint, tls
-from infra.bootstrap import bootstrap
-from infra.children import Child, ChildFailed, child_environment, python_module_argv, signal_name, start_child, stop_all
-from infra.cluster import cluster_layouts, ensure_replica_sets
-from infra.cluster_secret import SECRET_FILE_ENV, ensure_secret_file, with_local_secret
-from infra.gateway import READY_PREFIX as GATEWAY_READY_PREFIX
-from infra.worker_pool import WorkerPool
-from storage_workers.log.lock import locked
-from storage_workers.server.layout import adopt_legacy_log, legacy_segments, replica_dir
+from ferrymq.storage.log.lock import locked
+from ferrymq.storage.server.layout import adopt_legacy_log, legacy_segments, replica_dir
 
 WORKER_READY_PREFIX = "FERRYMQ_WORKER_READY"
 WORKER_ID = "worker-0"
@@ -288,7 +296,7 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     for index, (layout, sets, worker_id) in enumerate(members):
         # A worker holding nothing is a spare: the cluster's manager moves replicas of dead workers to it.
         held = [str(p) for p, rs in sorted(sets.items()) if worker_id in rs.replicas]
-        argv = python_module_argv("storage_workers", "--partitions", ",".join(held), "--worker-id", worker_id,
+        argv = python_module_argv("ferrymq.storage", "--partitions", ",".join(held), "--worker-id", worker_id,
                                   "--cluster", layout.name, "--parent-pid", str(os.getpid()))
         # A fixed port is the first worker's; the others take the ones after it.
         if settings.worker_port:
@@ -298,7 +306,7 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
         if settings.worker_admin_port:
             argv += ["--admin-port", str(settings.worker_admin_port + index)]
         pool.start(worker_id, argv)
-    argv = python_module_argv("infra.gateway", "--host", settings.host, "--port", str(settings.port),
+    argv = python_module_argv("ferrymq.infra.gateway", "--host", settings.host, "--port", str(settings.port),
                               "--parent-pid", str(os.getpid()))
     gateway = start_child("gateway", argv, base_env, GATEWAY_READY_PREFIX, should_abort=stop.is_set)
     children.append(gateway)

@@ -56,7 +56,7 @@ def add_worker(settings: Settings, worker_id: str, cluster: str, *, catch_up_sec
     if joining is None:
         raise MembershipChangeRefused(
             f"worker {worker_id} is not alive in cluster {cluster}: start it first, holding nothing "
-            f"(python -m storage_workers --partitions '' --worker-id {worker_id} --cluster {cluster})"
+            f"(python -m ferrymq.storage --partitions '' --worker-id {worker_id} --cluster {cluster})"
         )
     sets = ReplicaSets.from_settings(settings)
     current = {rs.partition: rs for rs in sets.all(cluster)}

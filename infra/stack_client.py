@@ -1,7 +1,7 @@
 """The clients the API-backed admin commands (``queues``, ``accounts``, ``keys``, ``usage``) talk to FerryMQ with.
 
 Where: ``FERRYMQ_ENDPOINT_URL`` when set, else the gateway a running ``ferrymq up`` on ``FERRYMQ_DATA_DIR``
-recorded (:mod:`infra.stack_endpoint`: found the way the stand-in is found, whatever port it picked), else
+recorded (:mod:`ferrymq.infra.stack_endpoint`: found the way the stand-in is found, whatever port it picked), else
 ``FERRYMQ_HOST``:``FERRYMQ_PORT``. Who: the key ``FERRYMQ_DEV_ACCESS_KEY`` / ``FERRYMQ_DEV_SECRET_KEY``, the
 admin key ``ferrymq up`` creates and prints; never boto3's own credential chain, whose keys (for AWS itself, or
 the stand-in's) FerryMQ does not know. Retries are few and timeouts short: a command facing a stack that is
@@ -17,8 +17,8 @@ from botocore.config import Config
 
 import ferrymq
 from ferrymq.client import endpoint_url
+from ferrymq.infra import stack_endpoint
 from ferrymq.settings import Settings
-from infra import stack_endpoint
 
 _CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 2}, connect_timeout=3, read_timeout=60)
 

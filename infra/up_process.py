@@ -21,9 +21,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from ferrymq.infra.local_stack import READY_PREFIX
+from ferrymq.infra.standin import layout
 from ferrymq.private_files import FILE_MODE, private_dir
-from infra.local_stack import READY_PREFIX
-from infra.standin import layout
 
 START_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 30.0
@@ -39,7 +39,7 @@ class UpNotReady(RuntimeError):
 def ferrymq_command() -> list[str]:
     """The ``ferrymq`` command of this interpreter's environment (the module when no script is installed)."""
     script = Path(sys.executable).with_name("ferrymq")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "infra.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "ferrymq.infra.cli"]
 
 
 def up_environment(data_dir: Path) -> dict[str, str]:

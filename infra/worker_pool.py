@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from infra.children import Child, ChildFailed, signal_name, start_child
+from ferrymq.infra.children import Child, ChildFailed, signal_name, start_child
 
 MIN_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 10.0

@@ -1,7 +1,7 @@
 """``ferrymq_s3``: a PySpark Python Data Source that reads and writes S3 through boto3.
 
 Local PySpark ships no hadoop-aws, so ``s3a://`` has no filesystem here; EMR reads ``s3://`` natively and
-never uses this.  It is chosen by :mod:`spark.io` when Hadoop has no filesystem for the URL's scheme.
+never uses this.  It is chosen by :mod:`ferrymq.spark.io` when Hadoop has no filesystem for the URL's scheme.
 
 Reading (``spark.read.format("ferrymq_s3")``), one input partition per object under ``url``:
 
@@ -48,7 +48,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark.storage import Location, Store
+from ferrymq.spark.storage import Location, Store
 
 NAME = "ferrymq_s3"
 LINES_SCHEMA = StructType([StructField("source", StringType()), StructField("value", StringType())])

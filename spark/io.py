@@ -2,10 +2,10 @@
 
 On EMR (``s3://`` through EMRFS) and anywhere hadoop-aws is on the classpath (``s3a://``), Spark's own
 readers and writers are used.  Local PySpark has neither, so S3 URLs go through the Python Data Source in
-:mod:`spark.datasource`, which uses boto3 and the endpoint from FerryMQ's settings.  Local paths always use
+:mod:`ferrymq.spark.datasource`, which uses boto3 and the endpoint from FerryMQ's settings.  Local paths always use
 Spark's own file sources.
 
-Small outputs (CSV invoices, the HTML report) are written by the driver through :class:`spark.storage.Store`.
+Small outputs (CSV invoices, the HTML report) are written by the driver through :class:`ferrymq.spark.storage.Store`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark.storage import Location, Store
+from ferrymq.spark.storage import Location, Store
 
 # The Python Data Source (pyspark.sql.datasource, PySpark 4) is imported only where it is used: EMR releases
 # with Spark 3.5 have no such module and never need it, as they read s3:// natively.
@@ -47,7 +47,7 @@ class Io:
 
     def _source(self) -> str:
         if not self._registered:
-            from spark.datasource import S3DataSource
+            from ferrymq.spark.datasource import S3DataSource
 
             self.spark.dataSource.register(S3DataSource)
             self._registered = True

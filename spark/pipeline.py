@@ -22,11 +22,11 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark import report
-from spark.io import Io
-from spark.prices import Prices
-from spark.storage import Location
-from spark.transforms import analytics, billing, records
+from ferrymq.spark import report
+from ferrymq.spark.io import Io
+from ferrymq.spark.prices import Prices
+from ferrymq.spark.storage import Location
+from ferrymq.spark.transforms import analytics, billing, records
 
 ANALYTICS_TABLES = ("queue_hourly", "errors_by_code", "latency", "top_accounts", "top_queues", "outliers")
 

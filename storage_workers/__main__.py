@@ -1,4 +1,4 @@
-"""``python -m storage_workers``: build Settings, wire the worker, run it."""
+"""``python -m ferrymq.storage``: build Settings, wire the worker, run it."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 from ferrymq import logs
 from ferrymq.private_files import restrict_umask
 from ferrymq.settings import Settings
-from storage_workers.server import WorkerConfig, run_worker
+from ferrymq.storage.server import WorkerConfig, run_worker
 
 
 def main(argv: list[str] | None = None) -> int:
     # Segments hold message bodies: nobody but the worker's own user may read them.
     restrict_umask()
-    parser = argparse.ArgumentParser(prog="python -m storage_workers", description="Run a FerryMQ storage worker.")
+    parser = argparse.ArgumentParser(prog="python -m ferrymq.storage", description="Run a FerryMQ storage worker.")
     served = parser.add_mutually_exclusive_group()
     served.add_argument(
         "--partitions",

@@ -6,7 +6,7 @@ a crash in between leaves them in place, and sending them again later is recogni
 a resend of the same ids (within its resend window), so no copy is stored twice.
 
 :class:`DeadLetterForwarder` does this for dead-letter redrive on receive; the move-task runner
-(:mod:`storage_workers.move_tasks`) does the same for each batch it moves.
+(:mod:`ferrymq.storage.move_tasks`) does the same for each batch it moves.
 
 Dead-letter hand-overs are bounded.  While a dead-letter queue's worker is slow or unreachable, every receive
 after the hold finds the same messages dead again; a message already on its way is not sent a second time,
@@ -24,9 +24,9 @@ from typing import Any
 from ferrymq.destinations import QueueTarget
 from ferrymq.errors import ServiceUnavailable, SqsError
 from ferrymq.rpc.messages import Origin, sent_message
-from storage_workers.engine import Engine, Outgoing
-from storage_workers.log.writer import LogFailed
-from storage_workers.peers import Peers
+from ferrymq.storage.engine import Engine, Outgoing
+from ferrymq.storage.log.writer import LogFailed
+from ferrymq.storage.peers import Peers
 
 log = logging.getLogger(__name__)
 

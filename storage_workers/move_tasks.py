@@ -1,9 +1,9 @@
 """Running message move tasks: one coroutine per RUNNING task, moving batches until none is left.
 
 Each round asks the engine for the task's next visible messages, finds each one's destination (the task's,
-or the queue its ``DeadLetterQueueSourceArn`` names, through :class:`~storage_workers.peers.Peers`), and hands
+or the queue its ``DeadLetterQueueSourceArn`` names, through :class:`~ferrymq.storage.peers.Peers`), and hands
 the batch over: to a queue of this worker's partition in one log record, to another worker's queue as
-:mod:`storage_workers.handover` describes.  Every step is a log record, so a worker restarted mid-task resumes
+:mod:`ferrymq.storage.handover` describes.  Every step is a log record, so a worker restarted mid-task resumes
 it from where the log says it stood, and a batch sent but not recorded as moved is sent again under the same
 derived message ids, which the destination recognises as a resend.
 
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from ferrymq.clock import Clock
 from ferrymq.destinations import QueueTarget
 from ferrymq.errors import ServiceUnavailable, SqsError
-from storage_workers.engine import Engine, Outgoing
-from storage_workers.engine.tasks import (
+from ferrymq.storage.engine import Engine, Outgoing
+from ferrymq.storage.engine.tasks import (
     ACTIVE,
     CANCELLED,
     CANCELLING,
@@ -39,9 +39,9 @@ from storage_workers.engine.tasks import (
     MoveTask,
     moved_copy,
 )
-from storage_workers.handover import send_to
-from storage_workers.log.writer import LogFailed
-from storage_workers.peers import Peers
+from ferrymq.storage.handover import send_to
+from ferrymq.storage.log.writer import LogFailed
+from ferrymq.storage.peers import Peers
 
 log = logging.getLogger(__name__)
 

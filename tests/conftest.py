@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ferrymq.infra.standin.access_keys import KeyPair
 from ferrymq.settings import Settings
-from infra.standin.access_keys import KeyPair
 from tests.support.processes import terminate_group
 
 pytest_plugins = ["tests.support.spark_session", "tests.support.stack"]
@@ -38,7 +38,8 @@ STANDIN_KEY_PAIR = KeyPair(AWS_TEST_ENV["AWS_ACCESS_KEY_ID"], AWS_TEST_ENV["AWS_
 
 def _start_standin(data_dir: Path) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "infra.standin", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "ferrymq.infra.standin", "--host", "127.0.0.1", "--port", "0",
+         "--data-dir", str(data_dir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -83,7 +84,7 @@ def aws_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def aws_settings(aws_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """Settings pointing at the test AWS endpoint, with FerryMQ's tables, bucket and key bootstrapped."""
-    from infra.bootstrap import bootstrap
+    from ferrymq.infra.bootstrap import bootstrap
 
     settings = Settings(
         aws_endpoint_url=aws_endpoint,

@@ -12,10 +12,10 @@ from urllib.parse import quote
 
 from chalice import Chalice, Response
 
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.pipeline import Frontend
+from ferrymq.frontend.wiring import build_frontend
 from ferrymq.settings import Settings
-from functions.frontend.http import HttpRequest
-from functions.frontend.pipeline import Frontend
-from functions.frontend.wiring import build_frontend
 
 app = Chalice(app_name="ferrymq-frontend")
 

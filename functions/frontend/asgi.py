@@ -10,13 +10,11 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from ferrymq.errors import ServiceUnavailable, SqsError
-from ferrymq.protocol.responses import HttpResponse
-from ferrymq.settings import Settings
-from functions.frontend import health
-from functions.frontend.dashboard.service import Dashboard
-from functions.frontend.http import HttpRequest
-from functions.frontend.pipeline import Frontend
-from functions.frontend.transport_limits import (
+from ferrymq.frontend import health
+from ferrymq.frontend.dashboard.service import Dashboard
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.pipeline import Frontend
+from ferrymq.frontend.transport_limits import (
     FREE_BYTES,
     OVER_CLIENT_CAP,
     BodyLease,
@@ -26,7 +24,9 @@ from functions.frontend.transport_limits import (
     read_body,
     too_large,
 )
-from functions.frontend.wiring import build_frontend
+from ferrymq.frontend.wiring import build_frontend
+from ferrymq.protocol.responses import HttpResponse
+from ferrymq.settings import Settings
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]

@@ -21,9 +21,9 @@ from ferrymq.aws.credentials import Credential, CredentialStore
 from ferrymq.bulkhead import Bulkhead, off_loop
 from ferrymq.clock import Clock
 from ferrymq.errors import ExpiredToken, InvalidClientTokenId, SqsError
+from ferrymq.frontend.http import HttpRequest
 from ferrymq.protocol.ferrymq_model import signing_service
 from ferrymq.ttl_cache import TtlCache
-from functions.frontend.http import HttpRequest
 
 log = logging.getLogger(__name__)
 

@@ -10,14 +10,14 @@ from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.bulkhead import Bulkhead
 from ferrymq.clock import Clock
 from ferrymq.errors import AccessDenied, MissingParameter, QueueDoesNotExist
+from ferrymq.frontend.admin_services import AdminServices
+from ferrymq.frontend.dispatch import Dispatcher
+from ferrymq.frontend.encryption import MessageCipher
+from ferrymq.frontend.metrics.recorder import FrontendMetrics
+from ferrymq.frontend.queue_urls import parse_queue_url, queue_url
+from ferrymq.metadata import policy
+from ferrymq.metadata.catalog import QueueCatalog
 from ferrymq.settings import Settings
-from functions.frontend.admin_services import AdminServices
-from functions.frontend.dispatch import Dispatcher
-from functions.frontend.encryption import MessageCipher
-from functions.frontend.metrics.recorder import FrontendMetrics
-from functions.frontend.queue_urls import parse_queue_url, queue_url
-from functions.metadata import policy
-from functions.metadata.catalog import QueueCatalog
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ferrymq.aws.kms import metered
 from ferrymq.bulkhead import Bulkhead, off_loop
+from ferrymq.metadata import queue_attributes
 from ferrymq.sse.data_keys import DataKeys, SealingKey
 from ferrymq.sse.envelope import EnvelopeError, open_sealed, pack_plaintext, read_header, seal, unpack_plaintext
-from functions.metadata import queue_attributes
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -12,8 +12,8 @@ import asyncio
 import orjson
 
 from ferrymq.errors import SqsError
+from ferrymq.frontend.context import Services
 from ferrymq.protocol.responses import HttpResponse
-from functions.frontend.context import Services
 
 LIVE_PATH = "/health/live"
 READY_PATH = "/health/ready"

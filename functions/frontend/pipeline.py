@@ -11,17 +11,17 @@ import logging
 import uuid
 
 from ferrymq.errors import InvalidAction, SqsError
+from ferrymq.frontend.actions import ACTIONS
+from ferrymq.frontend.auth import Authenticator
+from ferrymq.frontend.context import RequestContext, Services
+from ferrymq.frontend.dashboard.errors import RecentErrors
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.metrics.service import GatewayMetrics
+from ferrymq.frontend.throttle import RequestThrottle, build_request_throttle
+from ferrymq.frontend.usage import UsageRecorder
 from ferrymq.logs import REQUEST_ID
 from ferrymq.protocol.requests import parse_request, response_protocol
 from ferrymq.protocol.responses import HttpResponse, render_error, render_result
-from functions.frontend.actions import ACTIONS
-from functions.frontend.auth import Authenticator
-from functions.frontend.context import RequestContext, Services
-from functions.frontend.dashboard.errors import RecentErrors
-from functions.frontend.http import HttpRequest
-from functions.frontend.metrics.service import GatewayMetrics
-from functions.frontend.throttle import RequestThrottle, build_request_throttle
-from functions.frontend.usage import UsageRecorder
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ferrymq.errors import InvalidParameterValue
+from ferrymq.metadata import queue_attributes
 from ferrymq.priorities import DEFAULT_LEVEL, LEVELS_ATTRIBUTE, MESSAGE_ATTRIBUTE
-from functions.metadata import queue_attributes
 
 
 def priority_levels(attributes: Mapping[str, str]) -> int:

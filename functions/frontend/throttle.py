@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from ferrymq.clock import Clock
 from ferrymq.errors import RequestThrottled, SqsError, Throttling
+from ferrymq.frontend.queue_urls import parse_queue_url
+from ferrymq.metadata.catalog import QueueCatalog
 from ferrymq.settings import Settings
-from functions.frontend.queue_urls import parse_queue_url
-from functions.metadata.catalog import QueueCatalog
 
 # SQS meters a FIFO queue's quota per API action on the actions that move messages.
 FIFO_METERED_ACTIONS = frozenset(

@@ -19,12 +19,12 @@ from typing import Any
 
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.errors import SqsError
+from ferrymq.frontend.encryption import SSE_NONE, sse_mode, take_kms_calls
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.queue_urls import parse_queue_url
 from ferrymq.protocol.requests import parse_request
 from ferrymq.usage import schema
 from ferrymq.usage.writer import UsageWriter
-from functions.frontend.encryption import SSE_NONE, sse_mode, take_kms_calls
-from functions.frontend.http import HttpRequest
-from functions.frontend.queue_urls import parse_queue_url
 
 log = logging.getLogger(__name__)
 

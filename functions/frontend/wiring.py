@@ -14,22 +14,22 @@ from ferrymq.aws.session import client
 from ferrymq.bulkhead import Bulkhead
 from ferrymq.clock import Clock, SystemClock
 from ferrymq.cluster_status import Registries
+from ferrymq.frontend.actions import ACTIONS
+from ferrymq.frontend.admin_services import AdminServices
+from ferrymq.frontend.auth import Authenticator
+from ferrymq.frontend.context import Services
+from ferrymq.frontend.dispatch import Dispatcher, WorkerLimits
+from ferrymq.frontend.encryption import MessageCipher
+from ferrymq.frontend.metrics.service import build_gateway_metrics
+from ferrymq.frontend.pipeline import Frontend
+from ferrymq.frontend.usage import UsageRecorder, default_instance
+from ferrymq.metadata.catalog import QueueCatalog
+from ferrymq.metadata.queue_placement import QueuePlacement
 from ferrymq.rpc.leaders import LeaderClients
 from ferrymq.rpc.peer_auth import PeerAuth
 from ferrymq.settings import Settings
 from ferrymq.sse.data_keys import DataKeys
 from ferrymq.usage.writer import FirehoseSink, S3Sink, UsageSink, UsageWriter
-from functions.frontend.actions import ACTIONS
-from functions.frontend.admin_services import AdminServices
-from functions.frontend.auth import Authenticator
-from functions.frontend.context import Services
-from functions.frontend.dispatch import Dispatcher, WorkerLimits
-from functions.frontend.encryption import MessageCipher
-from functions.frontend.metrics.service import build_gateway_metrics
-from functions.frontend.pipeline import Frontend
-from functions.frontend.usage import UsageRecorder, default_instance
-from functions.metadata.catalog import QueueCatalog
-from functions.metadata.queue_placement import QueuePlacement
 
 
 def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thread: bool = True) -> Frontend:

@@ -1,9 +1,9 @@
 """Queue catalog: the rules of creating, changing and deleting queues, and a cache for lookups.
 
 The rules are SQS's: queue names and types (standard or FIFO), attribute values and the rules between them
-(:mod:`functions.metadata.queue_attributes`), dead-letter targets (same owner, region and type, and admitted by
-the target's RedriveAllowPolicy), tags (:mod:`functions.metadata.tags`) and the statements AddPermission keeps in
-the queue policy (:mod:`functions.metadata.policy`).  Every change is a conditional write on the record's version,
+(:mod:`ferrymq.metadata.queue_attributes`), dead-letter targets (same owner, region and type, and admitted by
+the target's RedriveAllowPolicy), tags (:mod:`ferrymq.metadata.tags`) and the statements AddPermission keeps in
+the queue policy (:mod:`ferrymq.metadata.policy`).  Every change is a conditional write on the record's version,
 retried on the fresh record when another writer got there first.
 
 Queues live per account and region: every method takes the queue's ``region``, None (or the catalog's own,
@@ -35,11 +35,11 @@ from ferrymq.errors import (
     QueueDoesNotExist,
     QueueNameExists,
 )
+from ferrymq.metadata import policy, queue_attributes, redrive
+from ferrymq.metadata import tags as tag_rules
+from ferrymq.metadata.queue_attributes import SHARD_COUNT
+from ferrymq.metadata.queue_placement import QueuePlacement
 from ferrymq.ttl_cache import TtlCache
-from functions.metadata import policy, queue_attributes, redrive
-from functions.metadata import tags as tag_rules
-from functions.metadata.queue_attributes import SHARD_COUNT
-from functions.metadata.queue_placement import QueuePlacement
 
 T = TypeVar("T")
 

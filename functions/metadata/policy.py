@@ -6,7 +6,7 @@ JSON parse and no DynamoDB call.
 
 What is evaluated: ``Effect``, ``Principal``/``NotPrincipal``, ``Action``/``NotAction`` and
 ``Resource``/``NotResource``, with IAM's ``*`` and ``?`` wildcards (actions case-insensitively), and ``Condition``
-(operators and keys in :mod:`functions.metadata.policy_conditions`): a statement whose conditions do not hold
+(operators and keys in :mod:`ferrymq.metadata.policy_conditions`): a statement whose conditions do not hold
 for the request does not apply.  An unknown condition operator makes the whole policy invalid, as in SQS.  An
 explicit Deny always wins over an Allow.
 
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ferrymq.errors import InvalidAttributeValue, InvalidParameterValue, OverLimit
+from ferrymq.metadata import policy_conditions
+from ferrymq.metadata.policy_conditions import RequestFacts
 from ferrymq.protocol.decoding import DocumentError, load_document
-from functions.metadata import policy_conditions
-from functions.metadata.policy_conditions import RequestFacts
 
 # SQS's policy quotas.
 MAX_POLICY_BYTES = 8_192

@@ -1,7 +1,7 @@
 """Queue attributes: which exist, their defaults and limits, and how values are checked and combined.
 
 Values are kept as SQS shows them: strings.  Checking turns a client's value into that canonical string (JSON
-documents included, see :mod:`functions.metadata.redrive`).  For ``Policy``, ``RedrivePolicy``,
+documents included, see :mod:`ferrymq.metadata.redrive`).  For ``Policy``, ``RedrivePolicy``,
 ``RedriveAllowPolicy`` and ``KmsMasterKeyId`` an empty string means "remove it".
 
 Rules that span attributes live in :func:`combined`: server-side encryption is either SSE-SQS or SSE-KMS, and a
@@ -30,9 +30,9 @@ from ferrymq.limits import (
     MAX_WAIT_TIME_SECONDS,
     MIN_RETENTION_SECONDS,
 )
+from ferrymq.metadata import policy, redrive
 from ferrymq.priorities import LEVELS_ATTRIBUTE, MAX_LEVELS
 from ferrymq.protocol.decoding import parse_int
-from functions.metadata import policy, redrive
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""``python -m infra.standin --host H --port P --data-dir D``: serve the durable AWS stand-in.
+"""``python -m ferrymq.infra.standin --host H --port P --data-dir D``: serve the durable AWS stand-in.
 
 It accepts only requests signed with one key pair: the one named by ``FERRYMQ_STANDIN_ACCESS_KEY_ID`` and
 ``FERRYMQ_STANDIN_SECRET_ACCESS_KEY``, else the one kept in ``D/credentials`` (generated there on first start).
@@ -12,17 +12,17 @@ import os
 from pathlib import Path
 
 from ferrymq import logs
+from ferrymq.infra.standin.access_keys import ensure_key_pair, from_environment
+from ferrymq.infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES
+from ferrymq.infra.standin.server import serve
+from ferrymq.infra.standin.ttl_sweeper import DEFAULT_INTERVAL_SECONDS
 from ferrymq.private_files import restrict_umask
 from ferrymq.settings import Settings
-from infra.standin.access_keys import ensure_key_pair, from_environment
-from infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES
-from infra.standin.server import serve
-from infra.standin.ttl_sweeper import DEFAULT_INTERVAL_SECONDS
 
 
 def main(argv: list[str] | None = None) -> None:
     restrict_umask()
-    parser = argparse.ArgumentParser(prog="python -m infra.standin", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m ferrymq.infra.standin", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--data-dir", type=Path, required=True, help="where the snapshot and journal live")

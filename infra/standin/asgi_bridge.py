@@ -19,8 +19,8 @@ from moto.core.request import (
     should_preserve_original_header_name,
 )
 
-from infra.standin.durable_app import DurableApp, Response
-from infra.standin.request_auth import RequestVerifier
+from ferrymq.infra.standin.durable_app import DurableApp, Response
+from ferrymq.infra.standin.request_auth import RequestVerifier
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

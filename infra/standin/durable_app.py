@@ -29,13 +29,13 @@ from typing import Any, TypeVar
 
 from moto.core.request import PRESERVED_HEADER_NAMES_ENVIRON_KEY
 
+from ferrymq.infra.standin import snapshot as snapshots
+from ferrymq.infra.standin.classify import Durability, classify, result_needs_snapshot
+from ferrymq.infra.standin.journal import Journal, JournalEntry
+from ferrymq.infra.standin.layout import JOURNAL_FILE, SNAPSHOT_FILE
+from ferrymq.infra.standin.locks import SharedExclusiveLock
+from ferrymq.infra.standin.replay_clock import ReplayClock
 from ferrymq.private_files import write_private
-from infra.standin import snapshot as snapshots
-from infra.standin.classify import Durability, classify, result_needs_snapshot
-from infra.standin.journal import Journal, JournalEntry
-from infra.standin.layout import JOURNAL_FILE, SNAPSHOT_FILE
-from infra.standin.locks import SharedExclusiveLock
-from infra.standin.replay_clock import ReplayClock
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 from xml.sax.saxutils import escape
 
-from infra.standin.access_keys import KeyPair
+from ferrymq.infra.standin.access_keys import KeyPair
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 _UNSIGNED = frozenset({"UNSIGNED-PAYLOAD", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"})

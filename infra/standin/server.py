@@ -12,16 +12,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ferrymq.infra import asgi_serving
+from ferrymq.infra.standin import model_registry, replay_clock
+from ferrymq.infra.standin.access_keys import KeyPair
+from ferrymq.infra.standin.asgi_bridge import StandinAsgiApp
+from ferrymq.infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES, DurableApp
+from ferrymq.infra.standin.layout import LOCK_FILE, READY_PREFIX
+from ferrymq.infra.standin.request_auth import RequestVerifier
+from ferrymq.infra.standin.snapshot import DURABLE_SERVICES
+from ferrymq.infra.standin.ttl_sweeper import DEFAULT_INTERVAL_SECONDS, TtlSweeper
 from ferrymq.private_files import private_dir
-from infra import asgi_serving
-from infra.standin import model_registry, replay_clock
-from infra.standin.access_keys import KeyPair
-from infra.standin.asgi_bridge import StandinAsgiApp
-from infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES, DurableApp
-from infra.standin.layout import LOCK_FILE, READY_PREFIX
-from infra.standin.request_auth import RequestVerifier
-from infra.standin.snapshot import DURABLE_SERVICES
-from infra.standin.ttl_sweeper import DEFAULT_INTERVAL_SECONDS, TtlSweeper
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def build_durable_app(data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL
     """moto's dispatcher wrapped in a :class:`DurableApp`, with the durable services loaded up front.
 
     Loading them first means their modules exist before moto's clock is rerouted for replay. moto is told
-    to stop keeping every model object it creates (:mod:`infra.standin.model_registry`) before recovery
+    to stop keeping every model object it creates (:mod:`ferrymq.infra.standin.model_registry`) before recovery
     creates any.
     """
     from moto.backends import get_backend
@@ -88,7 +88,7 @@ def serve(host: str, port: int, data_dir: Path, key_pair: KeyPair,
     ``parent_pid`` is gone), then snapshot.
 
     Expired items of DynamoDB tables with TTL enabled are deleted every ``ttl_sweep_seconds``
-    (:mod:`infra.standin.ttl_sweeper`)."""
+    (:mod:`ferrymq.infra.standin.ttl_sweeper`)."""
     with exclusive_data_dir(data_dir):
         durable = build_durable_app(data_dir, journal_limit_bytes)
         replayed = durable.recover()

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from infra.standin.asgi_bridge import dynamodb_environ
-from infra.standin.durable_app import DurableApp
+from ferrymq.infra.standin.asgi_bridge import dynamodb_environ
+from ferrymq.infra.standin.durable_app import DurableApp
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from spark.jobs import common
-from spark.pipeline import run_analytics
+from ferrymq.spark.jobs import common
+from ferrymq.spark.pipeline import run_analytics
 
 
 def main(argv: list[str] | None = None) -> int:

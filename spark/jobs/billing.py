@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sys
 
-from spark.jobs import common
-from spark.pipeline import run_billing
-from spark.prices import DEFAULT_PRICES, Prices
+from ferrymq.spark.jobs import common
+from ferrymq.spark.pipeline import run_billing
+from ferrymq.spark.prices import DEFAULT_PRICES, Prices
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ferrymq.settings import Settings
-from spark import session
-from spark.io import Io
-from spark.pipeline import check_date
+from ferrymq.spark import session
+from ferrymq.spark.io import Io
+from ferrymq.spark.pipeline import check_date
 
 
 def parser(job: str, *, needs_input: bool = True) -> argparse.ArgumentParser:

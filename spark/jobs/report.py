@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from spark.jobs import common
-from spark.pipeline import run_report
+from ferrymq.spark.jobs import common
+from ferrymq.spark.pipeline import run_report
 
 
 def main(argv: list[str] | None = None) -> int:

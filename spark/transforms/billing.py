@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark.prices import Prices, Tier
+from ferrymq.spark.prices import Prices, Tier
 
 ITEMS = ("requests_standard", "requests_fifo", "transfer_out", "kms")
 

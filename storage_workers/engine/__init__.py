@@ -4,10 +4,10 @@
 the request side, which decides and emits the records.
 """
 
-from storage_workers.engine.engine import FIFO_RECEIVED_FIELDS, RECEIVED_FIELDS, Engine, Polled, Redrive
-from storage_workers.engine.receipts import Receipts
-from storage_workers.engine.state import PartitionState
-from storage_workers.engine.tasks import Outgoing
+from ferrymq.storage.engine.engine import FIFO_RECEIVED_FIELDS, RECEIVED_FIELDS, Engine, Polled, Redrive
+from ferrymq.storage.engine.receipts import Receipts
+from ferrymq.storage.engine.state import PartitionState
+from ferrymq.storage.engine.tasks import Outgoing
 
 __all__ = [
     "FIFO_RECEIVED_FIELDS",

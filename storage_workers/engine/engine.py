@@ -25,20 +25,20 @@ from typing import Any, NamedTuple
 from ferrymq.clock import Clock
 from ferrymq.errors import OverLimit, QueueDoesNotExist
 from ferrymq.limits import MAX_RETENTION_SECONDS
-from storage_workers.engine.answers import (
+from ferrymq.storage.engine.answers import (
     OVER_LIMIT_MESSAGE,
     BatchResult,
     expired_handle,
     gone_handle,
     invalid_handle,
 )
-from storage_workers.engine.fifo import FifoQueue
-from storage_workers.engine.messages import IN_FLIGHT, READY, Message, QueueState
-from storage_workers.engine.move_task_requests import MoveTaskRequests
-from storage_workers.engine.peek import peek_rows
-from storage_workers.engine.priorities import PriorityPicker
-from storage_workers.engine.receipts import Receipt, Receipts
-from storage_workers.engine.records import (
+from ferrymq.storage.engine.fifo import FifoQueue
+from ferrymq.storage.engine.messages import IN_FLIGHT, READY, Message, QueueState
+from ferrymq.storage.engine.move_task_requests import MoveTaskRequests
+from ferrymq.storage.engine.peek import peek_rows
+from ferrymq.storage.engine.priorities import PriorityPicker
+from ferrymq.storage.engine.receipts import Receipt, Receipts
+from ferrymq.storage.engine.records import (
     BATCH,
     CREDITS,
     DELETED,
@@ -52,15 +52,15 @@ from storage_workers.engine.records import (
     VISIBILITY,
     Record,
 )
-from storage_workers.engine.rows import (
+from ferrymq.storage.engine.rows import (
     FIFO_RECEIVED_FIELDS,
     RECEIVED_FIELDS,
     for_dead_letter_queue,
     received_rows,
     stored_item,
 )
-from storage_workers.engine.state import PartitionState
-from storage_workers.engine.tasks import Outgoing
+from ferrymq.storage.engine.state import PartitionState
+from ferrymq.storage.engine.tasks import Outgoing
 
 __all__ = [
     "FIFO_RECEIVED_FIELDS",

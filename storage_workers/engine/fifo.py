@@ -33,7 +33,7 @@ from heapq import heapify, heappop, heappush
 from typing import ClassVar, NamedTuple
 
 from ferrymq.limits import RECEIVE_ATTEMPT_WINDOW_MS
-from storage_workers.engine.messages import IN_FLIGHT, READY, REINDEX_SLACK, Message, QueueState
+from ferrymq.storage.engine.messages import IN_FLIGHT, READY, REINDEX_SLACK, Message, QueueState
 
 ATTEMPT_WINDOW_MS = RECEIVE_ATTEMPT_WINDOW_MS
 

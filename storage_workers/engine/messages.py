@@ -37,7 +37,7 @@ from ferrymq.limits import RESEND_HORIZON_MS, RESEND_WINDOW_MS
 from ferrymq.priorities import MAX_LEVELS, SYSTEM_KEY
 
 if TYPE_CHECKING:
-    from storage_workers.engine.tasks import MoveTask
+    from ferrymq.storage.engine.tasks import MoveTask
 
 READY = 0
 DELAYED = 1

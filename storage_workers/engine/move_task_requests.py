@@ -1,5 +1,5 @@
 """The message move task requests of the engine: start, list and cancel (the SQS actions), and the steps the
-worker's mover (:mod:`storage_workers.move_tasks`) takes: find the next messages, move them, end the task.
+worker's mover (:mod:`ferrymq.storage.move_tasks`) takes: find the next messages, move them, end the task.
 
 :class:`MoveTaskRequests` is mixed into :class:`~.engine.Engine`, so these are Engine methods; like every
 request they read the partition state, decide, and emit records through ``_commit``.
@@ -12,13 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ferrymq.errors import InvalidParameterValue, ResourceNotFound
-from storage_workers.engine.answers import ACTIVE_TASK_MESSAGE, NO_SUCH_TASK_MESSAGE
-from storage_workers.engine.fifo import FifoQueue
-from storage_workers.engine.messages import READY, QueueState
-from storage_workers.engine.records import BATCH, STORED, TASK_MOVED, TASK_STARTED, TASK_STATUS, Record
-from storage_workers.engine.rows import outgoing, stored_item
-from storage_workers.engine.state import PartitionState
-from storage_workers.engine.tasks import ACTIVE, CANCELLING, KEPT_TASKS, RUNNING, MoveTask, Outgoing, moved_copy
+from ferrymq.storage.engine.answers import ACTIVE_TASK_MESSAGE, NO_SUCH_TASK_MESSAGE
+from ferrymq.storage.engine.fifo import FifoQueue
+from ferrymq.storage.engine.messages import READY, QueueState
+from ferrymq.storage.engine.records import BATCH, STORED, TASK_MOVED, TASK_STARTED, TASK_STATUS, Record
+from ferrymq.storage.engine.rows import outgoing, stored_item
+from ferrymq.storage.engine.state import PartitionState
+from ferrymq.storage.engine.tasks import ACTIVE, CANCELLING, KEPT_TASKS, RUNNING, MoveTask, Outgoing, moved_copy
 
 
 class MoveTaskRequests:

@@ -14,7 +14,7 @@ case (every message in flight) it looks at each message once.
 
 from __future__ import annotations
 
-from storage_workers.engine.messages import QueueState
+from ferrymq.storage.engine.messages import QueueState
 
 
 def peek_rows(q: QueueState, now: int, max_messages: int, retention_seconds: int) -> list[tuple]:

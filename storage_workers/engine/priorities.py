@@ -27,7 +27,7 @@ from functools import cache
 from heapq import heappop
 
 from ferrymq.priorities import MAX_LEVELS, weight
-from storage_workers.engine.messages import Message, QueueState
+from ferrymq.storage.engine.messages import Message, QueueState
 
 Index = tuple[deque[tuple[int, int]], list[tuple[int, int]]]
 """The ``fresh`` deque and ``returned`` heap of one stored level."""

@@ -1,6 +1,6 @@
 """The records the queue engine is fed: every change to message state is one of these.
 
-A record is a plain tuple whose first item is its kind; the log stores them (``storage_workers.log.records``
+A record is a plain tuple whose first item is its kind; the log stores them (``ferrymq.storage.log.records``
 turns them into bytes) and recovery, followers and compaction feed them back to
 :meth:`~.state.PartitionState.apply`.  Timestamps are milliseconds since the epoch, taken from the leader's
 clock when the record was made, so applying the same records always gives the same state.
@@ -43,7 +43,7 @@ clock when the record was made, so applying the same records always gives the sa
     TASK_MOVED    (TASK_MOVED, queue_id, handle, [seq, ...])          handed to the destination: removed here
     TASK_STATUS   (TASK_STATUS, queue_id, handle, status, failure_reason)
     CREDITS       (CREDITS, queue_id, [credit, ...])                  the priority scheduler's credits per level
-                                                                      after a receive (storage_workers.engine.
+                                                                      after a receive (ferrymq.storage.engine.
                                                                       priorities); [] when all are 0
 
 A message's priority level is no field of its own: it is ``system["FerryMQPriority"]`` (absent: level 0) in

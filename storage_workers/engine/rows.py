@@ -4,9 +4,9 @@ messages as they are to be stored elsewhere (dead-letter redrive, move tasks).""
 from __future__ import annotations
 
 from ferrymq.message_fields import FIFO_RECEIVED_MESSAGE_FIELDS, RECEIVED_MESSAGE_FIELDS
-from storage_workers.engine.messages import Message
-from storage_workers.engine.receipts import Receipts
-from storage_workers.engine.tasks import DLQ_SOURCE_ARN, Outgoing
+from ferrymq.storage.engine.messages import Message
+from ferrymq.storage.engine.receipts import Receipts
+from ferrymq.storage.engine.tasks import DLQ_SOURCE_ARN, Outgoing
 
 RECEIVED_FIELDS = RECEIVED_MESSAGE_FIELDS
 """Order of the tuples a receive returns for standard queues; the worker sends them on as they are."""

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ferrymq.limits import DROPPED_QUEUE_MEMORY_SECONDS, RESEND_HORIZON_MS
-from storage_workers.engine.fifo import Attempt, FifoQueue
-from storage_workers.engine.messages import DELAYED, IN_FLIGHT, READY, Message, QueueState
-from storage_workers.engine.records import (
+from ferrymq.storage.engine.fifo import Attempt, FifoQueue
+from ferrymq.storage.engine.messages import DELAYED, IN_FLIGHT, READY, Message, QueueState
+from ferrymq.storage.engine.records import (
     ATTEMPTS,
     BATCH,
     CREDITS,
@@ -41,7 +41,7 @@ from storage_workers.engine.records import (
     VISIBILITY,
     Record,
 )
-from storage_workers.engine.tasks import ACTIVE, KEPT_TASKS, MoveTask
+from ferrymq.storage.engine.tasks import ACTIVE, KEPT_TASKS, MoveTask
 
 _SNAPSHOT_CHUNK = 256
 _META_CHUNK = 4096

@@ -2,7 +2,7 @@
 
 A task moves the messages that were in its source queue (a dead-letter queue) when it started: those whose
 sequence number is below ``limit_seq``.  The engine only keeps the task's state; the worker's mover (see
-:mod:`storage_workers.move_tasks`) asks the engine for the next messages, hands them to their destination
+:mod:`ferrymq.storage.move_tasks`) asks the engine for the next messages, hands them to their destination
 and records each step, so a restarted worker carries on where the log says the task stood.
 
 A moved message is a new message in its destination, as in SQS: a new message id (derived from the task

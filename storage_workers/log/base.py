@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
 
-from storage_workers.log.epochs import EpochHistory
-from storage_workers.log.format import BASE, EPOCHS, SNAPSHOT, committed, encode_frame, encode_header
-from storage_workers.log.segments import TMP_SUFFIX, fsync_dir, list_segments, replace_segment, segment_path
+from ferrymq.storage.log.epochs import EpochHistory
+from ferrymq.storage.log.format import BASE, EPOCHS, SNAPSHOT, committed, encode_frame, encode_header
+from ferrymq.storage.log.segments import TMP_SUFFIX, fsync_dir, list_segments, replace_segment, segment_path
 
 
 def write_base(

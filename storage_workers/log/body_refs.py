@@ -9,7 +9,7 @@ segment just before it is written to the new base segment.  The fold's peak is t
 metadata, not their bodies.  Both frame formats hold a record's payload in one piece, so a payload's
 position and length are all it takes to read it back.
 
-Which fields hold bodies follows the record layouts of :mod:`storage_workers.engine.records`: items of
+Which fields hold bodies follows the record layouts of :mod:`ferrymq.storage.engine.records`: items of
 ``SENT`` and ``STORED`` carry ``body, attrs`` at positions 1 and 2, items of ``RESTORED`` at 2 and 3;
 ``BATCH`` records nest them.  Nothing in a replay reads a body, only carries it.
 """
@@ -21,11 +21,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from storage_workers.engine.records import BATCH, RESTORED, SENT, STORED, Record
-from storage_workers.log import records as codec
-from storage_workers.log.format import ENGINE_FLAGS
-from storage_workers.log.reading import SealedSegments, decode
-from storage_workers.log.segments import segment_path
+from ferrymq.storage.engine.records import BATCH, RESTORED, SENT, STORED, Record
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.format import ENGINE_FLAGS
+from ferrymq.storage.log.reading import SealedSegments, decode
+from ferrymq.storage.log.segments import segment_path
 
 INLINE_BODY_CHARS = 64
 """Bodies this short (without attributes) stay in place: a reference would not be smaller."""

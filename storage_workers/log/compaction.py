@@ -34,14 +34,14 @@ from itertools import chain
 from pathlib import Path
 
 from ferrymq.clock import Clock, SystemClock
-from storage_workers.engine.records import DROPPED, SEQUENCE, Record
-from storage_workers.log import records as codec
-from storage_workers.log.base import write_base
-from storage_workers.log.body_refs import records_without_bodies, resolve_bodies
-from storage_workers.log.format import BASE, VERSION, CorruptSegment
-from storage_workers.log.reading import SealedSegments
-from storage_workers.log.segments import SegmentInfo, fsync_dir, segment_path
-from storage_workers.log.writer import LogWriter
+from ferrymq.storage.engine.records import DROPPED, SEQUENCE, Record
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.base import write_base
+from ferrymq.storage.log.body_refs import records_without_bodies, resolve_bodies
+from ferrymq.storage.log.format import BASE, VERSION, CorruptSegment
+from ferrymq.storage.log.reading import SealedSegments
+from ferrymq.storage.log.segments import SegmentInfo, fsync_dir, segment_path
+from ferrymq.storage.log.writer import LogWriter
 
 log = logging.getLogger(__name__)
 

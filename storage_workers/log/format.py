@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from zlib import crc32
 
-from storage_workers.log import epochs
+from ferrymq.storage.log import epochs
 
 MAGIC = b"FERRYLOG"
 VERSION_1 = 1

@@ -13,10 +13,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from storage_workers.engine.records import Record
-from storage_workers.log import records as codec
-from storage_workers.log.epochs import EpochHistory, EpochRegressed
-from storage_workers.log.format import (
+from ferrymq.storage.engine.records import Record
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.epochs import EpochHistory, EpochRegressed
+from ferrymq.storage.log.format import (
     EPOCHS,
     RECORD,
     SNAPSHOT,
@@ -27,7 +27,7 @@ from storage_workers.log.format import (
     SegmentHeader,
     decode_header,
 )
-from storage_workers.log.segments import SEALED, DamagedLog, DamagedRange, SegmentInfo, damaged_ranges, segment_path
+from ferrymq.storage.log.segments import SEALED, DamagedLog, DamagedRange, SegmentInfo, damaged_ranges, segment_path
 
 
 class OffsetCompacted(LookupError):

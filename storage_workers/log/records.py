@@ -1,10 +1,10 @@
-"""Engine records (:mod:`storage_workers.engine.records`) as log payload bytes: a msgpack array each."""
+"""Engine records (:mod:`ferrymq.storage.engine.records`) as log payload bytes: a msgpack array each."""
 
 from __future__ import annotations
 
 import msgpack
 
-from storage_workers.engine.records import Record
+from ferrymq.storage.engine.records import Record
 
 
 def encode(record: Record) -> bytes:

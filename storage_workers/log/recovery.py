@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferrymq.replication_rules import EpochEnd
-from storage_workers.engine.records import Record
-from storage_workers.log import records as codec
-from storage_workers.log.epochs import EpochHistory
-from storage_workers.log.format import (
+from ferrymq.storage.engine.records import Record
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.epochs import EpochHistory
+from ferrymq.storage.log.format import (
     COMMIT,
     ENGINE_FLAGS,
     HEADER_SIZE,
@@ -40,9 +40,9 @@ from storage_workers.log.format import (
     decode_header,
     spans,
 )
-from storage_workers.log.reading import SegmentWalk, damage_in, decode, first_offset
-from storage_workers.log.recovery_progress import RecoveryProgress
-from storage_workers.log.segments import (
+from ferrymq.storage.log.reading import SegmentWalk, damage_in, decode, first_offset
+from ferrymq.storage.log.recovery_progress import RecoveryProgress
+from ferrymq.storage.log.segments import (
     SEALED,
     TMP_SUFFIX,
     DamagedLog,

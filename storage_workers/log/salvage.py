@@ -1,6 +1,6 @@
 """Salvage: cut a log's damaged ranges on purpose, keep every intact record, and say what was cut.
 
-Recovery refuses a log whose damage is not a torn tail (:class:`~storage_workers.log.segments.DamagedLog`):
+Recovery refuses a log whose damage is not a torn tail (:class:`~ferrymq.storage.log.segments.DamagedLog`):
 cutting acknowledged records is not its call.  When no replica can repair the log, an operator runs
 ``ferrymq log salvage --data-dir DIR`` on the stopped worker's directory.  Salvage
 
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storage_workers.log import records as codec
-from storage_workers.log.format import (
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.format import (
     COMMIT,
     ENGINE_FLAGS,
     HEADER_SIZE,
@@ -50,8 +50,8 @@ from storage_workers.log.format import (
     encode_commit,
     spans,
 )
-from storage_workers.log.lock import locked
-from storage_workers.log.segments import DamagedRange, list_segments, replace_segment, segment_path
+from ferrymq.storage.log.lock import locked
+from ferrymq.storage.log.segments import DamagedRange, list_segments, replace_segment, segment_path
 
 
 class SalvageRefused(Exception):
@@ -135,7 +135,7 @@ class SalvageReport:
 def salvage(directory: Path, *, dry_run: bool = False) -> SalvageReport:
     """Cut every damaged range of the log in ``directory`` (only report them with ``dry_run``).
 
-    Raises :class:`~storage_workers.log.lock.DirectoryInUse` while a worker holds the directory, and
+    Raises :class:`~ferrymq.storage.log.lock.DirectoryInUse` while a worker holds the directory, and
     :class:`SalvageRefused` when ``directory`` holds no log or a segment's header is damaged.
     """
     # Looked at before locking, so that a mistyped directory does not get a LOCK file.

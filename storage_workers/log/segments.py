@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage_workers.log import records as codec
-from storage_workers.log.format import (
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.format import (
     BASE,
     VERSION,
     CorruptSegment,

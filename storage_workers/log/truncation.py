@@ -19,10 +19,10 @@ import dataclasses
 import os
 from pathlib import Path
 
-from storage_workers.log.epochs import EpochHistory
-from storage_workers.log.format import RECORD, Frame, encode_commit
-from storage_workers.log.reading import SegmentWalk, read_header
-from storage_workers.log.segments import SegmentInfo, fsync_dir, replace_segment, segment_path, truncate_file
+from ferrymq.storage.log.epochs import EpochHistory
+from ferrymq.storage.log.format import RECORD, Frame, encode_commit
+from ferrymq.storage.log.reading import SegmentWalk, read_header
+from ferrymq.storage.log.segments import SegmentInfo, fsync_dir, replace_segment, segment_path, truncate_file
 
 
 def cut_after(directory: Path, segments: list[SegmentInfo], offset: int) -> list[SegmentInfo]:

@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from ferrymq.replication_rules import EpochEnd
-from storage_workers.engine.records import Record
-from storage_workers.log import records as codec
-from storage_workers.log.epochs import EpochHistory
-from storage_workers.log.format import BASE, RECORD, VERSION, encode_commit, encode_frame
-from storage_workers.log.reading import LogReader, OffsetCompacted
-from storage_workers.log.recovery import RecoveredLog
-from storage_workers.log.segments import SegmentInfo, create_segment, list_segments, open_for_append, write_all
-from storage_workers.log.truncation import cut_after
+from ferrymq.storage.engine.records import Record
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.epochs import EpochHistory
+from ferrymq.storage.log.format import BASE, RECORD, VERSION, encode_commit, encode_frame
+from ferrymq.storage.log.reading import LogReader, OffsetCompacted
+from ferrymq.storage.log.recovery import RecoveredLog
+from ferrymq.storage.log.segments import SegmentInfo, create_segment, list_segments, open_for_append, write_all
+from ferrymq.storage.log.truncation import cut_after
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,10 @@ gates the replies to clients.  The follower side is :mod:`.follower`: a loop tha
 to its own log and applies them to its state.
 """
 
-from storage_workers.replication.commit import CommitTracker
-from storage_workers.replication.follower import Follower
-from storage_workers.replication.leader import LeaderStream
-from storage_workers.replication.roles import FollowerRole, LeaderRole
-from storage_workers.replication.tail import TailBuffer
+from ferrymq.storage.replication.commit import CommitTracker
+from ferrymq.storage.replication.follower import Follower
+from ferrymq.storage.replication.leader import LeaderStream
+from ferrymq.storage.replication.roles import FollowerRole, LeaderRole
+from ferrymq.storage.replication.tail import TailBuffer
 
 __all__ = ["CommitTracker", "Follower", "FollowerRole", "LeaderRole", "LeaderStream", "TailBuffer"]

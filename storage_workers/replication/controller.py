@@ -49,13 +49,13 @@ from ferrymq.aws.workers import WorkerRegistry, WorkerState
 from ferrymq.errors import SqsError
 from ferrymq.placement import replacements
 from ferrymq.replication_rules import Acks, ReplicaSet, answers_until, may_claim
-from storage_workers.replication.roles import FollowerRole, LeaderRole
+from ferrymq.storage.replication.roles import FollowerRole, LeaderRole
 
 log = logging.getLogger(__name__)
 
 
 class Replica(Protocol):
-    """What the controller drives: :class:`storage_workers.server.replica.PartitionReplica`."""
+    """What the controller drives: :class:`ferrymq.storage.server.replica.PartitionReplica`."""
 
     @property
     def leading_epoch(self) -> int | None: ...

@@ -27,10 +27,10 @@ from ferrymq.errors import ServiceUnavailable, SnapshotNeeded, SqsError
 from ferrymq.replication_rules import AskAbout, EpochEnd, first_question, truncation_point
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.peer_auth import PeerAuth
-from storage_workers.engine.records import Record
-from storage_workers.log import records as codec
-from storage_workers.log.writer import LogWriter
-from storage_workers.replication.roles import FollowerRole
+from ferrymq.storage.engine.records import Record
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.writer import LogWriter
+from ferrymq.storage.replication.roles import FollowerRole
 
 log = logging.getLogger(__name__)
 

@@ -25,16 +25,16 @@ from ferrymq.errors import NotLeader, SnapshotNeeded, StaleEpoch
 from ferrymq.replication_rules import acks_satisfied, must_shrink
 from ferrymq.rpc.codec import pack
 from ferrymq.rpc.framing import STATUS_OK, encode_frame
-from storage_workers.engine.records import Record
-from storage_workers.log import records as codec
-from storage_workers.log.reading import OffsetCompacted
-from storage_workers.log.writer import LogWriter
-from storage_workers.replication.commit import CommitTracker
-from storage_workers.replication.roles import LeaderRole
-from storage_workers.replication.tail import Frame, TailBuffer
+from ferrymq.storage.engine.records import Record
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.reading import OffsetCompacted
+from ferrymq.storage.log.writer import LogWriter
+from ferrymq.storage.replication.commit import CommitTracker
+from ferrymq.storage.replication.roles import LeaderRole
+from ferrymq.storage.replication.tail import Frame, TailBuffer
 
 if TYPE_CHECKING:
-    from storage_workers.server.connection import Connection
+    from ferrymq.storage.server.connection import Connection
 
 
 def _wall_ms() -> int:

@@ -12,9 +12,9 @@
 - :mod:`.process`: process start-up, registration and shutdown (:func:`run_worker`).
 """
 
-from storage_workers.server.config import WorkerConfig
-from storage_workers.server.maintenance import fold
-from storage_workers.server.process import READY_LINE, run_worker
-from storage_workers.server.worker import StorageWorker
+from ferrymq.storage.server.config import WorkerConfig
+from ferrymq.storage.server.maintenance import fold
+from ferrymq.storage.server.process import READY_LINE, run_worker
+from ferrymq.storage.server.worker import StorageWorker
 
 __all__ = ["READY_LINE", "StorageWorker", "WorkerConfig", "fold", "run_worker"]

@@ -19,7 +19,7 @@ import logging
 import orjson
 from prometheus_client import CollectorRegistry, generate_latest
 
-from storage_workers.server.metrics import Worker, readiness
+from ferrymq.storage.server.metrics import Worker, readiness
 
 log = logging.getLogger(__name__)
 

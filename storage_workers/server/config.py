@@ -9,9 +9,9 @@ from typing import Any
 
 from ferrymq.rpc.peer_auth import PeerAuth
 from ferrymq.settings import Settings
-from storage_workers.engine.engine import TRANSFER_HOLD_SECONDS
-from storage_workers.log.writer import DEFAULT_SEGMENT_BYTES
-from storage_workers.replication.roles import FollowerRole, LeaderRole
+from ferrymq.storage.engine.engine import TRANSFER_HOLD_SECONDS
+from ferrymq.storage.log.writer import DEFAULT_SEGMENT_BYTES
+from ferrymq.storage.replication.roles import FollowerRole, LeaderRole
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ from ferrymq.limits import (
 from ferrymq.priorities import MAX_LEVELS, SYSTEM_KEY
 from ferrymq.rpc.codec import REDRIVE_FIELDS
 from ferrymq.rpc.framing import Op
-from storage_workers.engine import Engine, Redrive
-from storage_workers.handover import DeadLetterForwarder
-from storage_workers.move_tasks import MoveTaskRunner
-from storage_workers.server.connection import Connection
-from storage_workers.server.long_poll import LongPolls
+from ferrymq.storage.engine import Engine, Redrive
+from ferrymq.storage.handover import DeadLetterForwarder
+from ferrymq.storage.move_tasks import MoveTaskRunner
+from ferrymq.storage.server.connection import Connection
+from ferrymq.storage.server.long_poll import LongPolls
 
 PARTITION_OPS = frozenset(Op) - {Op.PING}
 """The operations that name a partition: every one but PING."""

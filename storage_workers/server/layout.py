@@ -3,7 +3,7 @@
 A worker's data directory holds one log directory per partition it serves::
 
     <data dir>/
-        LOCK                  the worker's lock (storage_workers.log.lock)
+        LOCK                  the worker's lock (ferrymq.storage.log.lock)
         p0/                   partition 0: LOCK, 00000000000000000001.seg, ...
         p7/                   partition 7: ...
 
@@ -20,7 +20,7 @@ import logging
 import os
 from pathlib import Path
 
-from storage_workers.log.segments import SUFFIX, TMP_SUFFIX, fsync_dir
+from ferrymq.storage.log.segments import SUFFIX, TMP_SUFFIX, fsync_dir
 
 log = logging.getLogger(__name__)
 

@@ -20,22 +20,22 @@ from ferrymq.clock import Clock
 from ferrymq.errors import NotLeader, ServiceUnavailable
 from ferrymq.rpc.codec import pack, pack_error
 from ferrymq.rpc.framing import STATUS_ERROR, STATUS_OK, Op, encode_frame
-from storage_workers.drops import PendingDropStore, PendingDropSweeper
-from storage_workers.engine import Engine
-from storage_workers.engine.records import Record
-from storage_workers.handover import DeadLetterForwarder
-from storage_workers.log import records as codec
-from storage_workers.log.writer import LogWriter
-from storage_workers.move_tasks import MoveTaskRunner
-from storage_workers.peers import Peers
-from storage_workers.replication import LeaderRole, LeaderStream
-from storage_workers.server.connection import Connection
-from storage_workers.server.handlers import DEFERRED, Handler, Handlers
-from storage_workers.server.long_poll import LongPolls
-from storage_workers.server.maintenance import every
+from ferrymq.storage.drops import PendingDropStore, PendingDropSweeper
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.records import Record
+from ferrymq.storage.handover import DeadLetterForwarder
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.writer import LogWriter
+from ferrymq.storage.move_tasks import MoveTaskRunner
+from ferrymq.storage.peers import Peers
+from ferrymq.storage.replication import LeaderRole, LeaderStream
+from ferrymq.storage.server.connection import Connection
+from ferrymq.storage.server.handlers import DEFERRED, Handler, Handlers
+from ferrymq.storage.server.long_poll import LongPolls
+from ferrymq.storage.server.maintenance import every
 
 if TYPE_CHECKING:
-    from storage_workers.server.config import WorkerConfig
+    from ferrymq.storage.server.config import WorkerConfig
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable
 
 from ferrymq.clock import Clock
-from storage_workers.engine import Engine
+from ferrymq.storage.engine import Engine
 
 
 class LongPolls:

@@ -1,6 +1,6 @@
 """Background upkeep of a worker's state and log: compaction's fold, and periodic sweeps.
 
-Compaction (when and how, see :mod:`storage_workers.log.compaction`) needs a fold that turns sealed segments
+Compaction (when and how, see :mod:`ferrymq.storage.log.compaction`) needs a fold that turns sealed segments
 into the records that rebuild their state: replay them into a fresh engine and snapshot it.  Sweeps prune
 what only time makes dead (resend ids, receive attempts, idle queue states) without a record, since nothing
 replayed depends on entries past their window.
@@ -12,8 +12,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator
 
-from storage_workers.engine import PartitionState
-from storage_workers.engine.records import Record
+from ferrymq.storage.engine import PartitionState
+from ferrymq.storage.engine.records import Record
 
 log = logging.getLogger(__name__)
 

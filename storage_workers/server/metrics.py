@@ -29,14 +29,14 @@ from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from storage_workers.server.replica import PartitionReplica
+from ferrymq.storage.server.replica import PartitionReplica
 
 FSYNC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 ROLES = ("leader", "follower", "standby")
 
 
 class Worker(Protocol):
-    """What is read of :class:`~storage_workers.server.worker.StorageWorker`."""
+    """What is read of :class:`~ferrymq.storage.server.worker.StorageWorker`."""
 
     requests: int
     replicas: dict[int, PartitionReplica]

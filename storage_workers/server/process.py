@@ -1,6 +1,6 @@
 """The worker process: open the logs, listen (and serve health checks and metrics on an admin port,
 :mod:`.admin`), play the roles the cluster's replica sets give (the controller,
-:mod:`storage_workers.replication.controller`), serve until told to stop."""
+:mod:`ferrymq.storage.replication.controller`), serve until told to stop."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from ferrymq.errors import SqsError
 from ferrymq.orphan_watch import wait_until_orphaned
 from ferrymq.replication_rules import Acks
 from ferrymq.settings import Settings
-from storage_workers.peers import ClusterPeers
-from storage_workers.replication.controller import ClusterController, ControllerTimes
-from storage_workers.server.admin import AdminServer
-from storage_workers.server.config import WorkerConfig
-from storage_workers.server.metrics import worker_registry
-from storage_workers.server.replica import PartitionReplica
-from storage_workers.server.worker import StorageWorker
+from ferrymq.storage.peers import ClusterPeers
+from ferrymq.storage.replication.controller import ClusterController, ControllerTimes
+from ferrymq.storage.server.admin import AdminServer
+from ferrymq.storage.server.config import WorkerConfig
+from ferrymq.storage.server.metrics import worker_registry
+from ferrymq.storage.server.replica import PartitionReplica
+from ferrymq.storage.server.worker import StorageWorker
 
 log = logging.getLogger(__name__)
 

@@ -2,17 +2,17 @@
 plays now.
 
 A :class:`PartitionReplica` is opened (its log replayed into its engine) and closed by its
-:class:`~storage_workers.server.worker.StorageWorker`, which owns the one RPC listener and routes each request
+:class:`~ferrymq.storage.server.worker.StorageWorker`, which owns the one RPC listener and routes each request
 to the replica of the partition it names.  In between it plays one role at a time:
 
-- **leader** (:meth:`lead`): a :class:`~storage_workers.server.leader_term.LeaderTerm` answers requests, and
-  every reply waits until the request's last record is committed (:mod:`storage_workers.replication.commit`);
+- **leader** (:meth:`lead`): a :class:`~ferrymq.storage.server.leader_term.LeaderTerm` answers requests, and
+  every reply waits until the request's last record is committed (:mod:`ferrymq.storage.replication.commit`);
 - **follower** (:meth:`follow`): every request is answered NotLeader while a
-  :class:`~storage_workers.replication.Follower` pulls the leader's records into the log and the engine, so the
+  :class:`~ferrymq.storage.replication.Follower` pulls the leader's records into the log and the engine, so the
   engine is a hot standby: taking over is starting a term on it, no replay;
 - **standing by** (:meth:`stand_by`): no role, every request answered NotLeader.
 
-Roles come from the worker's controller (:mod:`storage_workers.replication.controller`), which follows the
+Roles come from the worker's controller (:mod:`ferrymq.storage.replication.controller`), which follows the
 partition's coordination item, or are static (``WorkerConfig.role``) for a worker outside any cluster.
 The engine's state always equals a replay of the log: a follower that cuts a diverged tail (or a term that
 ended with a record the log refused) rebuilds it by recovery.
@@ -28,23 +28,23 @@ from typing import Any
 
 from ferrymq.clock import Clock
 from ferrymq.errors import NotLeader
-from storage_workers.drops import PendingDropStore
-from storage_workers.engine import Engine
-from storage_workers.engine.records import Record
-from storage_workers.log.base import install_snapshot
-from storage_workers.log.compaction import Compactor
-from storage_workers.log.epochs import EpochHistory
-from storage_workers.log.lock import locked
-from storage_workers.log.recovery import RecoveredLog, recover
-from storage_workers.log.writer import LogWriter
-from storage_workers.peers import Peers
-from storage_workers.replication import Follower, FollowerRole, LeaderRole
-from storage_workers.server.config import WorkerConfig
-from storage_workers.server.connection import Connection
-from storage_workers.server.handlers import PARTITION_OPS, Handler
-from storage_workers.server.layout import replica_dir
-from storage_workers.server.leader_term import LeaderTerm
-from storage_workers.server.maintenance import fold
+from ferrymq.storage.drops import PendingDropStore
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.records import Record
+from ferrymq.storage.log.base import install_snapshot
+from ferrymq.storage.log.compaction import Compactor
+from ferrymq.storage.log.epochs import EpochHistory
+from ferrymq.storage.log.lock import locked
+from ferrymq.storage.log.recovery import RecoveredLog, recover
+from ferrymq.storage.log.writer import LogWriter
+from ferrymq.storage.peers import Peers
+from ferrymq.storage.replication import Follower, FollowerRole, LeaderRole
+from ferrymq.storage.server.config import WorkerConfig
+from ferrymq.storage.server.connection import Connection
+from ferrymq.storage.server.handlers import PARTITION_OPS, Handler
+from ferrymq.storage.server.layout import replica_dir
+from ferrymq.storage.server.leader_term import LeaderTerm
+from ferrymq.storage.server.maintenance import fold
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The storage worker: one RPC listener in front of the partition replicas it serves.
 
-Each partition has its own :class:`~storage_workers.server.replica.PartitionReplica` (log directory
+Each partition has its own :class:`~ferrymq.storage.server.replica.PartitionReplica` (log directory
 ``<data dir>/p<partition>/``, engine, compactor, long polls, hand-overs, move tasks).  Every request but PING
 names its partition; the worker hands it to that replica's handler, or answers :class:`NotLeader` (and does
 nothing) when it does not serve the partition.  PING reports the worker and every partition it serves.
@@ -11,9 +11,9 @@ record (nothing is acknowledged that a crash could take back).  Only a long poll
 in a task of its own (:mod:`.long_poll`).
 
 Work that involves other partitions runs in background tasks of the replica: dead-letter redrive into a
-queue of another partition (:mod:`storage_workers.handover`) and message move tasks
-(:mod:`storage_workers.move_tasks`), which a restarted worker resumes.  A partition this worker serves too is
-reached through the worker's own address, like any other (see :mod:`storage_workers.peers`).
+queue of another partition (:mod:`ferrymq.storage.handover`) and message move tasks
+(:mod:`ferrymq.storage.move_tasks`), which a restarted worker resumes.  A partition this worker serves too is
+reached through the worker's own address, like any other (see :mod:`ferrymq.storage.peers`).
 """
 
 from __future__ import annotations
@@ -38,15 +38,15 @@ from ferrymq.logs import REQUEST_ID
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.codec import pack, pack_error, unpack
 from ferrymq.rpc.framing import STATUS_ERROR, STATUS_OK, TRACED, FrameError, Op, encode_frame, split_trace
-from storage_workers.drops import PendingDropStore
-from storage_workers.log.lock import locked
-from storage_workers.log.writer import LogFailed
-from storage_workers.peers import IsolatedPeers, ReplicaPeers, SharedPeers
-from storage_workers.server.config import WorkerConfig
-from storage_workers.server.connection import READ_CHUNK, Connection, serve_connection
-from storage_workers.server.handlers import DEFERRED, PARTITION_OPS
-from storage_workers.server.layout import adopt_legacy_log, replica_dir
-from storage_workers.server.replica import PartitionReplica
+from ferrymq.storage.drops import PendingDropStore
+from ferrymq.storage.log.lock import locked
+from ferrymq.storage.log.writer import LogFailed
+from ferrymq.storage.peers import IsolatedPeers, ReplicaPeers, SharedPeers
+from ferrymq.storage.server.config import WorkerConfig
+from ferrymq.storage.server.connection import READ_CHUNK, Connection, serve_connection
+from ferrymq.storage.server.handlers import DEFERRED, PARTITION_OPS
+from ferrymq.storage.server.layout import adopt_legacy_log, replica_dir
+from ferrymq.storage.server.replica import PartitionReplica
 
 log = logging.getLogger(__name__)
 

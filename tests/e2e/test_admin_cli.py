@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from infra.up_process import ferrymq_command
+from ferrymq.infra.up_process import ferrymq_command
 from tests.e2e.conftest import Stack, new_queue
 from tests.support.waiting import wait_for
 

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from ferrymq.infra.cluster_secret import SECRET_FILE
+from ferrymq.infra.standin.access_keys import KeyPair
 from ferrymq.rpc.client import WorkerClient, WorkerUnreachable
 from ferrymq.rpc.framing import Op, encode_frame
 from ferrymq.rpc.peer_auth import PeerAuth
-from infra.cluster_secret import SECRET_FILE
-from infra.standin.access_keys import KeyPair
 from tests.e2e.conftest import Stack
 from tests.support.sqs_clients import sqs_client
 

@@ -42,7 +42,7 @@ def test_a_stack_of_three_partitions_runs_a_cluster_of_three_workers_each_leadin
         client = sqs_client(stack.endpoint, "json")
         # when forty queues are made (queue ids spread over the partitions: each partition gets some but with
         # odds below one in a million), and each gets a message
-        workers = [c for c in _stack_processes(stack) if "storage_workers" in c]
+        workers = [c for c in _stack_processes(stack) if "ferrymq.storage" in c]
         for i in range(40):
             url = client.create_queue(QueueName=f"spread-{i}")["QueueUrl"]
             client.send_message(QueueUrl=url, MessageBody=f"body {i}")

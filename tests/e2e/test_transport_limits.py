@@ -49,7 +49,7 @@ def limited_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 def _gateway_pid(stack: Stack) -> int:
     assert stack.process is not None
-    pids = [pid for pid, argv in group_members(stack.process.pid).items() if "infra.gateway" in argv]
+    pids = [pid for pid, argv in group_members(stack.process.pid).items() if "ferrymq.infra.gateway" in argv]
     assert len(pids) == 1, pids
     return pids[0]
 

@@ -21,7 +21,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from infra.up_process import ferrymq_command
+from ferrymq.infra.up_process import ferrymq_command
 from tests.e2e.conftest import Stack
 from tests.support.sqs_clients import sqs_client
 from tests.support.tcp_proxy import SwitchableProxy

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.up_process import ferrymq_command
+from ferrymq.infra.up_process import ferrymq_command
 from tests.e2e.conftest import Stack
 from tests.fault.conftest import fault_stack
 from tests.fault.test_failover import cluster_status, run_scenario, worker_pids
@@ -39,7 +39,7 @@ def start_spare(stack: Stack) -> subprocess.Popen[bytes]:
     env = environment_of(worker_pids(stack)["worker-0"])
     log = (stack.data_dir / f"{NEW}.log").open("ab")
     return subprocess.Popen(
-        [sys.executable, "-m", "storage_workers", "--partitions", "", "--worker-id", NEW, "--cluster", "local",
+        [sys.executable, "-m", "ferrymq.storage", "--partitions", "", "--worker-id", NEW, "--cluster", "local",
          "--port", "0"],
         env=env, stdout=log, stderr=log, start_new_session=True,
     )

@@ -35,7 +35,7 @@ def worker_pids(stack: Stack) -> dict[str, int]:
     return {
         argv[argv.index("--worker-id") + 1]: pid
         for pid, argv in group_members(stack.process.pid).items()
-        if "storage_workers" in argv and "--worker-id" in argv
+        if "ferrymq.storage" in argv and "--worker-id" in argv
     }
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from infra.up_process import ferrymq_command
+from ferrymq.infra.up_process import ferrymq_command
 from tests.e2e.conftest import Stack
 from tests.e2e.test_clusters import partitions_of_queues
 from tests.fault.conftest import fault_stack

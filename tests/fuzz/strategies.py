@@ -18,8 +18,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from ferrymq.metadata import queue_attributes
 from ferrymq.protocol.model import BLOB, BOOLEAN, INTEGER, LIST, LONG, MAP, OPERATIONS, STRING, STRUCTURE, Shape
-from functions.metadata import queue_attributes
 
 ACTIONS = sorted(OPERATIONS)
 # More digits than Python turns into an int by default (4,300).

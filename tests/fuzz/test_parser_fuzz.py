@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ferrymq.errors import SqsError
+from ferrymq.frontend import message_checks
+from ferrymq.frontend.actions import move_tasks, permissions
+from ferrymq.metadata import policy, queue_attributes, redrive
 from ferrymq.protocol.requests import SqsRequest, parse_request
 from ferrymq.protocol.responses import render_error
-from functions.frontend import message_checks
-from functions.frontend.actions import move_tasks, permissions
-from functions.metadata import policy, queue_attributes, redrive
 from tests.fuzz.answers import check_answer
 from tests.fuzz.profiles import fuzz_settings
 from tests.fuzz.strategies import (

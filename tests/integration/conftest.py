@@ -1,4 +1,4 @@
-"""Real storage worker processes (``python -m storage_workers``) on loopback for integration tests, always stopped."""
+"""Real storage worker processes (``python -m ferrymq.storage``) on loopback for integration tests, always stopped."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Stands in for `ferrymq up`: runs the worker as its own child, passing its pid as --parent-pid.
 _PARENT = (
     "import os, subprocess, sys; sys.exit(subprocess.call("
-    "[sys.executable, '-m', 'storage_workers', *sys.argv[1:], '--parent-pid', str(os.getpid())]))"
+    "[sys.executable, '-m', 'ferrymq.storage', *sys.argv[1:], '--parent-pid', str(os.getpid())]))"
 )
 
 
@@ -118,7 +118,7 @@ def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..
         held = partitions if partitions is not None else (partition,)
         if "--no-register" not in extra_args:
             _retire_foreign_replica_sets(aws_settings, held, worker_id)
-        command = [sys.executable, "-c", _PARENT] if behind_parent else [sys.executable, "-m", "storage_workers"]
+        command = [sys.executable, "-c", _PARENT] if behind_parent else [sys.executable, "-m", "ferrymq.storage"]
         with open(log_path, "wb") as err:
             proc = subprocess.Popen(
                 [

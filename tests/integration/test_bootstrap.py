@@ -1,6 +1,6 @@
 from ferrymq.aws import session
+from ferrymq.infra.bootstrap import bootstrap
 from ferrymq.settings import Settings
-from infra.bootstrap import bootstrap
 
 
 def test_bootstrap_creates_resources_and_is_idempotent(aws_settings: Settings) -> None:

@@ -13,9 +13,9 @@ import pytest
 
 from ferrymq.aws.session import client
 from ferrymq.settings import Settings
-from spark.io import Io
-from spark.pipeline import run_billing
-from spark.prices import Prices
+from ferrymq.spark.io import Io
+from ferrymq.spark.pipeline import run_billing
+from ferrymq.spark.prices import Prices
 from tests.support import usage_reference as reference
 from tests.support.usage_log import generate
 

@@ -8,7 +8,7 @@ import uuid
 from hashlib import blake2b
 from zlib import crc32
 
-from storage_workers.engine import FIFO_RECEIVED_FIELDS, RECEIVED_FIELDS, Engine, Polled, Redrive
+from ferrymq.storage.engine import FIFO_RECEIVED_FIELDS, RECEIVED_FIELDS, Engine, Polled, Redrive
 
 RETENTION = 4 * 24 * 3600
 

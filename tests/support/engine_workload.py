@@ -7,7 +7,7 @@ import random
 
 from ferrymq.clock import ManualClock
 from ferrymq.errors import InvalidParameterValue, OverLimit
-from storage_workers.engine import Engine, Redrive
+from ferrymq.storage.engine import Engine, Redrive
 from tests.support.engine_requests import fifo_message, plain_message
 
 RETENTION = 120

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ferrymq.clock import Clock, ManualClock
-from storage_workers.engine import Engine
-from storage_workers.engine.records import Record
-from storage_workers.log.writer import LogWriter
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.records import Record
+from ferrymq.storage.log.writer import LogWriter
 
 RECEIPT_KEY = b"log-tests-receipt-key-0123456789"
 

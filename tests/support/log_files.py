@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 
-from storage_workers.engine.records import Record
-from storage_workers.log import records as codec
-from storage_workers.log.format import (
+from ferrymq.storage.engine.records import Record
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.format import (
     BASE,
     COMMIT,
     Frame,
@@ -18,9 +18,9 @@ from storage_workers.log.format import (
     encode_header_v1,
     scan_frames,
 )
-from storage_workers.log.recovery import recover
-from storage_workers.log.segments import segment_path
-from storage_workers.log.writer import LogWriter
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.segments import segment_path
+from ferrymq.storage.log.writer import LogWriter
 
 
 def write_v1_log(directory: Path, segments: Iterable[Iterable[Record]]) -> None:

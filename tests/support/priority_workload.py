@@ -9,7 +9,7 @@ import uuid
 
 from ferrymq.clock import ManualClock
 from ferrymq.priorities import SYSTEM_KEY
-from storage_workers.engine import Engine
+from ferrymq.storage.engine import Engine
 
 QUEUES = ("pa", "pb")
 RETENTION = 600

@@ -14,7 +14,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from spark import session
+    from ferrymq.spark import session
 
     started = session.build("ferrymq-tests", "local[2]")
     # Even fewer shuffle partitions than a local job: test frames have a few thousand rows.

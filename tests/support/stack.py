@@ -22,9 +22,9 @@ from typing import Any
 import boto3
 import pytest
 
-from infra.standin.access_keys import read_key_pair
-from infra.standin.layout import ENDPOINT_FILE
-from infra.up_process import UpProcess, ferrymq_command, up_environment
+from ferrymq.infra.standin.access_keys import read_key_pair
+from ferrymq.infra.standin.layout import ENDPOINT_FILE
+from ferrymq.infra.up_process import UpProcess, ferrymq_command, up_environment
 from tests.support.sqs_clients import sqs_client
 
 

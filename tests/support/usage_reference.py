@@ -13,8 +13,8 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from ferrymq.errors import OverLimit, RequestThrottled, Throttling
+from ferrymq.spark.prices import Prices
 from ferrymq.usage import schema
-from spark.prices import Prices
 
 _DT = re.compile(r"dt=(\d{4}-\d{2}-\d{2})")
 

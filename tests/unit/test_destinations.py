@@ -17,8 +17,8 @@ from ferrymq.destinations import (
 )
 from ferrymq.limits import DEFAULT_RETENTION_SECONDS
 from ferrymq.rpc.codec import REDRIVE_FIELDS
-from storage_workers import peers
-from storage_workers.peers import ClusterPeers
+from ferrymq.storage import peers
+from ferrymq.storage.peers import ClusterPeers
 
 ARN = "arn:aws:sqs:us-east-1:000000000000:{}"
 

@@ -33,14 +33,14 @@ def test_json_lines_carry_the_fields_and_the_request_id_of_the_context(restore_l
     # when a line is logged inside a request, with extra fields, and another outside any request
     token = logs.REQUEST_ID.set("req-1")
     try:
-        logging.getLogger("functions.frontend.pipeline").warning("request %s failed", "req-1", extra={"queue": "q1"})
+        logging.getLogger("ferrymq.frontend.pipeline").warning("request %s failed", "req-1", extra={"queue": "q1"})
     finally:
         logs.REQUEST_ID.reset(token)
-    logging.getLogger("storage_workers.server.worker").info("outside")
+    logging.getLogger("ferrymq.storage.server.worker").info("outside")
     # then each is one JSON object with the common fields; only the first names the request
     first, second = _lines(out)
     assert first["level"] == "WARNING"
-    assert first["logger"] == "functions.frontend.pipeline"
+    assert first["logger"] == "ferrymq.frontend.pipeline"
     assert first["message"] == "request req-1 failed"
     assert first["component"] == "gateway"
     assert first["request_id"] == "req-1"
@@ -69,10 +69,10 @@ def test_text_lines_name_component_level_logger_and_request(restore_logging: Non
     logs.configure("cli", Settings(log_format="text"), stream=out)
     token = logs.REQUEST_ID.set("req-2")
     try:
-        logging.getLogger("infra.cli").error("no stack")
+        logging.getLogger("ferrymq.infra.cli").error("no stack")
     finally:
         logs.REQUEST_ID.reset(token)
-    assert out.getvalue().rstrip("\n").endswith(" cli ERROR infra.cli [req-2]: no stack")
+    assert out.getvalue().rstrip("\n").endswith(" cli ERROR ferrymq.infra.cli [req-2]: no stack")
 
 
 @pytest.mark.parametrize("name", ["botocore.credentials", "urllib3.connectionpool", "moto", "werkzeug",
@@ -85,10 +85,10 @@ def test_library_info_lines_are_held_back_at_the_default_level(restore_logging: 
     # when a library logs at INFO and at WARNING, and FerryMQ at INFO
     library.info("Found credentials in environment variables.")
     library.warning("retrying")
-    logging.getLogger("storage_workers.log.recovery").info("recovered")
+    logging.getLogger("ferrymq.storage.log.recovery").info("recovered")
     # then only the library's warning and FerryMQ's line get through
     assert [(line["logger"], line["message"]) for line in _lines(out)] == [
-        (name, "retrying"), ("storage_workers.log.recovery", "recovered")
+        (name, "retrying"), ("ferrymq.storage.log.recovery", "recovered")
     ]
 
 
@@ -120,7 +120,7 @@ def test_configuring_again_replaces_the_handler(restore_logging: None) -> None:
 def test_the_component_defaults_apply_unless_the_settings_name_format_and_level(restore_logging: None) -> None:
     out = io.StringIO()
     level = logs.configure("cli", Settings(), default_format="text", default_level="WARNING", stream=out)
-    logging.getLogger("infra").info("hidden")
+    logging.getLogger("ferrymq.infra").info("hidden")
     assert level == logging.WARNING and out.getvalue() == ""
     assert logs.configure("cli", Settings(log_level="INFO"), default_level="WARNING", stream=out) == logging.INFO
 

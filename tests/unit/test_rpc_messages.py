@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ferrymq.rpc.codec import HANDOVER_FIELDS, SENT_MESSAGE_FIELDS
 from ferrymq.rpc.messages import Origin, sent_message
-from storage_workers.engine import Outgoing
-from storage_workers.handover import handover_message
+from ferrymq.storage.engine import Outgoing
+from ferrymq.storage.handover import handover_message
 
 
 def test_a_message_from_a_client_has_every_field_of_the_send_request() -> None:

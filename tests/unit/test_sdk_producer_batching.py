@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from ferrymq.frontend.message_checks import check_message_attributes
 from ferrymq.limits import MAX_BATCH_BYTES
 from ferrymq.message_size import attributes_bytes, message_bytes
 from ferrymq.producer import BatchEntryError, Producer
-from functions.frontend.message_checks import check_message_attributes
 
 ATTRIBUTES = {
     "trace": {"DataType": "String", "StringValue": "ünïcode ✓"},

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from functions.frontend.actions import (
+from ferrymq.frontend.actions import (
     access_keys,
     admin,
     messages,
@@ -15,7 +15,7 @@ from functions.frontend.actions import (
     queues,
     tags,
 )
-from functions.frontend.context import RequestContext
+from ferrymq.frontend.context import RequestContext
 
 Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
 

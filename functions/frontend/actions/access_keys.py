@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 from ferrymq.aws.credentials import MAX_TEMPORARY_SECONDS, Credential, CredentialStore
 from ferrymq.bulkhead import off_loop
 from ferrymq.errors import InvalidParameterValue, ResourceNotFound
-from functions.frontend.actions.admin import account_param, admin_only
-from functions.frontend.context import RequestContext
-from functions.frontend.message_checks import optional_int, require
+from ferrymq.frontend.actions.admin import account_param, admin_only
+from ferrymq.frontend.context import RequestContext
+from ferrymq.frontend.message_checks import optional_int, require
 
 T = TypeVar("T")
 

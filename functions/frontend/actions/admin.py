@@ -15,10 +15,10 @@ from ferrymq import cluster_status
 from ferrymq.accounts import ACCOUNT_ID_RULE, is_account_id
 from ferrymq.bulkhead import off_loop
 from ferrymq.errors import AccessDenied, InvalidParameterValue, ServiceUnavailable
+from ferrymq.frontend.admin_services import AdminServices
+from ferrymq.frontend.context import RequestContext
+from ferrymq.frontend.message_checks import require
 from ferrymq.usage import summary
-from functions.frontend.admin_services import AdminServices
-from functions.frontend.context import RequestContext
-from functions.frontend.message_checks import require
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 

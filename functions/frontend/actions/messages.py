@@ -21,6 +21,18 @@ from ferrymq.errors import (
     SqsError,
     error_for_code,
 )
+from ferrymq.frontend import sharded
+from ferrymq.frontend.context import RequestContext
+from ferrymq.frontend.encryption import start_metering
+from ferrymq.frontend.message_checks import (
+    check_batch_entries,
+    check_body,
+    check_message_attributes,
+    optional_int,
+    require,
+)
+from ferrymq.frontend.metrics.recorder import sizes_of
+from ferrymq.frontend.priorities import level_of, priority_levels
 from ferrymq.limits import (
     DEDUP_WINDOW_SECONDS,
     MAX_BATCH_BYTES,
@@ -31,23 +43,11 @@ from ferrymq.limits import (
 )
 from ferrymq.message_fields import sequence_number
 from ferrymq.message_size import message_bytes
+from ferrymq.metadata import queue_attributes, redrive
 from ferrymq.priorities import SYSTEM_KEY as PRIORITY_KEY
 from ferrymq.protocol.md5 import md5_of_attributes, md5_of_body
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.messages import sent_message
-from functions.frontend import sharded
-from functions.frontend.context import RequestContext
-from functions.frontend.encryption import start_metering
-from functions.frontend.message_checks import (
-    check_batch_entries,
-    check_body,
-    check_message_attributes,
-    optional_int,
-    require,
-)
-from functions.frontend.metrics.recorder import sizes_of
-from functions.frontend.priorities import level_of, priority_levels
-from functions.metadata import queue_attributes, redrive
 
 SYSTEM_ATTRIBUTE_NAMES = frozenset(
     {

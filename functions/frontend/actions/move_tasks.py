@@ -17,11 +17,11 @@ from ferrymq.arn import parse_queue_arn
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.destinations import target_of
 from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ResourceNotFound
+from ferrymq.frontend.context import RequestContext
+from ferrymq.frontend.message_checks import optional_int, require
+from ferrymq.frontend.queue_urls import split_queue_arn
 from ferrymq.limits import MAX_LISTED_MOVE_TASKS, MAX_MOVE_TASK_MESSAGES_PER_SECOND
 from ferrymq.protocol.decoding import DocumentError, decode_base64, load_document
-from functions.frontend.context import RequestContext
-from functions.frontend.message_checks import optional_int, require
-from functions.frontend.queue_urls import split_queue_arn
 
 
 def _task_handle(task_id: str, source_arn: str) -> str:

@@ -6,9 +6,9 @@ import re
 from typing import Any
 
 from ferrymq.errors import InvalidParameterValue, MissingParameter, OverLimit
-from functions.frontend.context import RequestContext
-from functions.frontend.message_checks import require
-from functions.metadata import policy
+from ferrymq.frontend.context import RequestContext
+from ferrymq.frontend.message_checks import require
+from ferrymq.metadata import policy
 
 _LABEL = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 _ACCOUNT = re.compile(r"^[0-9]{12}$")

@@ -15,13 +15,13 @@ from typing import Any
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.destinations import retention_seconds
 from ferrymq.errors import MissingParameter
+from ferrymq.frontend.context import RequestContext
+from ferrymq.frontend.encryption import start_metering
+from ferrymq.frontend.message_checks import optional_int
+from ferrymq.frontend.queue_urls import parse_queue_url
 from ferrymq.limits import MAX_PEEK_MESSAGES
 from ferrymq.message_fields import sequence_number
 from ferrymq.rpc.client import WorkerClient
-from functions.frontend.context import RequestContext
-from functions.frontend.encryption import start_metering
-from functions.frontend.message_checks import optional_int
-from functions.frontend.queue_urls import parse_queue_url
 
 DEFAULT_PEEK_MESSAGES = 10
 _SHOWN_SYSTEM_ATTRIBUTES = ("SenderId", "AWSTraceHeader", "DeadLetterQueueSourceArn")

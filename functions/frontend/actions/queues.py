@@ -9,10 +9,10 @@ from typing import Any
 
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.errors import InvalidAttributeName, InvalidParameterValue, QueueDoesNotExist, SqsError
-from functions.frontend.context import RequestContext
-from functions.frontend.message_checks import optional_int, require
-from functions.metadata import queue_attributes
-from functions.metadata.catalog import QUEUE_NAME, is_fifo
+from ferrymq.frontend.context import RequestContext
+from ferrymq.frontend.message_checks import optional_int, require
+from ferrymq.metadata import queue_attributes
+from ferrymq.metadata.catalog import QUEUE_NAME, is_fifo
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ferrymq.errors import InvalidParameterValue
-from functions.frontend.context import RequestContext
-from functions.frontend.message_checks import require
+from ferrymq.frontend.context import RequestContext
+from ferrymq.frontend.message_checks import require
 
 
 def _tag_map(value: Any) -> dict[str, str]:

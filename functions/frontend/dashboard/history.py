@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from functions.frontend.metrics.depths import QueueDepths
-from functions.frontend.metrics.recorder import FrontendMetrics, QueueKey
+from ferrymq.frontend.metrics.depths import QueueDepths
+from ferrymq.frontend.metrics.recorder import FrontendMetrics, QueueKey
 
 log = logging.getLogger(__name__)
 

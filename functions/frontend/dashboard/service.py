@@ -22,17 +22,17 @@ from ferrymq.aws.credentials import Credential
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.destinations import retention_seconds
 from ferrymq.errors import AccessDenied, InternalError, InvalidParameterValue, MissingParameter, SqsError
+from ferrymq.frontend.actions import ACTIONS
+from ferrymq.frontend.auth import Authenticator
+from ferrymq.frontend.context import RequestContext, Services
+from ferrymq.frontend.dashboard import access, refusals, sessions
+from ferrymq.frontend.dashboard.errors import RecentErrors
+from ferrymq.frontend.dashboard.history import QueueHistory
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.metrics.depths import combined
+from ferrymq.frontend.metrics.service import GatewayMetrics
+from ferrymq.metadata import redrive
 from ferrymq.protocol.responses import HttpResponse
-from functions.frontend.actions import ACTIONS
-from functions.frontend.auth import Authenticator
-from functions.frontend.context import RequestContext, Services
-from functions.frontend.dashboard import access, refusals, sessions
-from functions.frontend.dashboard.errors import RecentErrors
-from functions.frontend.dashboard.history import QueueHistory
-from functions.frontend.http import HttpRequest
-from functions.frontend.metrics.depths import combined
-from functions.frontend.metrics.service import GatewayMetrics
-from functions.metadata import redrive
 
 log = logging.getLogger(__name__)
 

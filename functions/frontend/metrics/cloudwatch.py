@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from functions.frontend.metrics.depths import Depth, QueueDepths
-from functions.frontend.metrics.recorder import FrontendMetrics, QueueKey
+from ferrymq.frontend.metrics.depths import Depth, QueueDepths
+from ferrymq.frontend.metrics.recorder import FrontendMetrics, QueueKey
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.errors import SqsError
-from functions.frontend.metrics.recorder import QueueKey
+from ferrymq.frontend.metrics.recorder import QueueKey
 
 log = logging.getLogger(__name__)
 

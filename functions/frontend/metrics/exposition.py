@@ -37,9 +37,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from ferrymq.frontend.metrics.depths import Depth, QueueDepths
+from ferrymq.frontend.metrics.recorder import LATENCY_BUCKETS, SIZE_BUCKETS, FrontendMetrics, QueueKey
 from ferrymq.protocol.responses import HttpResponse
-from functions.frontend.metrics.depths import Depth, QueueDepths
-from functions.frontend.metrics.recorder import LATENCY_BUCKETS, SIZE_BUCKETS, FrontendMetrics, QueueKey
 
 METRICS_PATH = "/metrics"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

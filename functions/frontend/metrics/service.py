@@ -16,15 +16,15 @@ from typing import Any
 
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.aws.session import client
+from ferrymq.frontend.dispatch import Dispatcher
+from ferrymq.frontend.metrics import exposition
+from ferrymq.frontend.metrics.cloudwatch import CloudWatchPublisher, boto3_put
+from ferrymq.frontend.metrics.depths import QueueDepths
+from ferrymq.frontend.metrics.recorder import FrontendMetrics, QueueKey
+from ferrymq.metadata import queue_attributes
+from ferrymq.metadata.catalog import QueueCatalog
 from ferrymq.protocol.responses import HttpResponse
 from ferrymq.settings import Settings
-from functions.frontend.dispatch import Dispatcher
-from functions.frontend.metrics import exposition
-from functions.frontend.metrics.cloudwatch import CloudWatchPublisher, boto3_put
-from functions.frontend.metrics.depths import QueueDepths
-from functions.frontend.metrics.recorder import FrontendMetrics, QueueKey
-from functions.metadata import queue_attributes
-from functions.metadata.catalog import QueueCatalog
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ export AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}"
 
 PYTHONPATH="${source_dir}:${source_dir}/layers/ferrymq/python" "$python" -c '
 from ferrymq.settings import Settings
-from infra.bootstrap import bootstrap
+from ferrymq.infra.bootstrap import bootstrap
 
 settings = Settings.from_env()
 bootstrap(settings)

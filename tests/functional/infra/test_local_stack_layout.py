@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ferrymq.infra.local_stack import WORKER_ID, adopt_worker_per_partition_logs
 from ferrymq.settings import Settings
-from infra.local_stack import WORKER_ID, adopt_worker_per_partition_logs
 
 SEGMENT = f"{1:020d}.seg"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infra.standin.journal import Journal, JournalEntry
+from ferrymq.infra.standin.journal import Journal, JournalEntry
 
 
 def _entry(seq: int) -> JournalEntry:

@@ -7,8 +7,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.hashes import SHA256
 
+from ferrymq.infra.standin import snapshot
 from ferrymq.private_files import write_private
-from infra.standin import snapshot
 
 
 def test_private_keys_survive_a_snapshot_round_trip(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from chalice import Chalice
 
-from infra import template as cfn
+from ferrymq.infra import template as cfn
 
 REPO = cfn.TEMPLATE_PATH.parent
 
@@ -24,7 +24,7 @@ def test_api_routes_match_the_chalice_routes() -> None:
     # given the API events of the function and the routes the Chalice app declares
     function = cfn.load()["Resources"]["FrontendFunction"]["Properties"]
     api_paths = {event["Properties"]["Path"] for event in function["Events"].values()}
-    from functions.frontend.app import app
+    from ferrymq.frontend.app import app
 
     # then API Gateway forwards exactly the paths the app serves
     assert api_paths == set(app.routes)

@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from spark.io import Io
-from spark.pipeline import run_analytics, run_billing, run_report
-from spark.prices import Prices
+from ferrymq.spark.io import Io
+from ferrymq.spark.pipeline import run_analytics, run_billing, run_report
+from ferrymq.spark.prices import Prices
 from tests.support import usage_reference as reference
 from tests.support.usage_log import ABUSIVE_KEY, THROTTLED_ACCOUNT, UsageLog, generate
 

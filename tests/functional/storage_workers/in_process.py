@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from ferrymq.rpc.client import WorkerClient
-from storage_workers.peers import LeaderClients, QueueTarget
-from storage_workers.server import StorageWorker, WorkerConfig
+from ferrymq.storage.peers import LeaderClients, QueueTarget
+from ferrymq.storage.server import StorageWorker, WorkerConfig
 from tests.support.engine_requests import RECEIPT_KEY
 
 

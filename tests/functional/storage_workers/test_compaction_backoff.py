@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine.records import SENT, Record
-from storage_workers.log.compaction import Compactor
-from storage_workers.log.recovery import recover
-from storage_workers.log.writer import LogWriter
+from ferrymq.storage.engine.records import SENT, Record
+from ferrymq.storage.log.compaction import Compactor
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.writer import LogWriter
 from tests.support.log_engine import replayed
 
-LOGGER = "storage_workers.log.compaction"
+LOGGER = "ferrymq.storage.log.compaction"
 
 
 def sent(seq: int) -> tuple:

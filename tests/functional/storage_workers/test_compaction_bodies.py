@@ -7,14 +7,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine import Redrive
-from storage_workers.engine.records import BATCH, RESTORED, SENT, STORED, Record
-from storage_workers.log.body_refs import BodyRef
-from storage_workers.log.compaction import compact_segments
-from storage_workers.log.recovery import recover
-from storage_workers.log.segments import list_segments
-from storage_workers.log.writer import LogWriter
-from storage_workers.server import fold
+from ferrymq.storage.engine import Redrive
+from ferrymq.storage.engine.records import BATCH, RESTORED, SENT, STORED, Record
+from ferrymq.storage.log.body_refs import BodyRef
+from ferrymq.storage.log.compaction import compact_segments
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.segments import list_segments
+from ferrymq.storage.log.writer import LogWriter
+from ferrymq.storage.server import fold
 from tests.support.engine_requests import fifo_message
 from tests.support.log_engine import new_engine, replayed
 

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine import Engine
-from storage_workers.log.compaction import Compactor
-from storage_workers.log.recovery import recover
-from storage_workers.log.segments import list_segments, segment_path
-from storage_workers.log.writer import LogWriter
-from storage_workers.server import fold
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.log.compaction import Compactor
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.segments import list_segments, segment_path
+from ferrymq.storage.log.writer import LogWriter
+from ferrymq.storage.server import fold
 from tests.support.log_engine import appending, new_engine, replayed
 
 RETENTION = 3600

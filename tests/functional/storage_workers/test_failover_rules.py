@@ -18,7 +18,7 @@ import pytest
 
 from ferrymq.errors import NotLeader, ServiceUnavailable
 from ferrymq.replication_rules import Acks
-from storage_workers.replication import LeaderRole
+from ferrymq.storage.replication import LeaderRole
 from tests.functional.storage_workers.test_replication import P, caught_up, following, frames, node
 from tests.functional.storage_workers.test_server_fifo import message, receive
 from tests.functional.storage_workers.worker_calls import RETENTION, eventually

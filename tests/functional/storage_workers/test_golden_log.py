@@ -8,10 +8,10 @@ import json
 import shutil
 from pathlib import Path
 
-from storage_workers.engine.records import BATCH
-from storage_workers.log import records as codec
-from storage_workers.log.format import BASE, HEADER_SIZE_V1, VERSION_1, decode_header, encode_frame_v1, scan_frames
-from storage_workers.log.recovery import recover
+from ferrymq.storage.engine.records import BATCH
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.format import BASE, HEADER_SIZE_V1, VERSION_1, decode_header, encode_frame_v1, scan_frames
+from ferrymq.storage.log.recovery import recover
 from tests.fixtures.golden_log import EXPECTED, SEGMENTS, as_json
 from tests.support.log_engine import new_engine
 

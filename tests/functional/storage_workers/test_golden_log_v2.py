@@ -9,10 +9,10 @@ import json
 import shutil
 from pathlib import Path
 
-from storage_workers.engine.records import BATCH
-from storage_workers.log import records as codec
-from storage_workers.log.epochs import EpochHistory
-from storage_workers.log.format import (
+from ferrymq.storage.engine.records import BATCH
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.epochs import EpochHistory
+from ferrymq.storage.log.format import (
     BASE,
     COMMIT,
     ENGINE_FLAGS,
@@ -26,8 +26,8 @@ from storage_workers.log.format import (
     encode_header,
     scan_frames,
 )
-from storage_workers.log.recovery import recover
-from storage_workers.log.writer import LogWriter
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.writer import LogWriter
 from tests.fixtures.golden_log import as_json
 from tests.fixtures.golden_log_v2 import EXPECTED, SEGMENTS
 from tests.support.log_engine import new_engine

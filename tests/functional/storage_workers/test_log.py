@@ -11,14 +11,14 @@ import pytest
 
 from ferrymq.clock import ManualClock
 from ferrymq.limits import RESEND_HORIZON_MS
-from storage_workers.engine import Engine
-from storage_workers.engine.records import SENT
-from storage_workers.log.compaction import Compactor, compact_segments
-from storage_workers.log.format import BASE, HEADER_SIZE, CorruptSegment, encode_frame
-from storage_workers.log.recovery import recover
-from storage_workers.log.segments import TMP_SUFFIX, SegmentInfo, list_segments, segment_path
-from storage_workers.log.writer import LogWriter
-from storage_workers.server import fold
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.records import SENT
+from ferrymq.storage.log.compaction import Compactor, compact_segments
+from ferrymq.storage.log.format import BASE, HEADER_SIZE, CorruptSegment, encode_frame
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.segments import TMP_SUFFIX, SegmentInfo, list_segments, segment_path
+from ferrymq.storage.log.writer import LogWriter
+from ferrymq.storage.server import fold
 from tests.support.log_engine import appending, new_engine, replayed
 
 RETENTION = 3600

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from storage_workers.engine.records import SENT
-from storage_workers.log.format import COMMIT, RECORD, CorruptSegment, commit_matches, commit_start
-from storage_workers.log.recovery import recover
-from storage_workers.log.salvage import salvage
-from storage_workers.log.segments import DamagedLog, list_segments, segment_path
+from ferrymq.storage.engine.records import SENT
+from ferrymq.storage.log.format import COMMIT, RECORD, CorruptSegment, commit_matches, commit_start
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.salvage import salvage
+from ferrymq.storage.log.segments import DamagedLog, list_segments, segment_path
 from tests.support.log_files import commits_of, flip, frames_of, write_batches, zero
 
-LOGGER = "storage_workers.log.recovery"
+LOGGER = "ferrymq.storage.log.recovery"
 
 
 def sent(seq: int, body: str = "x" * 40) -> tuple:

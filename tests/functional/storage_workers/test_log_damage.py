@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from storage_workers.engine.records import PURGED, SENT
-from storage_workers.log import records as codec
-from storage_workers.log.epochs import EpochHistory
-from storage_workers.log.format import (
+from ferrymq.storage.engine.records import PURGED, SENT
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.epochs import EpochHistory
+from ferrymq.storage.log.format import (
     BASE,
     EPOCHS,
     HEADER_SIZE,
@@ -24,10 +24,10 @@ from storage_workers.log.format import (
     encode_header,
     scan_frames,
 )
-from storage_workers.log.lock import DirectoryInUse, locked
-from storage_workers.log.recovery import recover
-from storage_workers.log.salvage import SalvageRefused, salvage
-from storage_workers.log.segments import DamagedLog, list_segments, segment_path
+from ferrymq.storage.log.lock import DirectoryInUse, locked
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.salvage import SalvageRefused, salvage
+from ferrymq.storage.log.segments import DamagedLog, list_segments, segment_path
 from tests.support.log_files import flip, frames_of, write_batches, write_v1_log
 
 
@@ -114,7 +114,7 @@ def test_a_torn_tail_with_nothing_intact_after_it_is_cut_with_a_warning(
     with open(path, "ab") as f:
         f.write(encode_frame(RECORD, 0, 3, codec.encode(sent(3)))[:30] + b"\0" * 4000)
     # when the log is recovered
-    with caplog.at_level(logging.WARNING, logger="storage_workers.log.recovery"):
+    with caplog.at_level(logging.WARNING, logger="ferrymq.storage.log.recovery"):
         assert seqs(tmp_path) == [1, 2]
     # then the tail is cut, and the warning says how much
     assert path.stat().st_size == intact
@@ -214,7 +214,7 @@ def test_a_version_1_log_keeps_version_1s_rules(tmp_path: Path, caplog: pytest.L
     # when they are recovered, then the damage is refused and the torn tail cut
     with pytest.raises(DamagedLog, match=f"intact records follow at byte {frames[2].start}"):
         seqs(damaged)
-    with caplog.at_level(logging.WARNING, logger="storage_workers.log.recovery"):
+    with caplog.at_level(logging.WARNING, logger="ferrymq.storage.log.recovery"):
         assert seqs(torn) == [1, 2]
     assert segment_path(torn, 1).stat().st_size == intact
     # and salvage cuts version 1 damage the version 1 way, keeping the frames as they are

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine import Engine
-from storage_workers.log.compaction import Compactor, compact_segments
-from storage_workers.log.recovery import recover
-from storage_workers.log.segments import list_segments
-from storage_workers.log.writer import LogWriter
-from storage_workers.server import fold
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.log.compaction import Compactor, compact_segments
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.segments import list_segments
+from ferrymq.storage.log.writer import LogWriter
+from ferrymq.storage.server import fold
 from tests.support.engine_workload import RETENTION, drive
 from tests.support.log_engine import appending, new_engine
 

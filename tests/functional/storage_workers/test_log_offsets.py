@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from ferrymq.replication_rules import EpochEnd
-from storage_workers.engine.records import SENT
-from storage_workers.log import records as codec
-from storage_workers.log.compaction import Compactor, compact_segments
-from storage_workers.log.epochs import EpochRegressed
-from storage_workers.log.format import RECORD, decode_header
-from storage_workers.log.reading import OffsetCompacted
-from storage_workers.log.recovery import RecoveredLog, recover
-from storage_workers.log.segments import list_segments, segment_path
-from storage_workers.log.writer import LogFailed, LogWriter, OffsetMismatch
-from storage_workers.server import fold
+from ferrymq.storage.engine.records import SENT
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.compaction import Compactor, compact_segments
+from ferrymq.storage.log.epochs import EpochRegressed
+from ferrymq.storage.log.format import RECORD, decode_header
+from ferrymq.storage.log.reading import OffsetCompacted
+from ferrymq.storage.log.recovery import RecoveredLog, recover
+from ferrymq.storage.log.segments import list_segments, segment_path
+from ferrymq.storage.log.writer import LogFailed, LogWriter, OffsetMismatch
+from ferrymq.storage.server import fold
 from tests.support.log_engine import replayed
 from tests.support.log_files import frames_of, write_batches
 

@@ -10,15 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine import Engine
-from storage_workers.engine.records import CREDITS
-from storage_workers.log.compaction import compact_segments
-from storage_workers.log.format import ENGINE_FLAGS
-from storage_workers.log.reading import SealedSegments, decode
-from storage_workers.log.recovery import recover
-from storage_workers.log.segments import list_segments, segment_path
-from storage_workers.log.writer import LogWriter
-from storage_workers.server import fold
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.records import CREDITS
+from ferrymq.storage.log.compaction import compact_segments
+from ferrymq.storage.log.format import ENGINE_FLAGS
+from ferrymq.storage.log.reading import SealedSegments, decode
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.segments import list_segments, segment_path
+from ferrymq.storage.log.writer import LogWriter
+from ferrymq.storage.server import fold
 from tests.support.log_engine import appending, new_engine
 from tests.support.priority_workload import RETENTION, drive_priorities, leveled_message, same_picks
 

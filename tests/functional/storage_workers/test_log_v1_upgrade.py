@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from storage_workers.engine.records import DROPPED
-from storage_workers.log import records as codec
-from storage_workers.log.compaction import compact_segments
-from storage_workers.log.format import BASE, HEADER_SIZE_V1, VERSION, VERSION_1, decode_header, scan_frames
-from storage_workers.log.reading import OffsetCompacted
-from storage_workers.log.recovery import recover
-from storage_workers.log.segments import list_segments, segment_path
-from storage_workers.log.writer import LogWriter
-from storage_workers.server import fold
+from ferrymq.storage.engine.records import DROPPED
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.compaction import compact_segments
+from ferrymq.storage.log.format import BASE, HEADER_SIZE_V1, VERSION, VERSION_1, decode_header, scan_frames
+from ferrymq.storage.log.reading import OffsetCompacted
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.segments import list_segments, segment_path
+from ferrymq.storage.log.writer import LogWriter
+from ferrymq.storage.server import fold
 from tests.fixtures.golden_log import SEGMENTS
 from tests.support.log_engine import new_engine, replayed
 

@@ -11,9 +11,9 @@ import pytest
 
 from ferrymq.errors import NotLeader, ServiceUnavailable
 from ferrymq.rpc.client import WorkerClient
-from storage_workers.log.segments import SUFFIX
-from storage_workers.server import StorageWorker, WorkerConfig
-from storage_workers.server.layout import adopt_legacy_log
+from ferrymq.storage.log.segments import SUFFIX
+from ferrymq.storage.server import StorageWorker, WorkerConfig
+from ferrymq.storage.server.layout import adopt_legacy_log
 from tests.functional.storage_workers.in_process import worker
 from tests.functional.storage_workers.test_server_fifo import fifo_message, message, receive
 from tests.functional.storage_workers.worker_calls import RETENTION, drain, eventually

@@ -16,8 +16,8 @@ from ferrymq.replication_rules import Acks
 from ferrymq.rpc.client import WorkerClient, WorkerUnreachable
 from ferrymq.rpc.framing import Op, encode_frame
 from ferrymq.rpc.peer_auth import HELLO_BYTES, MAGIC, NONCE_BYTES, VERSION, PeerAuth
-from storage_workers.replication import FollowerRole, LeaderRole
-from storage_workers.server import StorageWorker, WorkerConfig
+from ferrymq.storage.replication import FollowerRole, LeaderRole
+from ferrymq.storage.server import StorageWorker, WorkerConfig
 from tests.functional.storage_workers.test_server import message, receive
 from tests.functional.storage_workers.worker_calls import RETENTION, eventually
 from tests.support.engine_requests import RECEIPT_KEY

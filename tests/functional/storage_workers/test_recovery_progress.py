@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from storage_workers.engine.records import SENT
-from storage_workers.log.recovery import recover
-from storage_workers.log.recovery_progress import RecoveryProgress
+from ferrymq.storage.engine.records import SENT
+from ferrymq.storage.log.recovery import recover
+from ferrymq.storage.log.recovery_progress import RecoveryProgress
 from tests.support.log_files import write_batches
 
-PROGRESS_LOGGER = "storage_workers.log.recovery_progress"
+PROGRESS_LOGGER = "ferrymq.storage.log.recovery_progress"
 
 
 def many_records(directory: Path, batches: int = 40, per_batch: int = 250) -> int:

@@ -15,10 +15,10 @@ import pytest
 from ferrymq.errors import NotLeader, StaleEpoch
 from ferrymq.replication_rules import Acks
 from ferrymq.rpc.client import WorkerClient
-from storage_workers.log import records as codec
-from storage_workers.replication import FollowerRole, LeaderRole
-from storage_workers.server import StorageWorker, WorkerConfig
-from storage_workers.server.replica import PartitionReplica
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.replication import FollowerRole, LeaderRole
+from ferrymq.storage.server import StorageWorker, WorkerConfig
+from ferrymq.storage.server.replica import PartitionReplica
 from tests.functional.storage_workers.test_server_fifo import fifo_message, message, receive
 from tests.functional.storage_workers.worker_calls import RETENTION, eventually
 from tests.support.engine_requests import RECEIPT_KEY

@@ -29,7 +29,7 @@ def worker_log() -> Iterator[io.StringIO]:
 
 def _worker_lines(out: io.StringIO) -> list[dict]:
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
-    return [line for line in lines if line["logger"] == "storage_workers.server.worker"]
+    return [line for line in lines if line["logger"] == "ferrymq.storage.server.worker"]
 
 
 def test_the_worker_logs_a_request_and_its_failure_under_the_front_end_s_request_id(

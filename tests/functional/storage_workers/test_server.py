@@ -12,8 +12,8 @@ import pytest
 from ferrymq.errors import InvalidAction, InvalidParameterValue, ServiceUnavailable
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.framing import Op
-from storage_workers.log.lock import DirectoryInUse
-from storage_workers.server import StorageWorker, WorkerConfig
+from ferrymq.storage.log.lock import DirectoryInUse
+from ferrymq.storage.server import StorageWorker, WorkerConfig
 from tests.functional.storage_workers.in_process import worker
 from tests.functional.storage_workers.worker_calls import RETENTION
 from tests.support.engine_requests import RECEIPT_KEY

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from ferrymq.replication_rules import Acks
-from storage_workers.replication import LeaderRole
+from ferrymq.storage.replication import LeaderRole
 from tests.functional.storage_workers.test_replication import P, caught_up, following, node
 from tests.functional.storage_workers.test_server_fifo import message, receive
 from tests.functional.storage_workers.worker_calls import RETENTION, eventually

@@ -15,16 +15,16 @@ from ferrymq.aws.clusters import ClusterFull, ClusterRegistry
 from ferrymq.aws.queue_store import QueueStore
 from ferrymq.clock import ManualClock
 from ferrymq.errors import OverLimit
+from ferrymq.metadata.catalog import QueueCatalog
+from ferrymq.metadata.queue_placement import QueuePlacement
 from ferrymq.settings import Settings
-from functions.metadata.catalog import QueueCatalog
-from functions.metadata.queue_placement import QueuePlacement
 
 ACCOUNT = "123456789012"
 
 
 @pytest.fixture(scope="module")
 def own_settings(aws_settings: Settings) -> Settings:
-    from infra.bootstrap import bootstrap
+    from ferrymq.infra.bootstrap import bootstrap
 
     settings = aws_settings.with_(table_prefix=f"ferrymq-clusters-{uuid.uuid4().hex[:6]}-")
     bootstrap(settings)
@@ -97,7 +97,7 @@ def test_concurrent_takes_fill_a_cluster_exactly_to_its_capacity(registry: Clust
 def test_new_queues_go_to_the_emptiest_cluster_and_none_is_created_once_all_are_full(own_settings: Settings) -> None:
     # given two clusters of their own tables, one already holding two queues
     settings = own_settings.with_(table_prefix=f"ferrymq-placing-{uuid.uuid4().hex[:6]}-")
-    from infra.bootstrap import bootstrap
+    from ferrymq.infra.bootstrap import bootstrap
 
     bootstrap(settings)
     registry = ClusterRegistry.from_settings(settings)

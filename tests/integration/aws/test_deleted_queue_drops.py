@@ -2,7 +2,7 @@
 drops the messages when it sweeps its pending drops later; with its worker up, the messages go at once and no
 pending drop is left behind.
 
-The first test runs the sweeper beside an in-process :class:`~storage_workers.server.StorageWorker` (a worker
+The first test runs the sweeper beside an in-process :class:`~ferrymq.storage.server.StorageWorker` (a worker
 process starts one once it has registered), with the real front end over tables of the test's own, so that the
 partition map names no worker but the one the test put there.  The others run a worker process.
 """
@@ -23,15 +23,15 @@ from ferrymq.aws.credentials import Credential
 from ferrymq.aws.queue_store import QueueRecord, QueueStore
 from ferrymq.clock import SystemClock
 from ferrymq.errors import QueueDoesNotExist
+from ferrymq.frontend.actions.messages import send_message
+from ferrymq.frontend.actions.queues import create_queue, delete_queue, get_queue_url
+from ferrymq.frontend.context import RequestContext
+from ferrymq.frontend.wiring import build_frontend
+from ferrymq.infra import template as cfn
+from ferrymq.infra.bootstrap import ensure_table, template_names
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
-from functions.frontend.actions.messages import send_message
-from functions.frontend.actions.queues import create_queue, delete_queue, get_queue_url
-from functions.frontend.context import RequestContext
-from functions.frontend.wiring import build_frontend
-from infra import template as cfn
-from infra.bootstrap import ensure_table, template_names
-from storage_workers.drops import PendingDropSweeper
+from ferrymq.storage.drops import PendingDropSweeper
 from tests.functional.storage_workers.in_process import worker
 from tests.integration.conftest import WorkerProcess
 from tests.support.engine_requests import RETENTION

@@ -26,12 +26,12 @@ from ferrymq.aws.queue_store import (
 )
 from ferrymq.clock import ManualClock
 from ferrymq.errors import QueueDoesNotExist
+from ferrymq.frontend.actions.queues import get_queue_url, list_queues
+from ferrymq.frontend.context import RequestContext
+from ferrymq.frontend.wiring import build_frontend
+from ferrymq.infra.standin import layout
+from ferrymq.metadata.catalog import QueueCatalog
 from ferrymq.settings import Settings
-from functions.frontend.actions.queues import get_queue_url, list_queues
-from functions.frontend.context import RequestContext
-from functions.frontend.wiring import build_frontend
-from functions.metadata.catalog import QueueCatalog
-from infra.standin import layout
 from tests.integration.infra.processes import python_module, running
 
 _accounts = itertools.count(200000000000)
@@ -194,7 +194,7 @@ def _standin_client(url: str) -> Any:
 
 
 def test_the_transaction_survives_a_standin_crash(tmp_path: Path) -> None:
-    argv = python_module("infra.standin", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(tmp_path))
+    argv = python_module("ferrymq.infra.standin", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(tmp_path))
     # given a stand-in with a queues table, a queue tombstoned in a transaction, and a transaction that lost
     with running(argv, layout.READY_PREFIX) as standin:
         dynamodb = _standin_client(standin.url)

@@ -20,8 +20,8 @@ from ferrymq.errors import (
     QueueDoesNotExist,
     QueueNameExists,
 )
+from ferrymq.metadata.catalog import QueueCatalog
 from ferrymq.settings import Settings
-from functions.metadata.catalog import QueueCatalog
 
 _accounts = itertools.count(100000000000)
 

@@ -19,8 +19,8 @@ from botocore.credentials import Credentials
 from chalice.test import Client
 
 from ferrymq.aws.credentials import Credential, CredentialStore
+from ferrymq.frontend import app as lambda_entry
 from ferrymq.settings import Settings
-from functions.frontend import app as lambda_entry
 from tests.integration.conftest import WorkerProcess
 
 

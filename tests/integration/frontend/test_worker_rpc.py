@@ -16,10 +16,10 @@ from ferrymq.aws.partitions import PartitionMap
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.clock import SystemClock
 from ferrymq.errors import ServiceUnavailable
+from ferrymq.frontend.dispatch import Dispatcher
 from ferrymq.rpc.client import WorkerClient, WorkerTimeout
 from ferrymq.rpc.leaders import LeaderClients
 from ferrymq.settings import Settings
-from functions.frontend.dispatch import Dispatcher
 from tests.integration.conftest import WorkerProcess
 
 RETENTION = 345600

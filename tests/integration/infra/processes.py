@@ -13,7 +13,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
-from infra.standin.access_keys import KeyPair
+from ferrymq.infra.standin.access_keys import KeyPair
 
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0

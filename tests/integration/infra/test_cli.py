@@ -14,12 +14,12 @@ from typing import Any
 
 import boto3
 
-from infra.local_stack import READY_PREFIX
-from infra.standin import layout
+from ferrymq.infra.local_stack import READY_PREFIX
+from ferrymq.infra.standin import layout
 from tests.integration.infra.processes import child_env, children_of, is_alive, running
 from tests.support.ports import consecutive_free_ports
 
-FERRYMQ = [sys.executable, "-m", "infra.cli"]
+FERRYMQ = [sys.executable, "-m", "ferrymq.infra.cli"]
 
 
 def _ferrymq(data_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

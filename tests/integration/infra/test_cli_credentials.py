@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.integration.infra.processes import child_env
 
-FERRYMQ = [sys.executable, "-m", "infra.cli"]
+FERRYMQ = [sys.executable, "-m", "ferrymq.infra.cli"]
 
 
 def _ferrymq(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -6,15 +6,16 @@ import http.client
 import json
 from urllib.parse import urlsplit
 
+from ferrymq.infra.gateway import READY_PREFIX
 from ferrymq.settings import Settings
-from infra.gateway import READY_PREFIX
 from tests.integration.infra.processes import child_env, python_module, running
 
 
 def test_gateway_serves_the_front_end_and_stops_on_sigterm(aws_settings: Settings) -> None:
     # given a gateway on port 0 against bootstrapped AWS resources
     env = child_env(AWS_ENDPOINT_URL=str(aws_settings.aws_endpoint_url), FERRYMQ_TABLE_PREFIX=aws_settings.table_prefix)
-    with running(python_module("infra.gateway", "--host", "127.0.0.1", "--port", "0"), READY_PREFIX, env) as gateway:
+    argv = python_module("ferrymq.infra.gateway", "--host", "127.0.0.1", "--port", "0")
+    with running(argv, READY_PREFIX, env) as gateway:
         address = urlsplit(gateway.url)
         assert address.port not in (None, 0)
         connection = http.client.HTTPConnection(address.hostname or "", address.port)

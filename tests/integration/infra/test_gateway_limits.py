@@ -20,9 +20,9 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from ferrymq.infra.gateway import READY_PREFIX
+from ferrymq.infra.local_stack import seed_dev_credential
 from ferrymq.settings import Settings
-from infra.gateway import READY_PREFIX
-from infra.local_stack import seed_dev_credential
 from tests.integration.infra.processes import Started, child_env, python_module, running
 from tests.support.sqs_clients import sqs_client
 
@@ -44,7 +44,8 @@ def gateway(aws_settings: Settings) -> Iterator[Started]:
         FERRYMQ_MAX_REQUEST_BYTES=str(MAX_BODY), FERRYMQ_UNAUTHENTICATED_BUFFER_BYTES=str(BUDGET),
         FERRYMQ_MAX_CONNECTIONS_PER_CLIENT=str(PER_CLIENT), FERRYMQ_USAGE_ENABLED="0",
     )
-    with running(python_module("infra.gateway", "--host", "127.0.0.1", "--port", "0"), READY_PREFIX, env) as started:
+    argv = python_module("ferrymq.infra.gateway", "--host", "127.0.0.1", "--port", "0")
+    with running(argv, READY_PREFIX, env) as started:
         yield started
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import boto3
 
-from infra.template import TEMPLATE_PATH
+from ferrymq.infra.template import TEMPLATE_PATH
 
 HOOK = TEMPLATE_PATH.parent / "localstack" / "init" / "ready.d" / "10-ferrymq-bootstrap.sh"
 

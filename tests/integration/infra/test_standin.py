@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from infra.standin import layout
+from ferrymq.infra.standin import layout
 from tests.integration.infra.processes import Started, child_env, python_module, running
 
 TABLE = "items"
@@ -21,7 +21,8 @@ BUCKET = "standin-bucket"
 
 
 def _standin(data_dir: Path, *extra: str) -> Any:
-    argv = python_module("infra.standin", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir), *extra)
+    argv = python_module("ferrymq.infra.standin", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir),
+                         *extra)
     return running(argv, layout.READY_PREFIX)
 
 
@@ -164,7 +165,7 @@ def test_a_second_standin_on_the_same_directory_is_refused(tmp_path: Path) -> No
     with _standin(tmp_path):
         # when another one starts on its directory
         second = subprocess.run(
-            python_module("infra.standin", "--port", "0", "--data-dir", str(tmp_path)),
+            python_module("ferrymq.infra.standin", "--port", "0", "--data-dir", str(tmp_path)),
             capture_output=True, text=True, timeout=60, env=child_env(),
         )
     # then it exits without serving

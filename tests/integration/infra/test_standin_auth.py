@@ -15,8 +15,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from infra.standin import layout
-from infra.standin.access_keys import ACCESS_KEY_ENV, CREDENTIALS_FILE, SECRET_KEY_ENV, KeyPair, read_key_pair
+from ferrymq.infra.standin import layout
+from ferrymq.infra.standin.access_keys import ACCESS_KEY_ENV, CREDENTIALS_FILE, SECRET_KEY_ENV, KeyPair, read_key_pair
 from tests.integration.infra.processes import Started, child_env, python_module, running
 
 PAIR = KeyPair("AKIASTANDINTESTKEY01", "stand-in-test-secret")
@@ -24,7 +24,7 @@ TABLE = "guarded"
 
 
 def _standin(data_dir: Path, env: dict[str, str]) -> Any:
-    argv = python_module("infra.standin", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir))
+    argv = python_module("ferrymq.infra.standin", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir))
     return running(argv, layout.READY_PREFIX, env=env)
 
 

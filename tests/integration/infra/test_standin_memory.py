@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from infra.standin.asgi_bridge import dynamodb_environ
-from infra.standin.durable_app import DurableApp, Response
-from infra.standin.server import build_durable_app
+from ferrymq.infra.standin.asgi_bridge import dynamodb_environ
+from ferrymq.infra.standin.durable_app import DurableApp, Response
+from ferrymq.infra.standin.server import build_durable_app
 
 ROUNDS = 150
 

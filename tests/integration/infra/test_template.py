@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra.template import TEMPLATE_PATH
+from ferrymq.infra.template import TEMPLATE_PATH
 
 
 def test_template_passes_cfn_lint() -> None:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
-from storage_workers.engine.records import SENT
-from storage_workers.log import records as codec
-from storage_workers.log.format import FRAME_OVERHEAD, HEADER_SIZE
-from storage_workers.log.segments import segment_path
-from storage_workers.log.writer import LogWriter
+from ferrymq.storage.engine.records import SENT
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.format import FRAME_OVERHEAD, HEADER_SIZE
+from ferrymq.storage.log.segments import segment_path
+from ferrymq.storage.log.writer import LogWriter
 from tests.functional.storage_workers.worker_calls import drain
 from tests.integration.conftest import REPO, WorkerProcess, worker_env
 
@@ -71,7 +71,7 @@ def test_a_worker_on_a_damaged_log_exits_naming_the_segment_and_offset(
     before = path.read_bytes()
     # when the worker process starts on it
     proc = subprocess.Popen(
-        [sys.executable, "-m", "storage_workers", "--data-dir", str(directory), "--worker-id", "worker-damaged",
+        [sys.executable, "-m", "ferrymq.storage", "--data-dir", str(directory), "--worker-id", "worker-damaged",
          "--partition", "951", "--port", "0", "--no-register"],
         cwd=REPO,
         env=worker_env(aws_settings),

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from storage_workers.server.layout import replica_dir
+from ferrymq.storage.server.layout import replica_dir
 from tests.functional.storage_workers.test_recovery_progress import many_records
 from tests.integration.conftest import WorkerProcess
 
@@ -23,7 +23,7 @@ def test_a_worker_logs_recovery_progress_of_a_large_log(
         lines = [json.loads(line) for line in worker.stderr().splitlines() if line.startswith("{")]
     finally:
         worker.terminate()
-    progress = [line for line in lines if line["logger"] == "storage_workers.log.recovery_progress"]
+    progress = [line for line in lines if line["logger"] == "ferrymq.storage.log.recovery_progress"]
     # then, by the time it is ready, it has told each tenth of the log's bytes and then the totals and the time
     steps = [line for line in progress if "%" in line["message"]]
     assert len(steps) >= 9, progress

@@ -9,11 +9,11 @@ from typing import Any
 import orjson
 
 from ferrymq.errors import InvalidClientTokenId, MissingAuthenticationToken, SqsError
+from ferrymq.frontend.asgi import create_app
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.transport_limits import OVER_CLIENT_CAP
 from ferrymq.protocol.responses import HttpResponse, render_error
 from ferrymq.settings import Settings
-from functions.frontend.asgi import create_app
-from functions.frontend.http import HttpRequest
-from functions.frontend.transport_limits import OVER_CLIENT_CAP
 
 GOOD_KEY = "AWS4-HMAC-SHA256 Credential=good/20261122/us-east-1/sqs/aws4_request"
 JSON_LIST_QUEUES = [(b"x-amz-target", b"AmazonSQS.ListQueues"), (b"content-type", b"application/x-amz-json-1.0")]

@@ -17,8 +17,8 @@ from botocore.credentials import Credentials
 from ferrymq.aws.credentials import INACTIVE, Credential
 from ferrymq.clock import ManualClock
 from ferrymq.errors import ExpiredToken, InvalidClientTokenId, ServiceUnavailable
-from functions.frontend.auth import Authenticator
-from functions.frontend.http import HttpRequest
+from ferrymq.frontend.auth import Authenticator
+from ferrymq.frontend.http import HttpRequest
 
 SIGNED_AT = datetime(2024, 3, 5, 12, 30, 0)
 SIGNED_EPOCH = float(calendar.timegm(SIGNED_AT.timetuple()))

@@ -15,14 +15,14 @@ import pytest
 from ferrymq.aws.credentials import INACTIVE
 from ferrymq.clock import ManualClock
 from ferrymq.errors import InvalidClientTokenId, QueueDoesNotExist
+from ferrymq.frontend.auth import Authenticator
+from ferrymq.frontend.dashboard import access, sessions
+from ferrymq.frontend.dashboard.errors import RecentErrors
+from ferrymq.frontend.dashboard.history import QueueHistory
+from ferrymq.frontend.dashboard.service import Dashboard
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.metrics.recorder import FrontendMetrics, QueueCounters
 from ferrymq.settings import Settings
-from functions.frontend.auth import Authenticator
-from functions.frontend.dashboard import access, sessions
-from functions.frontend.dashboard.errors import RecentErrors
-from functions.frontend.dashboard.history import QueueHistory
-from functions.frontend.dashboard.service import Dashboard
-from functions.frontend.http import HttpRequest
-from functions.frontend.metrics.recorder import FrontendMetrics, QueueCounters
 from tests.unit.frontend.test_authenticator import KEY, TEMPORARY, MemoryKeys
 
 

@@ -11,9 +11,9 @@ import pytest
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.clock import ManualClock, SystemClock
 from ferrymq.errors import InvalidParameterValue, NotLeader, QueueDoesNotExist, ServiceUnavailable, SqsError
+from ferrymq.frontend.dispatch import Dispatcher, WorkerLimits, WorkerShunned
 from ferrymq.rpc.client import WorkerClient, WorkerTimeout, WorkerUnreachable
 from ferrymq.rpc.leaders import Endpoint, LeaderClients
-from functions.frontend.dispatch import Dispatcher, WorkerLimits, WorkerShunned
 
 QUEUE = QueueRecord(account="000000000000", name="q", queue_id="000000000000/q/1", partition=2)
 

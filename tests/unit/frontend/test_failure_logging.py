@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from functions.frontend.pipeline import _log_failure
+from ferrymq.frontend.pipeline import _log_failure
 
-LOGGER = "functions.frontend.pipeline"
+LOGGER = "ferrymq.frontend.pipeline"
 
 
 def _failure() -> ValueError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chalice.app import Request
 
-from functions.frontend.app import to_http_request
+from ferrymq.frontend.app import to_http_request
 
 CONTEXT = {"path": "/", "resourcePath": "/", "httpMethod": "POST"}
 

@@ -9,8 +9,8 @@ from ferrymq.errors import (
     MissingParameter,
     TooManyEntriesInBatchRequest,
 )
+from ferrymq.frontend import message_checks as checks
 from ferrymq.message_size import attributes_bytes
-from functions.frontend import message_checks as checks
 
 
 def test_body_accepts_the_sqs_character_set() -> None:

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from ferrymq.aws.queue_store import QueueRecord
-from functions.frontend.actions import ACTIONS
-from functions.frontend.metrics.cloudwatch import MAX_DATA_PER_CALL, CloudWatchPublisher
-from functions.frontend.metrics.depths import Depth, QueueDepths
-from functions.frontend.metrics.recorder import FrontendMetrics
+from ferrymq.frontend.actions import ACTIONS
+from ferrymq.frontend.metrics.cloudwatch import MAX_DATA_PER_CALL, CloudWatchPublisher
+from ferrymq.frontend.metrics.depths import Depth, QueueDepths
+from ferrymq.frontend.metrics.recorder import FrontendMetrics
 
 ACCOUNT = "000000000000"
 ORDERS = QueueRecord(account=ACCOUNT, name="orders", queue_id="q-1", partition=0)
@@ -104,7 +104,7 @@ def test_a_failing_period_is_logged_once_and_raises_nothing(metrics: FrontendMet
     for i in range(400):
         metrics.sent(QueueRecord(account=ACCOUNT, name=f"q{i}", queue_id=str(i), partition=0), [1])
     puts = Puts(failing=True)
-    with caplog.at_level(logging.WARNING, logger="functions.frontend.metrics.cloudwatch"):
+    with caplog.at_level(logging.WARNING, logger="ferrymq.frontend.metrics.cloudwatch"):
         asyncio.run(publisher(puts, metrics).publish())
     assert len(puts.calls) == 2
     [record] = caplog.records

@@ -9,7 +9,7 @@ from typing import Any
 
 from ferrymq.aws.queue_store import QueueRecord, Shard
 from ferrymq.errors import ServiceUnavailable
-from functions.frontend.metrics.depths import Depth, QueueDepths
+from ferrymq.frontend.metrics.depths import Depth, QueueDepths
 
 ACCOUNT = "000000000000"
 

@@ -9,11 +9,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.errors import InvalidAction, QueueDoesNotExist, RequestThrottled, Throttling
+from ferrymq.frontend.actions import ACTIONS
+from ferrymq.frontend.metrics.depths import Depth, QueueDepths
+from ferrymq.frontend.metrics.exposition import answer, is_metrics_request, render, snapshot
+from ferrymq.frontend.metrics.recorder import FrontendMetrics, sizes_of
 from ferrymq.message_size import message_bytes
-from functions.frontend.actions import ACTIONS
-from functions.frontend.metrics.depths import Depth, QueueDepths
-from functions.frontend.metrics.exposition import answer, is_metrics_request, render, snapshot
-from functions.frontend.metrics.recorder import FrontendMetrics, sizes_of
 
 ACCOUNT = "000000000000"
 ORDERS = QueueRecord(account=ACCOUNT, name="orders", queue_id="q-1", partition=0)

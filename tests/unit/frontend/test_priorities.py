@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ferrymq.errors import InvalidAttributeValue, InvalidParameterValue
-from functions.frontend.message_checks import check_message_attributes
-from functions.frontend.priorities import level_of, priority_levels
-from functions.metadata import queue_attributes as qa
+from ferrymq.frontend.message_checks import check_message_attributes
+from ferrymq.frontend.priorities import level_of, priority_levels
+from ferrymq.metadata import queue_attributes as qa
 
 
 def _attrs(data_type: str, value: str) -> dict:

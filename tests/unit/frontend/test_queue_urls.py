@@ -1,7 +1,7 @@
 import pytest
 
 from ferrymq.errors import InvalidAddress, InvalidParameterValue
-from functions.frontend.queue_urls import (
+from ferrymq.frontend.queue_urls import (
     QueueAddress,
     parse_queue_url,
     queue_url,

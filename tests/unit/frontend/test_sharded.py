@@ -11,7 +11,7 @@ import pytest
 from ferrymq.aws.queue_store import QueueRecord, Shard
 from ferrymq.clock import ManualClock
 from ferrymq.errors import ReceiptHandleIsInvalid
-from functions.frontend import sharded
+from ferrymq.frontend import sharded
 
 
 def queue(shards: int) -> QueueRecord:

@@ -8,9 +8,7 @@ import pytest
 
 from ferrymq.clock import ManualClock
 from ferrymq.errors import RequestThrottled, Throttling
-from ferrymq.protocol.responses import render_error
-from ferrymq.settings import Settings
-from functions.frontend.throttle import (
+from ferrymq.frontend.throttle import (
     Limit,
     RequestThrottle,
     Throttle,
@@ -18,6 +16,8 @@ from functions.frontend.throttle import (
     build_request_throttle,
     throttled,
 )
+from ferrymq.protocol.responses import render_error
+from ferrymq.settings import Settings
 
 ACCOUNT = "111111111111"
 OFF = {"throttle_account_rate": 0.0, "throttle_action_rate": 0.0, "throttle_queue_rate": 0.0,

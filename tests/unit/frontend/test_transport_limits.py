@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ferrymq.errors import BatchRequestTooLong, RequestEntityTooLarge, RequestTimeout, ServiceUnavailable, SqsError
-from functions.frontend.transport_limits import (
+from ferrymq.frontend.transport_limits import (
     BodyLease,
     BufferBudget,
     ClientGone,

@@ -11,10 +11,10 @@ import orjson
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.clock import ManualClock
 from ferrymq.errors import InvalidClientTokenId, QueueDoesNotExist
+from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.usage import UsageRecorder, access_key_of
 from ferrymq.usage import schema
 from ferrymq.usage.writer import UsageWriter
-from functions.frontend.http import HttpRequest
-from functions.frontend.usage import UsageRecorder, access_key_of
 
 URL = "http://127.0.0.1:9324/111122223333/jobs.fifo"
 AUTH = ("AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/20261122/us-east-1/sqs/aws4_request, "
@@ -137,7 +137,7 @@ def test_the_kms_calls_a_request_made_are_recorded_once_with_the_queues_sse_mode
     # given a queue with default attributes (SSE-SQS) and a request whose encryption made three KMS calls
     import contextvars
 
-    from functions.frontend.encryption import _count, start_metering
+    from ferrymq.frontend.encryption import _count, start_metering
 
     queue = QueueRecord("111122223333", "jobs.fifo", "q1", 0, attributes={})
     recorder, writer = _recorder(tmp_path, {("111122223333", "jobs.fifo", "us-east-1"): queue})

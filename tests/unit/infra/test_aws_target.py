@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from infra.aws_target import named_endpoint, named_environment, standin_environment
-from infra.standin.access_keys import KeyPair
+from ferrymq.infra.aws_target import named_endpoint, named_environment, standin_environment
+from ferrymq.infra.standin.access_keys import KeyPair
 
 
 def test_no_named_endpoint_means_the_standin() -> None:

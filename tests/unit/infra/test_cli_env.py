@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from ferrymq.infra.cli_env import ALL_FIELDS, ENDPOINT_FIELDS, env_name, epilog
 from ferrymq.settings import Settings
-from infra.cli_env import ALL_FIELDS, ENDPOINT_FIELDS, env_name, epilog
 
 
 def _sample(value: Any) -> tuple[str, Any]:

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from infra import cli
+from ferrymq.infra import cli
 
 Command = tuple[tuple[str, ...], argparse.ArgumentParser]
 

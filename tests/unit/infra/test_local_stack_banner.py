@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ferrymq.infra.local_stack import banner
 from ferrymq.settings import Settings
-from infra.local_stack import banner
 
 
 def test_banner_ends_with_the_machine_readable_line_and_names_the_credentials() -> None:

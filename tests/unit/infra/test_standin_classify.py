@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from infra.standin.classify import Durability, classify, result_needs_snapshot, signing_service
+from ferrymq.infra.standin.classify import Durability, classify, result_needs_snapshot, signing_service
 
 
 def _signed(service: str, method: str = "POST", path: str = "/", query: str = "", target: str = "") -> dict[str, Any]:

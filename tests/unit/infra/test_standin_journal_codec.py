@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.standin.journal import JournalEntry, decode_entries, encode_entry
+from ferrymq.infra.standin.journal import JournalEntry, decode_entries, encode_entry
 
 
 def _entry(seq: int, body: bytes = b'{"TableName": "t"}') -> JournalEntry:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from ferrymq.infra import tls
 from ferrymq.settings import Settings
-from infra import tls
 
 
 def _mode(path: Path) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ferrymq.arn import QueueArn, parse_queue_arn
 from ferrymq.clock import ManualClock
-from functions.metadata.catalog import QueueCatalog, is_fifo
+from ferrymq.metadata.catalog import QueueCatalog, is_fifo
 
 
 class _NoStore:

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from ferrymq.errors import InvalidAttributeValue, InvalidParameterValue
-from functions.frontend.actions.move_tasks import _read_task_handle, _task_handle
-from functions.metadata import queue_attributes, redrive
+from ferrymq.frontend.actions.move_tasks import _read_task_handle, _task_handle
+from ferrymq.metadata import queue_attributes, redrive
 
 HUGE = "1" * 4301
 NESTED = "[" * 3000 + "]" * 3000

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ferrymq.errors import InvalidAttributeValue, InvalidParameterValue, OverLimit
-from functions.metadata import policy
-from functions.metadata.policy import Caller
+from ferrymq.metadata import policy
+from ferrymq.metadata.policy import Caller
 
 QUEUE = "arn:aws:sqs:us-east-1:111111111111:orders"
 STRANGER = Caller("222222222222", "bob")

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from ferrymq.errors import InvalidAttributeValue
-from functions.metadata import policy
-from functions.metadata.policy import Caller
-from functions.metadata.policy_conditions import InvalidCondition, RequestFacts, parse_condition
+from ferrymq.metadata import policy
+from ferrymq.metadata.policy import Caller
+from ferrymq.metadata.policy_conditions import InvalidCondition, RequestFacts, parse_condition
 
 QUEUE = "arn:aws:sqs:us-east-1:111111111111:orders"
 STRANGER = Caller("222222222222", "bob")

@@ -3,7 +3,7 @@ import pytest
 from ferrymq import limits
 from ferrymq.destinations import retention_seconds
 from ferrymq.errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameterValue
-from functions.metadata import queue_attributes as qa
+from ferrymq.metadata import queue_attributes as qa
 
 
 def test_values_are_canonicalised() -> None:

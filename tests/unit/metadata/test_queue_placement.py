@@ -8,7 +8,7 @@ import zlib
 from ferrymq.aws.clusters import ClusterInfo
 from ferrymq.aws.queue_store import Shard
 from ferrymq.clock import ManualClock
-from functions.metadata.queue_placement import QueuePlacement, _least_used, partition_by_hash
+from ferrymq.metadata.queue_placement import QueuePlacement, _least_used, partition_by_hash
 
 
 def test_a_queue_hashes_to_one_of_the_listed_partitions() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from ferrymq.arn import QueueArn
 from ferrymq.errors import InvalidParameterValue
-from functions.metadata import redrive
+from ferrymq.metadata import redrive
 
 DLQ = "arn:aws:sqs:us-east-1:111111111111:dead"
 SOURCE = "arn:aws:sqs:us-east-1:111111111111:source"

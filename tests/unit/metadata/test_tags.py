@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ferrymq.errors import InvalidParameterValue, MissingParameter
-from functions.metadata import tags
+from ferrymq.metadata import tags
 
 
 def test_valid_tags_pass_and_merge_over_existing_ones() -> None:

@@ -6,10 +6,10 @@ from datetime import date
 
 import pytest
 
-from spark.pipeline import check_date, month_dates
-from spark.prices import GB, Prices
-from spark.storage import Location
-from spark.transforms.billing import invoice_csv
+from ferrymq.spark.pipeline import check_date, month_dates
+from ferrymq.spark.prices import GB, Prices
+from ferrymq.spark.storage import Location
+from ferrymq.spark.transforms.billing import invoice_csv
 
 
 def test_locations_of_s3_and_local_urls() -> None:
@@ -61,7 +61,7 @@ def test_the_data_source_maps_the_column_types_the_jobs_write() -> None:
     import pyarrow as pa
     from pyspark.sql.types import DecimalType, DoubleType, LongType, StringType, StructField, StructType
 
-    from spark.datasource import arrow_schema, spark_schema
+    from ferrymq.spark.datasource import arrow_schema, spark_schema
 
     schema = StructType([StructField("a", StringType()), StructField("b", LongType()),
                          StructField("c", DoubleType()), StructField("d", DecimalType(20, 6))])

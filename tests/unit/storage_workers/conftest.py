@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine import Engine
-from storage_workers.engine.records import Record
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.records import Record
 from tests.support.engine_requests import RECEIPT_KEY
 
 

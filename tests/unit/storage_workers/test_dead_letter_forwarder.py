@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import pytest
 
 from ferrymq.destinations import QueueTarget
-from storage_workers import handover
-from storage_workers.engine import Outgoing
-from storage_workers.handover import DeadLetterForwarder
+from ferrymq.storage import handover
+from ferrymq.storage.engine import Outgoing
+from ferrymq.storage.handover import DeadLetterForwarder
 
 SOURCE = "000000000000/work/1"
 DLQ = QueueTarget("000000000000/work-dlq/2", 5, False, 345_600, "arn:aws:sqs:us-east-1:000000000000:work-dlq")

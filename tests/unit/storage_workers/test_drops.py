@@ -10,7 +10,7 @@ import pytest
 
 from ferrymq.aws.queue_store import PendingDrop
 from ferrymq.errors import ServiceUnavailable
-from storage_workers.drops import PendingDropSweeper
+from ferrymq.storage.drops import PendingDropSweeper
 
 PARTITION = 3
 
@@ -147,7 +147,7 @@ def test_run_outlives_outages_and_reports_each_outage_once(caplog: pytest.LogCap
             with pytest.raises(asyncio.CancelledError):
                 await task
 
-    with caplog.at_level(logging.INFO, logger="storage_workers.drops"):
+    with caplog.at_level(logging.INFO, logger="ferrymq.storage.drops"):
         asyncio.run(scenario())
     # then the drop was carried out despite the failures before it, and the loop kept going after it
     assert "q1" not in engine.queues

@@ -11,9 +11,9 @@ import pytest
 from ferrymq.clock import ManualClock
 from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ReceiptHandleIsInvalid
 from ferrymq.limits import RESEND_HORIZON_MS
-from storage_workers.engine import Engine
-from storage_workers.engine.records import EXPIRED, PURGED, RECEIVED, SENT
-from storage_workers.log import records as codec
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.records import EXPIRED, PURGED, RECEIVED, SENT
+from ferrymq.storage.log import records as codec
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, poll
 
 Q = "000000000000/orders/1"

@@ -7,8 +7,8 @@ import pytest
 from ferrymq.clock import ManualClock
 from ferrymq.errors import QueueDoesNotExist
 from ferrymq.limits import DROPPED_QUEUE_MEMORY_SECONDS, MAX_RETENTION_SECONDS
-from storage_workers.engine import Engine, PartitionState
-from storage_workers.engine.records import EXPIRED, Record
+from ferrymq.storage.engine import Engine, PartitionState
+from ferrymq.storage.engine.records import EXPIRED, Record
 from tests.support.engine_requests import RECEIPT_KEY, bodies, fifo_message, plain_message
 
 Q = "000000000000/jobs/1"

@@ -8,9 +8,9 @@ import pytest
 from ferrymq.clock import ManualClock
 from ferrymq.errors import InvalidParameterValue, OverLimit
 from ferrymq.limits import RESEND_WINDOW_MS
-from storage_workers.engine import Engine
-from storage_workers.engine.answers import OVER_LIMIT_MESSAGE
-from storage_workers.engine.records import RECEIVED, RENEWED, STORED
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.answers import OVER_LIMIT_MESSAGE
+from ferrymq.storage.engine.records import RECEIVED, RENEWED, STORED
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, bodies, fifo_message, poll
 
 Q = "000000000000/orders.fifo/1"

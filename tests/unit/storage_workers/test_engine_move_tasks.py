@@ -7,11 +7,11 @@ import pytest
 
 from ferrymq.clock import ManualClock
 from ferrymq.errors import InvalidParameterValue, ResourceNotFound
-from storage_workers.engine import Engine
-from storage_workers.engine.records import BATCH, STORED, TASK_MOVED
-from storage_workers.engine.tasks import moved_copy, moved_message_id
-from storage_workers.log import records as codec
-from storage_workers.move_tasks import Pacer
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.records import BATCH, STORED, TASK_MOVED
+from ferrymq.storage.engine.tasks import moved_copy, moved_message_id
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.move_tasks import Pacer
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, bodies, fifo_message, plain_message, poll
 
 DLQ = "000000000000/work-dlq/2"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine import Engine
+from ferrymq.storage.engine import Engine
 from tests.support.engine_requests import RETENTION, fifo_message, plain_message, poll
 
 Q = "000000000000/ages/1"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine import Engine
-from storage_workers.engine.records import Record
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.records import Record
 from tests.support.engine_requests import RETENTION, as_dicts, fifo_message, plain_message, poll
 
 Q = "000000000000/orders/1"

@@ -11,10 +11,10 @@ import pytest
 
 from ferrymq.clock import ManualClock
 from ferrymq.priorities import SYSTEM_KEY, weight
-from storage_workers.engine import Engine, Redrive
-from storage_workers.engine.records import CREDITS
-from storage_workers.log import records as codec
-from storage_workers.server.handlers import check_send
+from ferrymq.storage.engine import Engine, Redrive
+from ferrymq.storage.engine.records import CREDITS
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.server.handlers import check_send
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, as_dicts
 from tests.support.priority_workload import drive_priorities, leveled_message, same_picks
 

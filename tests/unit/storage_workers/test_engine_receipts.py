@@ -7,8 +7,8 @@ import base64
 
 from ferrymq.clock import ManualClock
 from ferrymq.errors import InvalidParameterValue, ReceiptHandleIsInvalid
-from storage_workers.engine import Engine
-from storage_workers.engine.records import DELETED, VISIBILITY
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.records import DELETED, VISIBILITY
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, bodies, plain_message, poll, unkeyed_handle
 
 Q = "000000000000/orders/1"

@@ -4,8 +4,8 @@ to the worker for another worker's queue, driven with a manual clock."""
 from __future__ import annotations
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine import Engine, Redrive
-from storage_workers.engine.records import BATCH, DELETED, STORED, VISIBILITY
+from ferrymq.storage.engine import Engine, Redrive
+from ferrymq.storage.engine.records import BATCH, DELETED, STORED, VISIBILITY
 from tests.support.engine_requests import RETENTION, bodies, fifo_message, plain_message, poll
 
 SRC = "000000000000/work/1"

@@ -8,9 +8,9 @@ import random
 import pytest
 
 from ferrymq.clock import ManualClock
-from storage_workers.engine import Engine, PartitionState
-from storage_workers.engine.records import RESENDS
-from storage_workers.log import records as codec
+from ferrymq.storage.engine import Engine, PartitionState
+from ferrymq.storage.engine.records import RESENDS
+from ferrymq.storage.log import records as codec
 from tests.support.engine_requests import RECEIPT_KEY, fifo_message, poll
 from tests.support.engine_workload import ALL_QUEUES, RETENTION, drive
 

@@ -9,10 +9,10 @@ import pytest
 
 from ferrymq.clock import ManualClock
 from ferrymq.limits import DEDUP_WINDOW_SECONDS, RESEND_HORIZON_MS, RESEND_WINDOW_MS
-from storage_workers.engine import Engine
-from storage_workers.engine.fifo import ATTEMPT_WINDOW_MS, FifoQueue
-from storage_workers.engine.records import ATTEMPTS, QUEUE_META
-from storage_workers.log import records as codec
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.fifo import ATTEMPT_WINDOW_MS, FifoQueue
+from ferrymq.storage.engine.records import ATTEMPTS, QUEUE_META
+from ferrymq.storage.log import records as codec
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, bodies, fifo_message, plain_message, poll
 from tests.support.engine_workload import ALL_QUEUES, drive
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage_workers.log.epochs import EpochHistory, EpochRegressed, readable
+from ferrymq.storage.log.epochs import EpochHistory, EpochRegressed, readable
 
 
 def history_of(records: list[tuple[int, int]]) -> EpochHistory:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage_workers.engine.records import (
+from ferrymq.storage.engine.records import (
     ATTEMPTS,
     BATCH,
     CREDITS,
@@ -27,9 +27,9 @@ from storage_workers.engine.records import (
     TASK_STATUS,
     VISIBILITY,
 )
-from storage_workers.log import records as codec
-from storage_workers.log.epochs import EpochHistory
-from storage_workers.log.format import (
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.epochs import EpochHistory
+from ferrymq.storage.log.format import (
     BASE,
     COMMIT,
     EPOCHS,

@@ -11,11 +11,11 @@ import pytest
 from ferrymq.clock import ManualClock
 from ferrymq.destinations import QueueTarget
 from ferrymq.errors import InternalError, ServiceUnavailable
-from storage_workers import move_tasks
-from storage_workers.engine import Engine
-from storage_workers.engine.records import TASK_STATUS, Record
-from storage_workers.log.writer import LogFailed
-from storage_workers.move_tasks import INTERNAL_FAILURE, MoveTaskRunner
+from ferrymq.storage import move_tasks
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.records import TASK_STATUS, Record
+from ferrymq.storage.log.writer import LogFailed
+from ferrymq.storage.move_tasks import INTERNAL_FAILURE, MoveTaskRunner
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, bodies, plain_message
 
 DLQ = "000000000000/work-dlq/2"

@@ -13,7 +13,7 @@ from ferrymq.aws.partitions import WorkerAddress
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.clock import ManualClock
 from ferrymq.errors import ServiceUnavailable
-from storage_workers.peers import ClusterPeers
+from ferrymq.storage.peers import ClusterPeers
 
 ARN = "arn:aws:sqs:us-east-1:000000000000:{}"
 

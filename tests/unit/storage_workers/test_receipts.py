@@ -7,7 +7,7 @@ from hashlib import blake2b
 
 import pytest
 
-from storage_workers.engine.receipts import HANDLE_LENGTH, Receipt, Receipts
+from ferrymq.storage.engine.receipts import HANDLE_LENGTH, Receipt, Receipts
 from tests.support.engine_requests import unkeyed_handle
 
 KEY = bytes(range(32))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ferrymq.replication_rules import Acks
-from storage_workers.replication.commit import CommitTracker
+from ferrymq.storage.replication.commit import CommitTracker
 
 
 class StandInLog:

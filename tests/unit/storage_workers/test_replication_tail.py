@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage_workers.replication.tail import TailBuffer
+from ferrymq.storage.replication.tail import TailBuffer
 
 
 def test_frames_are_read_from_an_offset_within_a_byte_budget_but_at_least_one() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from storage_workers.server.metrics import readiness
+from ferrymq.storage.server.metrics import readiness
 
 LOG = object()
 

@@ -3,7 +3,7 @@
 Each entry point calls :func:`configure` once, naming its component (``gateway``, ``worker``, ``standin``, ``up``,
 ``cli``). Lines go to stderr, either as JSON, one object per line::
 
-    {"timestamp": "2025-01-31T12:00:00.123Z", "level": "WARNING", "logger": "functions.frontend.pipeline",
+    {"timestamp": "2025-01-31T12:00:00.123Z", "level": "WARNING", "logger": "ferrymq.frontend.pipeline",
      "message": "request 5f0c... failed: ...", "component": "gateway", "request_id": "5f0c...", ...}
 
 (plus any ``extra=`` fields of the call, and ``exc_info`` when there is one), or as text for a human. The

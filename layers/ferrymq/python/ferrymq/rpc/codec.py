@@ -70,7 +70,7 @@ def unpack_error(data: bytes) -> SqsError:
 #                                                                            ...], chunks, [payload, ...]]
 #
 # ``resend_since`` (ms) marks a standard send that repeats one whose outcome is unknown (see Engine.send).
-# FETCH, OFFSET_FOR_EPOCH and SNAPSHOT are the replication stream's (storage_workers.replication).
+# FETCH, OFFSET_FOR_EPOCH and SNAPSHOT are the replication stream's (ferrymq.storage.replication).
 #
 # A SENT_MESSAGE is SENT_MESSAGE_FIELDS, optionally followed by HANDOVER_FIELDS: ``group`` and ``dedup_id``
 # (FIFO queues), and ``origin`` for a message handed over from another queue (dead-letter redrive, move
