@@ -67,21 +67,42 @@ def _pump(process: subprocess.Popen[str], name: str, ready_prefix: str, ready: q
         ready.put(None)
 
 
-def start_child(
-    name: str,
-    argv: Sequence[str],
-    env: Mapping[str, str],
-    ready_prefix: str,
-    *,
-    timeout: float = DEFAULT_READY_TIMEOUT,
-    should_abort: Callable[[], bool] = lambda: False,
-    out: TextIO | None = None,
-) -> Child:
-    """Start ``argv`` and return once it prints a line starting with ``ready_prefix``.
+class Starting:
+    """A launched child whose ready line is still awaited; several can start at once and be awaited in turn."""
 
-    Raises :class:`ChildFailed` (after stopping the child) if it exits first, ``timeout`` passes, or
-    ``should_abort()`` turns true meanwhile.
-    """
+    def __init__(self, child: Child, ready: queue.Queue[str | None]) -> None:
+        self.child = child
+        self._ready = ready
+
+    def wait_ready(self, *, timeout: float = DEFAULT_READY_TIMEOUT,
+                   should_abort: Callable[[], bool] = lambda: False) -> Child:
+        """Return the child once its ready line arrives. Raises :class:`ChildFailed` (after stopping the child)
+        if it exits first, ``timeout`` passes, or ``should_abort()`` turns true meanwhile."""
+        child = self.child
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._ready.get(timeout=0.05)
+            except queue.Empty:
+                line = ""
+            if line is None:
+                status = child.process.wait()
+                raise ChildFailed(f"{child.name} exited with status {status} before it was ready")
+            if line:
+                child.ready_fields = line.split()[1:]
+                return child
+            if should_abort():
+                child.stop()
+                raise ChildFailed(f"{child.name}: start-up interrupted")
+            if time.monotonic() > deadline:
+                child.stop()
+                raise ChildFailed(f"{child.name} was not ready within {timeout:.0f} s")
+
+
+def launch_child(name: str, argv: Sequence[str], env: Mapping[str, str], ready_prefix: str, *,
+                 out: TextIO | None = None) -> Starting:
+    """Start ``argv`` without waiting: its ready line (a line starting with ``ready_prefix``) is awaited by
+    :meth:`Starting.wait_ready`."""
     process = subprocess.Popen(
         list(argv),
         env=dict(env),
@@ -95,25 +116,23 @@ def start_child(
         target=_pump, args=(process, name, ready_prefix, ready, out or sys.stdout), name=f"{name}-stdout",
         daemon=True,
     ).start()
-    child = Child(name, process, [])
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            line = ready.get(timeout=0.05)
-        except queue.Empty:
-            line = ""
-        if line is None:
-            status = process.wait()
-            raise ChildFailed(f"{name} exited with status {status} before it was ready")
-        if line:
-            child.ready_fields = line.split()[1:]
-            return child
-        if should_abort():
-            child.stop()
-            raise ChildFailed(f"{name}: start-up interrupted")
-        if time.monotonic() > deadline:
-            child.stop()
-            raise ChildFailed(f"{name} was not ready within {timeout:.0f} s")
+    return Starting(Child(name, process, []), ready)
+
+
+def start_child(
+    name: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    ready_prefix: str,
+    *,
+    timeout: float = DEFAULT_READY_TIMEOUT,
+    should_abort: Callable[[], bool] = lambda: False,
+    out: TextIO | None = None,
+) -> Child:
+    """Start ``argv`` and return once it prints a line starting with ``ready_prefix`` (see
+    :meth:`Starting.wait_ready` for the failures)."""
+    return launch_child(name, argv, env, ready_prefix, out=out).wait_ready(timeout=timeout,
+                                                                          should_abort=should_abort)
 
 
 def python_module_argv(module: str, *args: str) -> list[str]:

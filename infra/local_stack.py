@@ -34,15 +34,15 @@ from ferrymq.infra.children import (
     Child,
     ChildFailed,
     child_environment,
+    launch_child,
     python_module_argv,
     signal_name,
-    start_child,
     stop_all,
 )
 from ferrymq.infra.cluster import cluster_layouts, ensure_replica_sets
 from ferrymq.infra.cluster_secret import SECRET_FILE_ENV, ensure_secret_file, with_local_secret
 from ferrymq.infra.gateway import READY_PREFIX as GATEWAY_READY_PREFIX
-from ferrymq.infra.worker_pool import WorkerPool
+from ferrymq.infra.worker_pool import RESTART_READY_TIMEOUT, WorkerPool
 from ferrymq.private_files import private_dir, restrict_umask, tighten_tree
 from ferrymq.settings import Settings
 from ferrymq.storage.log.lock import locked
@@ -293,6 +293,11 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
         base_env.pop("AWS_SESSION_TOKEN", None)
     pool.env = base_env
     members = [(layout, sets, w) for layout, sets in zip(layouts, replica_sets, strict=True) for w in layout.workers]
+    # Every worker and the gateway start at once and are awaited together: a worker's start (imports, log
+    # recovery) does not depend on another's, leadership goes to the preferred replica by the claim stagger
+    # whatever the order, and the gateway serves a worker as soon as it answers. Each started child is held
+    # (pool, children) before any wait, so a failed start stops them all.
+    starting = []
     for index, (layout, sets, worker_id) in enumerate(members):
         # A worker holding nothing is a spare: the cluster's manager moves replicas of dead workers to it.
         held = [str(p) for p, rs in sorted(sets.items()) if worker_id in rs.replicas]
@@ -305,11 +310,14 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
             argv += ["--replication-port", str(settings.worker_replication_port + index)]
         if settings.worker_admin_port:
             argv += ["--admin-port", str(settings.worker_admin_port + index)]
-        pool.start(worker_id, argv)
+        starting.append(pool.launch(worker_id, argv))
     argv = python_module_argv("ferrymq.infra.gateway", "--host", settings.host, "--port", str(settings.port),
                               "--parent-pid", str(os.getpid()))
-    gateway = start_child("gateway", argv, base_env, GATEWAY_READY_PREFIX, should_abort=stop.is_set)
-    children.append(gateway)
+    gateway_start = launch_child("gateway", argv, base_env, GATEWAY_READY_PREFIX)
+    children.append(gateway_start.child)
+    for worker_start in starting:
+        worker_start.wait_ready(timeout=RESTART_READY_TIMEOUT, should_abort=stop.is_set)
+    gateway = gateway_start.wait_ready(should_abort=stop.is_set)
     endpoint = gateway.ready_fields[0]
     stack_endpoint.record(settings, endpoint)
     print(banner(settings, endpoint, aws_endpoint, standin), file=out, flush=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from ferrymq.infra.children import Child, ChildFailed, signal_name, start_child
+from ferrymq.infra.children import Child, ChildFailed, Starting, launch_child, signal_name
 
 MIN_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 10.0
@@ -56,22 +56,28 @@ class WorkerPool:
 
     def start(self, worker_id: str, argv: Sequence[str]) -> Child:
         """Start a worker and return once it is ready (raises ChildFailed when it is not)."""
-        worker = self._workers[worker_id] = _Worker(worker_id, list(argv))
-        return self._start(worker)
+        return self.launch(worker_id, argv).wait_ready(timeout=RESTART_READY_TIMEOUT, should_abort=self._should_abort)
 
-    def _start(self, worker: _Worker) -> Child:
-        worker.child = start_child(
-            worker.worker_id,
-            worker.argv,
-            self.env,
-            self._ready_prefix,
-            timeout=RESTART_READY_TIMEOUT,
-            should_abort=self._should_abort,
-            out=self._out,
-        )
+    def launch(self, worker_id: str, argv: Sequence[str]) -> Starting:
+        """Start a worker without waiting for it to be ready: the caller awaits the returned start. The pool
+        holds it from now on, so :meth:`stop` stops it even if it never becomes ready."""
+        worker = self._workers[worker_id] = _Worker(worker_id, list(argv))
+        return self._launch(worker)
+
+    def _launch(self, worker: _Worker) -> Starting:
+        starting = launch_child(worker.worker_id, worker.argv, self.env, self._ready_prefix, out=self._out)
+        worker.child = starting.child
         worker.started_at = self._clock()
         worker.restart_at = None
-        return worker.child
+        return starting
+
+    def _start(self, worker: _Worker) -> Child:
+        try:
+            return self._launch(worker).wait_ready(timeout=RESTART_READY_TIMEOUT, should_abort=self._should_abort)
+        except ChildFailed:
+            # Stopped or dead already: check() must not count it as a second death.
+            worker.child = None
+            raise
 
     @property
     def children(self) -> list[Child]:

@@ -118,6 +118,15 @@ class Workload:
     last_empty: float = 0.0
     last_full: float = 0.0
 
+    def _holds_nothing(self, client: Any) -> bool:
+        try:
+            counts = client.get_queue_attributes(QueueUrl=self.url, AttributeNames=[
+                "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed"])["Attributes"]
+        except Exception:
+            return False
+        return all(int(value) == 0 for value in counts.values())
+
     def stop_sending(self) -> None:
         self._sending.clear()
         for thread in self._threads[: self.senders]:
@@ -125,12 +134,18 @@ class Workload:
         self.history.sending_stopped()
 
     def drain(self, timeout: float = 60.0) -> None:
-        """Receive until the queue stays empty for longer than a visibility timeout, then stop."""
+        """Receive until a receive comes back empty and the queue holds nothing, visible, in flight or delayed
+        (or, should its counts never say so, until it stays empty for longer than a visibility timeout), then
+        stop. Counts that said empty too early could only end the drain before a message came back, which the
+        checker reports as lost: they cannot hide one."""
         deadline = time.monotonic() + timeout
         quiet = VISIBILITY_SECONDS + 2
+        client = fault_client(self.endpoint)
         while time.monotonic() < deadline:
             time.sleep(0.5)
-            if self.last_empty > self.last_full and time.monotonic() - self.last_full > quiet:
+            if self.last_empty <= self.last_full:
+                continue
+            if time.monotonic() - self.last_full > quiet or self._holds_nothing(client):
                 break
         self._receiving.clear()
         for thread in self._threads[self.senders :]:

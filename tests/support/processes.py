@@ -28,7 +28,11 @@ def kill_group(process: subprocess.Popen) -> None:
 
 def group_members(pid: int) -> dict[int, list[str]]:
     """The processes in ``pid``'s process group now: pid -> argv."""
-    group = os.getpgid(pid)
+    return members_of_group(os.getpgid(pid))
+
+
+def members_of_group(group: int) -> dict[int, list[str]]:
+    """The processes in process group ``group`` now (its leader may be gone): pid -> argv."""
     found: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

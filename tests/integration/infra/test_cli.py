@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -16,8 +17,10 @@ import boto3
 
 from ferrymq.infra.local_stack import READY_PREFIX
 from ferrymq.infra.standin import layout
+from ferrymq.storage.log.lock import locked
 from tests.integration.infra.processes import child_env, children_of, is_alive, running
 from tests.support.ports import consecutive_free_ports
+from tests.support.processes import members_of_group
 
 FERRYMQ = [sys.executable, "-m", "ferrymq.infra.cli"]
 
@@ -90,6 +93,28 @@ def test_up_stops_the_stack_when_a_child_dies(tmp_path: Path) -> None:
     assert "gateway" in stderr_path.read_text()
     assert "exited unexpectedly" in stderr_path.read_text()
     assert [pid for pid in children if is_alive(pid)] == []
+
+
+def test_a_worker_that_cannot_start_stops_the_whole_start_up(tmp_path: Path) -> None:
+    # given worker-1's directory held by another process (the workers and the gateway start at once)
+    held = tmp_path / "workers" / "worker-1"
+    held.mkdir(parents=True)
+    stderr_path = tmp_path / "up.stderr"
+    with locked(held), stderr_path.open("w") as stderr:
+        process = subprocess.Popen([*FERRYMQ, "up"], env=child_env(FERRYMQ_DATA_DIR=str(tmp_path), FERRYMQ_PORT="0"),
+                                   stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+        try:
+            status = process.wait(90)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    # then `up` says which part failed in one line of its own, exits 1, and nothing it started is left
+    own_lines = [line for line in stderr_path.read_text().splitlines() if line.startswith("ferrymq:")]
+    assert status == 1
+    assert own_lines == ["ferrymq: worker-1 exited with status 1 before it was ready"]
+    # (up led its own session: its pid is the group id the rest of the stack kept)
+    assert members_of_group(process.pid) == {}
+    assert not layout.is_locked(tmp_path / "aws")
 
 
 def test_standin_and_gateway_stop_when_up_dies_alone(tmp_path: Path) -> None:
