@@ -26,7 +26,7 @@ HIGH_THROUGHPUT = {"DeduplicationScope": "messageGroup", "FifoThroughputLimit": 
 @pytest.fixture(scope="module")
 def throttled_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     yield from started(Path(tmp_path_factory.mktemp("throttled")) / "ferrymq", {
-        "FERRYMQ_THROTTLE_FIFO_RATE": "0.5",
+        "FERRYMQ_THROTTLE_FIFO_RATE": "1",
         "FERRYMQ_THROTTLE_FIFO_HIGH_THROUGHPUT_RATE": "1000",
     })
 
@@ -68,8 +68,8 @@ def test_a_fifo_queue_over_its_quota_answers_sqs_throttling_error(throttled_stac
                      message="Rate exceeded")
     # and other actions on the queue are metered apart
     assert "Messages" in client.receive_message(QueueUrl=url, WaitTimeSeconds=1)
-    # and once the bucket has refilled, sending works again
-    time.sleep(2.2)
+    # and once the bucket has refilled (one send a second), sending works again
+    time.sleep(1.2)
     assert _send(client, url)["MessageId"]
 
 

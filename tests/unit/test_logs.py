@@ -117,6 +117,22 @@ def test_configuring_again_replaces_the_handler(restore_logging: None) -> None:
     assert len(second.getvalue().splitlines()) == 1
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_gets_text_unless_the_settings_name_a_format(restore_logging: None) -> None:
+    terminal = _Terminal()
+    logs.configure("up", Settings(), stream=terminal)
+    logging.getLogger("ferrymq.infra.worker_pool").warning("worker-1 is back")
+    assert terminal.getvalue().rstrip().endswith(" up WARNING ferrymq.infra.worker_pool: worker-1 is back")
+    named = _Terminal()
+    logs.configure("up", Settings(log_format="json"), stream=named)
+    logging.getLogger("ferrymq.infra.worker_pool").warning("worker-1 is back")
+    assert _lines(named)[0]["message"] == "worker-1 is back"
+
+
 def test_the_component_defaults_apply_unless_the_settings_name_format_and_level(restore_logging: None) -> None:
     out = io.StringIO()
     level = logs.configure("cli", Settings(), default_format="text", default_level="WARNING", stream=out)

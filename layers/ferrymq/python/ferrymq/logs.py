@@ -9,7 +9,9 @@ Each entry point calls :func:`configure` once, naming its component (``gateway``
 (plus any ``extra=`` fields of the call, and ``exc_info`` when there is one), or as text for a human. The
 long-running processes default to JSON: their stderr is a log stream (``up.log``, journald, a container's log
 driver), read by tools before people. The CLI defaults to text at WARNING: its stdout is its product and its
-log only a diagnosis. ``FERRYMQ_LOG_FORMAT`` and ``FERRYMQ_LOG_LEVEL`` override both.
+log only a diagnosis. A process whose stderr is a terminal (``ferrymq up`` in a person's shell, its children
+sharing that terminal) writes text instead: a person reads it there. ``FERRYMQ_LOG_FORMAT`` and
+``FERRYMQ_LOG_LEVEL`` override all of these.
 
 Libraries log every request they make at INFO (botocore's credential lookups, urllib3's connections, moto's and
 werkzeug's request lines): below WARNING they are held back unless the level is DEBUG.
@@ -148,6 +150,14 @@ def quiet_libraries(level: int) -> None:
             logger.setLevel(logging.WARNING)
 
 
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        # No isatty, or a closed stream: not a terminal anyone reads.
+        return False
+
+
 def configure(
     component: str,
     settings: Settings,
@@ -161,7 +171,8 @@ def configure(
     Replaces whatever handlers the root logger had, so calling it again (a test, a re-exec) does not double lines.
     """
     level = _level(settings.log_level or default_level)
-    handler = build_handler(component, (settings.log_format or default_format).lower(), stream)
+    log_format = settings.log_format or ("text" if _is_terminal(stream or sys.stderr) else default_format)
+    handler = build_handler(component, log_format.lower(), stream)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
