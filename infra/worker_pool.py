@@ -54,10 +54,6 @@ class WorkerPool:
         self._clock = clock
         self._workers: dict[str, _Worker] = {}
 
-    def start(self, worker_id: str, argv: Sequence[str]) -> Child:
-        """Start a worker and return once it is ready (raises ChildFailed when it is not)."""
-        return self.launch(worker_id, argv).wait_ready(timeout=RESTART_READY_TIMEOUT, should_abort=self._should_abort)
-
     def launch(self, worker_id: str, argv: Sequence[str]) -> Starting:
         """Start a worker without waiting for it to be ready: the caller awaits the returned start. The pool
         holds it from now on, so :meth:`stop` stops it even if it never becomes ready."""

@@ -40,8 +40,10 @@ def _json_without_long_poll(request: JsonRequest) -> bytes:
         return request.body
     try:
         document = json.loads(request.body)
-    except ValueError:
-        return request.body  # refused before any wait
+    except (ValueError, RecursionError):
+        # Not JSON, or nested deeper than Python's parser goes (the server's bounded decoder refuses it too):
+        # refused before any wait.
+        return request.body
     if not isinstance(document, dict):
         return request.body
     wait = document.get("WaitTimeSeconds")
