@@ -120,8 +120,11 @@ async def gather(
     Each round asks every shard in turn (from a rotating start, so none starves) for what is still wanted,
     without waiting; when a round found nothing and the wait is not over, one shard (the next in turn) is
     long-polled for at most LONG_POLL_SLICE_SECONDS. Every call is a real receive, so nothing is ever
-    received and then dropped. A FIFO receive with a ReceiveRequestAttemptId starts at a shard its id
-    hashes to, so a retried attempt asks the shards in the same order. Receipt handles come back tagged.
+    received and then dropped: a shard that fails does not fail the messages other shards already handed
+    over (they are in flight and only this answer carries their handles), so the round goes on and answers
+    with what it has, as SQS answers with fewer messages than asked; the failure is raised only when no
+    shard gave anything. A FIFO receive with a ReceiveRequestAttemptId starts at a shard its id hashes
+    to, so a retried attempt asks the shards in the same order. Receipt handles come back tagged.
     """
     count = len(queue.shards)
     start = zlib.crc32(attempt_id.encode()) % count if attempt_id else random.randrange(count)
@@ -129,15 +132,25 @@ async def gather(
     turn = 0
     while True:
         got: list[dict[str, Any]] = []
+        failure: Exception | None = None
         for step in range(count):
             index = (start + step) % count
-            for message in await receive(index, max_messages - len(got), 0.0):
+            try:
+                answer = await receive(index, max_messages - len(got), 0.0)
+            except Exception as exc:  # any shard's failure: raised below only if no shard answered
+                failure = failure or exc
+                continue
+            for message in answer:
                 message["receipt"] = tag_handle(queue, index, message["receipt"])
                 got.append(message)
             if len(got) >= max_messages:
                 break
+        if got:
+            return got
+        if failure is not None:
+            raise failure
         left = deadline - clock.monotonic()
-        if got or left <= 0:
+        if left <= 0:
             return got
         index = (start + turn) % count
         turn += 1
