@@ -2,6 +2,8 @@
 #
 #   make up     create .venv if needed, install FerryMQ (what running needs, nothing more) into it, run the
 #               local stack (`ferrymq up`)
+#   make install-spark
+#               add what `ferrymq spark ...` needs (pyspark, pyarrow: the `spark` extra) to that install
 #   make test   install FerryMQ with its test tools (and the e2e tests' npm packages, botocore's
 #               query-protocol SQS model, and Debian's chromium and chromium-driver where missing), then ruff
 #               and the whole test suite; the tests download nothing
@@ -28,7 +30,7 @@ SQS_QUERY_MODEL := .cache/models/sqs/2012-11-05/service-2.json
 BROWSER_INSTALLED := .cache/.ferrymq-browser-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install up test lint sqs-query-model browser dist build-FrontendFunction build-FerryMQLayer layer-library
+.PHONY: install install-spark up test lint sqs-query-model browser dist build-FrontendFunction build-FerryMQLayer layer-library
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +44,10 @@ $(TEST_INSTALLED): $(BIN)/python pyproject.toml
 	touch $(TEST_INSTALLED) $(INSTALLED)
 
 install: $(TEST_INSTALLED)
+
+# The usage jobs' packages only (the test install has them already).
+install-spark: $(INSTALLED)
+	$(BIN)/python -m pip install -e '.[spark]'
 
 # npm ci first removes node_modules, marker included: the marker is back only after a complete install.
 $(JS_INSTALLED): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json

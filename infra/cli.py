@@ -37,6 +37,9 @@ from ferrymq.infra.stack_client import NoStack, clients
 from ferrymq.settings import Settings
 
 SPARK_JOBS = ("billing", "analytics", "report")
+SPARK_PACKAGES = ("pyspark", "pyarrow")
+"""What the usage jobs import beyond FerryMQ's runtime (the ``spark`` extra), checked before anything starts."""
+SPARK_INSTALL = "pip install 'ferrymq[spark]' (in a checkout: make install-spark)"
 API_COMMANDS = ("queues", "accounts", "keys", "usage")
 _CLUSTER_FIELDS = (*STATE_FIELDS, "cluster", "clusters", "workers", "partitions", "replication_factor", "acks",
                    "worker_grace_seconds", "cluster_secret")
@@ -203,6 +206,13 @@ def _job_date(text: str) -> str:
     return text
 
 
+def missing_spark_packages() -> list[str]:
+    """The packages of the ``spark`` extra this interpreter cannot import (found without importing them)."""
+    import importlib.util
+
+    return [name for name in SPARK_PACKAGES if importlib.util.find_spec(name) is None]
+
+
 def _spark(settings: Settings, args: argparse.Namespace) -> int:
     """Run a job's entry in this process, on the S3 endpoint the admin target resolved (already in the env)."""
     import importlib
@@ -307,6 +317,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in API_COMMANDS:
         return _api(settings, args, out, err)
     if args.command == "spark":
+        missing = missing_spark_packages()
+        if missing:
+            # `make up` installs what running the stack needs; the jobs' packages are an extra.
+            print(f"ferrymq: the Spark jobs need {' and '.join(missing)}, which are not installed: {SPARK_INSTALL}",
+                  file=err)
+            return 1
         return _admin(settings, lambda s, _: _spark(s, args))
     if args.command == "bootstrap":
         return _admin(settings, lambda s, endpoint: admin.run_bootstrap(s, endpoint, out))

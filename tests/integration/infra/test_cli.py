@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from ferrymq.infra.local_stack import READY_PREFIX
 from ferrymq.infra.standin import layout
@@ -217,4 +218,20 @@ def test_up_refuses_fixed_worker_and_admin_ports_that_overlap(tmp_path: Path) ->
     assert refused.returncode == 1
     assert "FERRYMQ_WORKER_PORT (40000-40002) and FERRYMQ_WORKER_ADMIN_PORT (40002-40004) overlap" in refused.stderr
     assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "aws").exists()
+
+
+@pytest.mark.parametrize("package", ["pyspark", "pyarrow"])
+def test_spark_without_its_packages_says_what_to_install_in_one_line(tmp_path: Path, package: str) -> None:
+    # given an interpreter that cannot import one of the `spark` extra's packages (as after `make up`)
+    blocked = f"import sys; sys.modules[{package!r}] = None; from ferrymq.infra.cli import main; sys.exit(main())"
+    # when a Spark job is asked for
+    ran = subprocess.run([sys.executable, "-c", blocked, "spark", "billing", "--date", "2026-11-21"],
+                         env=child_env(FERRYMQ_DATA_DIR=str(tmp_path)), capture_output=True, text=True, timeout=120)
+    # then it says in one line what is missing and how to install it, exits 1, and started nothing
+    assert ran.returncode == 1
+    assert ran.stderr.splitlines() == [
+        f"ferrymq: the Spark jobs need {package}, which are not installed: pip install 'ferrymq[spark]' "
+        "(in a checkout: make install-spark)"
+    ]
     assert not (tmp_path / "aws").exists()
