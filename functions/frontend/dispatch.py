@@ -68,6 +68,12 @@ class Dispatcher:
         self._clock = clock or SystemClock()
         self._limits = limits or WorkerLimits()
         self._walls: dict[tuple[str, int], _Wall] = {}
+        """Per worker address; pruned as new addresses come (a restarted worker listens on a new port)."""
+
+    @property
+    def walled_workers(self) -> int:
+        """How many worker addresses this dispatcher keeps a bulkhead and breaker for."""
+        return len(self._walls)
 
     def breaker(self, client: WorkerClient) -> CircuitBreaker:
         return self._wall(client).breaker
@@ -76,6 +82,7 @@ class Dispatcher:
         where = (client.host, client.port)
         wall = self._walls.get(where)
         if wall is None:
+            self._prune_walls()
             limits = self._limits
             wall = self._walls[where] = _Wall(
                 Bulkhead(f"storage worker {client.host}:{client.port}", max_concurrent=limits.max_in_flight,
@@ -84,6 +91,13 @@ class Dispatcher:
                                cooldown_seconds=limits.breaker_cooldown_seconds),
             )
         return wall
+
+    def _prune_walls(self) -> None:
+        """Drop the walls of workers no partition leads as far as the clients know, with nothing in flight:
+        without this every address a worker ever had (a restart picks a new port) would be kept for good."""
+        held = self._leaders.workers()
+        for where in [w for w, wall in self._walls.items() if w not in held and not wall.bulkhead.in_use]:
+            del self._walls[where]
 
     async def _through_wall(self, client: WorkerClient, attempt: Callable[[WorkerClient], Awaitable[T]]) -> T:
         """``attempt(client)`` within the worker's bulkhead and breaker; refused by either, it was not sent."""

@@ -62,8 +62,10 @@ class LeaderStream:
         """The offset of this term's first record: a follower joins the in-sync set only once it has it."""
         started = now_ms()
         self.caught_up_at: dict[str, int] = {r: started for r in self.tracker.isr if r != me}
-        """When each follower last fetched from the leader's log end (ms); the in-sync ones count as caught up
+        """When each follower was last caught up (ms, see ``_note_fetch``); the in-sync ones count as caught up
         at the start of the term, so none is dropped before it had a chance to fetch."""
+        self._last_fetch: dict[str, tuple[int, int]] = {}
+        """Per follower, the leader's log end and the time (ms) at its previous fetch."""
         self.closed: BaseException | None = None
 
     # --- appending ------------------------------------------------------------------------------------
@@ -114,8 +116,7 @@ class LeaderStream:
                 f"{self.log.end_offset}"
             )
         self.tracker.ack(replica, durable_offset)
-        if from_offset == self.log.end_offset:
-            self.caught_up_at[replica] = self._now_ms()
+        self._note_fetch(replica, from_offset)
         tail = self.tail
         if tail is not None and from_offset < self.log.end_offset and tail.covers(from_offset):
             _answer(conn, request_id, tail.read(from_offset, max(max_bytes, 1)))
@@ -123,6 +124,18 @@ class LeaderStream:
         return asyncio.get_running_loop().create_task(
             self._answer_later(conn, request_id, from_offset, max(max_bytes, 1), wait_ms, fail)
         )
+
+    def _note_fetch(self, replica: str, from_offset: int) -> None:
+        """Kafka's rule: a follower is caught up when it fetches from the leader's log end, or from at least
+        where that end was at its previous fetch.  A pipelined follower under steady load is always one
+        batch behind the end of the moment, but never behind the end its previous fetch saw."""
+        now, end = self._now_ms(), self.log.end_offset
+        previous = self._last_fetch.get(replica)
+        if from_offset >= end:
+            self.caught_up_at[replica] = now
+        elif previous is not None and from_offset >= previous[0]:
+            self.caught_up_at[replica] = max(self.caught_up_at.get(replica, previous[1]), previous[1])
+        self._last_fetch[replica] = (end, now)
 
     async def _answer_later(
         self,
@@ -245,6 +258,7 @@ class LeaderStream:
     def set_replicas(self, replicas: tuple[str, ...]) -> None:
         self.tracker.set_replicas(replicas)
         self.caught_up_at = {r: t for r, t in self.caught_up_at.items() if r in replicas}
+        self._last_fetch = {r: f for r, f in self._last_fetch.items() if r in replicas}
 
     # --- the end of the term ----------------------------------------------------------------------------
 

@@ -286,3 +286,45 @@ def test_requests_beyond_a_workers_in_flight_limit_are_not_sent() -> None:
         assert await first == "slow"
 
     asyncio.run(scenario())
+
+
+def test_walls_of_workers_no_partition_leads_any_more_are_dropped() -> None:
+    async def scenario() -> None:
+        # given a partition whose leader keeps restarting on a new port (a restart binds a new one)
+        leaders = Leaders()
+        d, seen = dispatcher(leaders), []
+        for port in range(7000, 7050):
+            leaders.address = Endpoint("h", port)
+            d._leaders.forget(2)
+            # when a request goes to each new address
+            assert await d.call(QUEUE, failing([], seen), idempotent=True) == "ok"
+        # then only the addresses still in use keep a bulkhead and breaker, not all fifty
+        assert [c.port for c in seen] == list(range(7000, 7050))
+        assert d.walled_workers <= 2
+
+    asyncio.run(scenario())
+
+
+def test_a_wall_with_a_request_in_flight_is_kept() -> None:
+    async def scenario() -> None:
+        # given a request still running on a worker that has since lost the partition
+        leaders = Leaders()
+        d = dispatcher(leaders)
+        gate = asyncio.Event()
+
+        async def slow(client: WorkerClient) -> str:
+            await gate.wait()
+            return "slow"
+
+        first = asyncio.ensure_future(d.call(QUEUE, slow, idempotent=True))
+        await asyncio.sleep(0.01)
+        leaders.address = Endpoint("h", 7100)
+        d._leaders.forget(2)
+        # when a request goes to the new leader
+        assert await d.call(QUEUE, failing([], []), idempotent=True) == "ok"
+        # then the old worker's wall stays while its request runs (its slot is released into it)
+        assert d.walled_workers == 2
+        gate.set()
+        assert await first == "slow"
+
+    asyncio.run(scenario())
