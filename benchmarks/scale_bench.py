@@ -1,0 +1,189 @@
+"""What a large backlog costs the default stack: memory and disk per message, rates against an empty queue, restart.
+
+    python benchmarks/scale_bench.py --messages 300000
+
+Starts ``ferrymq up`` (three workers, RF 3, SSE on, one partition so the whole backlog sits on one replica set)
+in a temporary data directory, on loopback only. Then it:
+
+1. measures SendMessageBatch and ReceiveMessage + DeleteMessageBatch rates on an empty queue;
+2. fills a second queue with ``--messages`` messages of ``--body-bytes`` (batches of 10, ``--connections``
+   connections) and prints each worker's RSS growth and the log bytes on disk, per message;
+3. measures the same rates beside that backlog;
+4. stops the stack (SIGTERM), starts it again, and prints the time until it answers a receive on the backlog,
+   per million messages.
+
+It asserts nothing: what it finds, it prints. Every loop is bounded in count and time. The issue's targets
+(docs/design/storage-at-scale.md): ≤ 150 B RSS per message, restart ≤ 5 s per million, rates within 20 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from soak import bytes_under, rss_bytes, stack_processes
+from sqs_bench import Connection, Target, call
+
+from ferrymq.infra.up_process import UpProcess, up_environment
+
+FILL_DEADLINE_SECONDS = 3600.0
+"""The fill gives up after this long, whatever it reached."""
+
+
+def start_stack(data_dir: Path) -> UpProcess:
+    env = up_environment(data_dir)
+    env.update({"FERRYMQ_HOST": "127.0.0.1", "FERRYMQ_PARTITIONS": "1"})
+    stack = UpProcess(data_dir, env, start_timeout=600.0)
+    stack.start()
+    return stack
+
+
+def target_of(stack: UpProcess) -> Target:
+    if urlsplit(stack.endpoint).hostname not in ("127.0.0.1", "localhost"):
+        raise SystemExit(f"refusing a non-loopback endpoint {stack.endpoint}")
+    return Target(stack.endpoint, "test", "test", "us-east-1")
+
+
+def _connection(target: Target) -> Connection:
+    url = urlsplit(target.endpoint)
+    return Connection(url.hostname or "127.0.0.1", url.port or 80)
+
+
+async def send_batches(target: Target, queue_url: str, body: str, *, total: int, seconds: float,
+                       connections: int) -> int:
+    """Batches of 10 until ``total`` messages were sent or ``seconds`` passed; how many were sent."""
+    deadline = time.monotonic() + seconds
+    sent = 0
+    entries = [{"Id": str(i), "MessageBody": body} for i in range(10)]
+
+    async def loop() -> None:
+        nonlocal sent
+        conn = _connection(target)
+        while sent < total and time.monotonic() < deadline:
+            sent += 10
+            await call(conn, target, "SendMessageBatch", {"QueueUrl": queue_url, "Entries": entries})
+
+    await asyncio.gather(*(loop() for _ in range(connections)))
+    return sent
+
+
+async def receive_delete(target: Target, queue_url: str, *, seconds: float, connections: int) -> float:
+    """Messages received and deleted per second, over the time until ``seconds`` passed or the queue ran dry."""
+    started = time.monotonic()
+    deadline = started + seconds
+    moved = 0
+    last = started
+
+    async def loop() -> None:
+        nonlocal moved, last
+        conn = _connection(target)
+        while time.monotonic() < deadline:
+            got = await call(conn, target, "ReceiveMessage", {"QueueUrl": queue_url, "MaxNumberOfMessages": 10})
+            messages = got.get("Messages", [])
+            if not messages:
+                return
+            entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+            await call(conn, target, "DeleteMessageBatch", {"QueueUrl": queue_url, "Entries": entries})
+            moved += len(messages)
+            last = time.monotonic()
+
+    await asyncio.gather(*(loop() for _ in range(connections)))
+    return moved / max(last - started, 1e-3)
+
+
+async def create_queue(target: Target, name: str) -> str:
+    return (await call(_connection(target), target, "CreateQueue", {"QueueName": name}))["QueueUrl"]
+
+
+async def rates(target: Target, queue_url: str, body: str, args: argparse.Namespace) -> tuple[float, float]:
+    """Messages per second sent, then received and deleted, on ``queue_url``."""
+    seconds = args.rate_seconds
+    sent = await send_batches(target, queue_url, body, total=10**12, seconds=seconds, connections=args.connections)
+    received = await receive_delete(target, queue_url, seconds=seconds, connections=args.connections)
+    return sent / seconds, received
+
+
+def worker_rss(stack: UpProcess) -> dict[str, int]:
+    assert stack.process is not None
+    found = stack_processes(stack.process.pid)
+    return {name: rss_bytes(pid) or 0 for name, pid in found.items() if name.startswith("worker")}
+
+
+async def first_answer(target: Target, queue_url: str, timeout: float) -> None:
+    """Return once a receive on ``queue_url`` answers with a message."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            got = await call(_connection(target), target, "ReceiveMessage",
+                             {"QueueUrl": queue_url, "VisibilityTimeout": 0, "WaitTimeSeconds": 1})
+        except (OSError, RuntimeError):
+            await asyncio.sleep(0.05)
+            continue
+        if got.get("Messages"):
+            return
+    raise SystemExit("the restarted stack did not answer a receive on the backlog")
+
+
+def run(args: argparse.Namespace) -> None:
+    body = "x" * args.body_bytes
+    with tempfile.TemporaryDirectory(prefix="ferrymq-scale-") as tmp:
+        data_dir = Path(tmp) / "data"
+        stack = start_stack(data_dir)
+        try:
+            target = target_of(stack)
+            empty_url = asyncio.run(create_queue(target, "scale-empty"))
+            empty_send, empty_recv = asyncio.run(rates(target, empty_url, body, args))
+            backlog_url = asyncio.run(create_queue(target, "scale-backlog"))
+            rss_before = worker_rss(stack)
+            disk_before = bytes_under(data_dir / "workers")
+            started = time.monotonic()
+            filled = asyncio.run(send_batches(target, backlog_url, body, total=args.messages,
+                                              seconds=FILL_DEADLINE_SECONDS, connections=args.connections))
+            fill_seconds = time.monotonic() - started
+            rss_after = worker_rss(stack)
+            disk_after = bytes_under(data_dir / "workers")
+            full_send, full_recv = asyncio.run(rates(target, backlog_url, body, args))
+            stack.stop()
+            started = time.monotonic()
+            stack.start()
+            target = target_of(stack)
+            asyncio.run(first_answer(target, backlog_url, timeout=600.0))
+            restart_seconds = time.monotonic() - started
+        finally:
+            stack.stop()
+
+    print(f"backlog: {filled:,} messages of {args.body_bytes} B, filled in {fill_seconds:.1f} s "
+          f"({filled / fill_seconds:,.0f} msg/s)")
+    for name in sorted(rss_after):
+        grew = rss_after[name] - rss_before.get(name, 0)
+        print(f"  {name}: RSS +{grew / 2**20:,.1f} MiB = {grew / filled:,.0f} B per message")
+    print(f"  logs on disk (all workers): +{(disk_after - disk_before) / 2**20:,.1f} MiB = "
+          f"{(disk_after - disk_before) / filled / 3:,.0f} B per message and replica")
+    print(f"  send (batches of 10):   empty {empty_send:,.0f} msg/s, with backlog {full_send:,.0f} msg/s "
+          f"({full_send / empty_send:.0%})")
+    print(f"  receive + delete:       empty {empty_recv:,.0f} msg/s, with backlog {full_recv:,.0f} msg/s "
+          f"({full_recv / max(empty_recv, 1):.0%})")
+    print(f"  restart to answering:   {restart_seconds:.1f} s with {filled:,} messages "
+          f"(an empty stack's start is part of it)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=300_000)
+    parser.add_argument("--body-bytes", type=int, default=256)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--rate-seconds", type=float, default=5.0)
+    args = parser.parse_args(argv)
+    if args.messages < 10:
+        parser.error("--messages must be at least 10")
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
