@@ -39,13 +39,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ferrymq.aws.replica_sets import CoordinationError, ReplicaSets
 from ferrymq.aws.workers import WorkerRegistry, WorkerState
+from ferrymq.clock import Clock, SystemClock
 from ferrymq.errors import SqsError
 from ferrymq.placement import replacements
 from ferrymq.replication_rules import Acks, ReplicaSet, answers_until, may_claim
@@ -92,10 +92,6 @@ class ControllerTimes:
     """A worker silent this long is dead: its replicas are replaced."""
 
 
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class ClusterController:
     def __init__(
         self,
@@ -108,14 +104,16 @@ class ClusterController:
         *,
         acks: Acks = Acks.MAJORITY,
         times: ControllerTimes | None = None,
-        now_ms: Callable[[], int] = _wall_ms,
+        clock: Clock | None = None,
         host: Callable[[int], Awaitable[Replica]] | None = None,
         replication_address: tuple[str, int] | None = None,
         admin_address: tuple[str, int] | None = None,
     ) -> None:
         """``host`` opens a replica of a partition this worker was just added to (None: only the replicas
         given are played); ``replication_address`` is where followers are told to fetch from, when not
-        ``address``."""
+        ``address``.  ``clock``: its wall time goes into coordination items (leases, heartbeats), compared on
+        other machines; every local deadline (renewal cadence, the answer window, stuck replies, handovers)
+        is on its monotonic clock, which a stepped wall clock does not move."""
         self.me = me
         self.cluster = cluster
         self.replicas = replicas
@@ -124,12 +122,12 @@ class ClusterController:
         self.registry = registry
         self.acks = Acks(acks)
         self.times = times or ControllerTimes()
-        self.now_ms = now_ms
+        self.clock = clock or SystemClock()
         self.host = host
         self.replication_address = replication_address
         self.admin_address = admin_address
         """The worker's admin HTTP listener, published with each heartbeat (``ferrymq cluster status``)."""
-        self.started_ms = now_ms()
+        self.started_ms = self.now_ms()
         self.reassignments = 0
         """Replicas this worker, as the cluster's manager, replaced."""
         self.polls = 0
@@ -139,13 +137,23 @@ class ClusterController:
         """The cluster's replica sets as the last poll read them (the manager plans from it: a plan made from
         a stale read is refused by ``reassign``'s condition)."""
         self._wake = asyncio.Event()
+        # Local times below are monotonic ms.
         self._renewed: dict[int, int] = {}
+        """Per led partition, when the write of its last claim or renewal was sent."""
         self._stuck: dict[int, tuple[int, int]] = {}
+        """Per led partition: the high watermark last seen with replies waiting, and since when."""
         self._led_since: dict[int, int] = {}
         self._released: dict[int, int] = {}
         """Partitions this worker handed over, and when: it leaves the next claim to the others for a while."""
-        """Per led partition: the high watermark last seen with replies waiting, and since when (ms)."""
         self._tasks: list[asyncio.Task[None]] = []
+
+    def now_ms(self) -> int:
+        """Wall time (ms), for what other machines compare: lease expiries, heartbeats."""
+        return int(self.clock.now() * 1000)
+
+    def mono_ms(self) -> int:
+        """Monotonic time (ms), for this worker's own deadlines."""
+        return int(self.clock.monotonic() * 1000)
 
     # --- running ------------------------------------------------------------------------------------------
 
@@ -293,16 +301,16 @@ class ClusterController:
         if rs is None or self.me not in rs.replicas:
             await replica.stand_by("this worker holds no replica of it")
             return
-        now = self.now_ms()
+        now, mono = self.now_ms(), self.mono_ms()
         leading = replica.leading_epoch
         if leading is not None and rs.leader == self.me and rs.epoch == leading:
-            await self._renew(partition, replica, rs, now)
+            await self._renew(partition, replica, rs, now, mono)
             return
         if leading is not None:
             await replica.stand_by(f"deposed: {rs.leader} leads epoch {rs.epoch}")
             self._stuck.pop(partition, None)
         released = self._released.get(partition)
-        if released is not None and rs.leader == self.me and now - released < self.times.lease_ms:
+        if released is not None and rs.leader == self.me and mono - released < self.times.lease_ms:
             # Handed over: the preferred replica claims first; only if none does within a lease, claim back.
             return
         if may_claim(rs, self.me, now) and (
@@ -319,8 +327,8 @@ class ClusterController:
                 self.address,
                 self.replication_address,
             )
-            self._renewed[partition] = now
-            self._led_since[partition] = now
+            self._renewed[partition] = mono
+            self._led_since[partition] = mono
             self._released.pop(partition, None)
             await replica.lead(
                 LeaderRole(
@@ -328,7 +336,7 @@ class ClusterController:
                     isr=claimed.isr,
                     acks=claimed.acks,
                     epoch=claimed.epoch,
-                    answers_until_ms=answers_until(now, self.times.lease_ms),
+                    answers_until_ms=answers_until(mono, self.times.lease_ms),
                 )
             )
             return
@@ -348,26 +356,28 @@ class ClusterController:
         ahead = [r for r in rs.replicas if r in rs.isr and r != rs.leader]
         return ahead.index(self.me) if self.me in ahead else len(ahead)
 
-    async def _renew(self, partition: int, replica: Replica, rs: ReplicaSet, now: int) -> None:
+    async def _renew(self, partition: int, replica: Replica, rs: ReplicaSet, now: int, mono: int) -> None:
+        """``now``: wall time, for the item; ``mono``: monotonic, taken before the write is sent."""
         term = replica.term
         if term is not None and rs.replicas != term.stream.tracker.replicas:
             # The manager replaced a replica (the only change of the list, and fenced by this epoch).
             log.info("partition %d: replica set is now %s", partition, ",".join(rs.replicas))
             term.stream.set_replicas(rs.replicas)
-        if term is not None and self._should_hand_over(partition, rs, term, now):
+        if term is not None and self._should_hand_over(partition, rs, term, mono):
             why = "this worker is leaving" if self.leaving else "its preferred replica"
             log.info("partition %d: handing leadership to %s (%s)", partition, rs.replicas[0], why)
             await asyncio.to_thread(self.sets.release, partition, self.me, rs.epoch, now)
-            self._released[partition] = now
+            self._released[partition] = mono
             await replica.stand_by(f"handed over to {rs.replicas[0]}")
             return
-        if now - self._renewed.get(partition, 0) < self.times.lease_ms // 3:
+        renewed = self._renewed.get(partition)
+        if renewed is not None and mono - renewed < self.times.lease_ms // 3:
             return
-        if term is not None and self._stuck_for(partition, term, now) > self.times.lease_ms:
+        if term is not None and self._stuck_for(partition, term, mono) > self.times.lease_ms:
             log.warning(
                 "partition %d: nothing committed for %d ms with replies waiting; letting the lease lapse",
                 partition,
-                self._stuck_for(partition, term, now),
+                self._stuck_for(partition, term, mono),
             )
             return
         try:
@@ -375,11 +385,11 @@ class ClusterController:
         except CoordinationError:
             await replica.stand_by("fenced while renewing its lease")
             raise
-        self._renewed[partition] = now
+        self._renewed[partition] = mono
         if replica.term is term and term is not None:
-            term.extend_lease(answers_until(now, self.times.lease_ms))
+            term.extend_lease(answers_until(mono, self.times.lease_ms))
 
-    def _should_hand_over(self, partition: int, rs: ReplicaSet, term: Any, now: int) -> bool:
+    def _should_hand_over(self, partition: int, rs: ReplicaSet, term: Any, mono: int) -> bool:
         """Leadership goes back to the preferred replica, so that it stays spread over the workers as
         placement laid it out, once that replica has been in sync and fully caught up for a while; from a
         leaving worker, as soon as it is in sync and caught up."""
@@ -388,24 +398,25 @@ class ClusterController:
             return False
         if not self.leaving and (
             not self.times.handover_after_ms
-            or now - self._led_since.setdefault(partition, now) < self.times.handover_after_ms
+            or mono - self._led_since.setdefault(partition, mono) < self.times.handover_after_ms
         ):
             return False
         stream = term.stream
         caught_up_at = stream.caught_up_at.get(preferred)
-        recently = caught_up_at is not None and now - caught_up_at < self.times.max_lag_ms
+        # The stream times follower fetches on the same monotonic clock.
+        recently = caught_up_at is not None and mono - caught_up_at < self.times.max_lag_ms
         return preferred in stream.tracker.isr and recently
 
-    def _stuck_for(self, partition: int, term: Any, now: int) -> int:
+    def _stuck_for(self, partition: int, term: Any, mono: int) -> int:
         tracker = term.stream.tracker
         if not tracker.waiting:
             self._stuck.pop(partition, None)
             return 0
         seen = self._stuck.get(partition)
         if seen is None or seen[0] != tracker.high_watermark:
-            self._stuck[partition] = (tracker.high_watermark, now)
+            self._stuck[partition] = (tracker.high_watermark, mono)
             return 0
-        return now - seen[1]
+        return mono - seen[1]
 
     async def _check_isr(self, partition: int, replica: Replica) -> None:
         term = replica.term

@@ -24,8 +24,9 @@ class LeaderRole:
     tail_bytes: int = DEFAULT_TAIL_BYTES
     """Payload bytes of recent records kept in memory for followers; older ones are read from the log."""
     answers_until_ms: int | None = None
-    """Until when (ms) the lease lets this leader answer requests (``replication_rules.answers_until``); the
-    controller extends it at each renewal. None: no lease (a worker outside any cluster)."""
+    """Until when (ms on the worker's monotonic clock, never wall time: a stepped wall clock must not lengthen
+    it) the lease lets this leader answer requests (``replication_rules.answers_until``); the controller
+    extends it at each renewal. None: no lease (a worker outside any cluster)."""
 
     def __post_init__(self) -> None:
         if self.epoch < 0:

@@ -60,7 +60,9 @@ class LeaderTerm:
         self.epoch = role.epoch
         self.config = config
         self.engine = engine
-        self.stream = LeaderStream(partition, config.worker_id, role, wal, now_ms=lambda: int(clock.now() * 1000))
+        # Local deadlines only (lag, the answer window): the monotonic clock, which no wall-clock step moves.
+        self._now_ms = lambda: int(clock.monotonic() * 1000)
+        self.stream = LeaderStream(partition, config.worker_id, role, wal, now_ms=self._now_ms)
         self.long_polls = LongPolls(engine, clock)
         self.forwarder = DeadLetterForwarder(engine, peers)
         self.mover = MoveTaskRunner(
@@ -78,7 +80,7 @@ class LeaderTerm:
             fail=fail,
         ).table()
         self.answers_until_ms = role.answers_until_ms
-        self._now_ms = lambda: int(clock.now() * 1000)
+        """On the monotonic clock (ms), as ``LeaderRole.answers_until_ms``."""
         self.handlers = {op: self._leased(handler) for op, handler in self.handlers.items()}
         # Replication is fenced by epochs, not by the lease: a follower must still fetch what is to commit.
         self.handlers[Op.FETCH] = self._fetch
@@ -104,7 +106,7 @@ class LeaderTerm:
         return guarded
 
     def extend_lease(self, answers_until_ms: int) -> None:
-        """The lease was renewed: answer until ``answers_until_ms``."""
+        """The lease was renewed: answer until ``answers_until_ms`` (monotonic clock, ms)."""
         if self.answers_until_ms is not None:
             self.answers_until_ms = max(self.answers_until_ms, answers_until_ms)
 

@@ -40,3 +40,7 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         self._now += seconds
         self._mono += seconds
+
+    def step_wall(self, seconds: float) -> None:
+        """Move the wall clock alone, as an NTP step does (backwards when negative); the monotonic one stays."""
+        self._now += seconds

@@ -63,14 +63,27 @@ def is_leader(rs: ReplicaSet, me: str, epoch: int) -> bool:
     return rs.leader == me and rs.epoch == epoch
 
 
+LEASE_ALLOWANCE_FRACTION = 0.2
+"""The part of a lease its holder does not use: a leader answers until this much of the lease is left on its
+own monotonic clock, counted from *before* the write that claimed or renewed it.  Another worker claims only
+once the stored expiry (wall time, ``lease_until``) has passed on its own wall clock, so this is the allowance
+for how far a worker's wall clock may run ahead of the leader's (and for clock rates differing over a lease);
+it is the only place where two machines' clocks are assumed to agree."""
+
+
+def lease_allowance_ms(lease_ms: int) -> int:
+    """The allowance (ms) of a lease of ``lease_ms`` (see ``LEASE_ALLOWANCE_FRACTION``)."""
+    return int(lease_ms * LEASE_ALLOWANCE_FRACTION)
+
+
 def answers_until(granted_at_ms: int, lease_ms: int) -> int:
-    """Until when (ms, the leader's clock) a leader whose lease was granted or renewed at ``granted_at_ms``
-    may answer requests: a fifth of the lease before it runs out, so that a worker whose clock runs up to
-    that much ahead, claiming as soon as the lease looks lapsed to it, never finds this leader still
-    answering. Answering needs the lease even for a request that writes nothing (a delete naming an old
-    receipt, counts, an empty receive): a deposed leader's state may be stale, and only records it appends are
-    fenced by epochs."""
-    return granted_at_ms + lease_ms - lease_ms // 5
+    """Until when (ms, on the leader's monotonic clock) a leader whose lease was granted or renewed by a write
+    sent at ``granted_at_ms`` (the same clock) may answer requests: the lease less its allowance, so that a
+    worker whose wall clock runs up to that much ahead, claiming as soon as the lease looks lapsed to it,
+    never finds this leader still answering, whatever the wall clocks are stepped by meanwhile.  Answering
+    needs the lease even for a request that writes nothing (a delete naming an old receipt, counts, an empty
+    receive): a deposed leader's state may be stale, and only records it appends are fenced by epochs."""
+    return granted_at_ms + lease_ms - lease_allowance_ms(lease_ms)
 
 
 def may_claim(rs: ReplicaSet, me: str, now_ms: int) -> bool:

@@ -1,0 +1,116 @@
+"""The cluster controller's leases against a real DynamoDB API (the durable stand-in), driving an in-process
+worker on a clock the test moves: local deadlines follow the monotonic clock, whatever the wall clock does."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from ferrymq.aws.replica_sets import ReplicaSets
+from ferrymq.clock import ManualClock
+from ferrymq.errors import NotLeader
+from ferrymq.replication_rules import Acks, answers_until
+from ferrymq.rpc.client import WorkerClient
+from ferrymq.settings import Settings
+from ferrymq.storage.replication.controller import ClusterController, ControllerTimes
+from ferrymq.storage.server import StorageWorker, WorkerConfig
+from tests.functional.storage_workers.worker_calls import RETENTION
+from tests.support.engine_requests import RECEIPT_KEY
+
+LEASE_MS = 5_000
+
+
+def unique_partitions(n: int) -> tuple[int, ...]:
+    """Partition numbers no other test uses, in a table other tests share."""
+    base = 2_000_000 + uuid.uuid4().int % 1_000_000_000
+    return tuple(range(base, base + n))
+
+
+@asynccontextmanager
+async def controlled_worker(
+    tmp_path: Path, settings: Settings, partitions: tuple[int, ...], clock: ManualClock
+) -> AsyncIterator[tuple[StorageWorker, ClusterController, WorkerClient]]:
+    """Worker "a" alone in a cluster of its own, serving ``partitions``, and its controller (not started: the
+    test polls it)."""
+    worker = StorageWorker(
+        WorkerConfig(data_dir=tmp_path, partitions=partitions, port=0, register=False, worker_id="a"),
+        dict.fromkeys(partitions, RECEIPT_KEY),
+        clock=clock,
+    )
+    address = await worker.start(static_roles=False)
+    controller = ClusterController(
+        "a",
+        f"cluster-{uuid.uuid4().hex[:8]}",
+        worker.replicas,
+        address,
+        ReplicaSets.from_settings(settings),
+        None,
+        acks=Acks.LEADER,
+        times=ControllerTimes(lease_ms=LEASE_MS, handover_after_ms=0),
+        clock=clock,
+    )
+    client = WorkerClient(*address, connect_timeout=1.0)
+    try:
+        yield worker, controller, client
+    finally:
+        await client.close()
+        await controller.close()
+        await worker.close()
+
+
+async def answers(client: WorkerClient, partition: int) -> bool:
+    """Whether the worker answers a request on ``partition`` (a count: it writes nothing)."""
+    try:
+        await client.stats(partition, "q", retention_seconds=RETENTION)
+    except NotLeader:
+        return False
+    return True
+
+
+def test_a_wall_clock_stepped_back_does_not_let_a_leader_answer_past_its_lease(
+    tmp_path: Path, aws_settings: Settings
+) -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        (p,) = unique_partitions(1)
+        async with controlled_worker(tmp_path, aws_settings, (p,), clock) as (worker, controller, client):
+            # given worker a claimed partition p (its replica set is created with a alone) and answers on it
+            await controller.poll_once()
+            assert worker.replicas[p].leading_epoch is not None
+            assert await answers(client, p)
+            # when a whole lease passes without a renewal while NTP steps the wall clock back a minute
+            clock.advance(LEASE_MS / 1000)
+            clock.step_wall(-60)
+            # then the leader no longer answers: its window is on the monotonic clock, which the step did not move
+            assert not await answers(client, p)
+            # and the next pass renews the lease (the cadence is monotonic too) and it answers again
+            await controller.poll_once()
+            assert await answers(client, p)
+            assert worker.replicas[p].term.answers_until_ms == answers_until(
+                int(clock.monotonic() * 1000), LEASE_MS
+            )
+
+    asyncio.run(scenario())
+
+
+def test_a_wall_clock_stepped_forward_does_not_cut_a_leaders_window_short(
+    tmp_path: Path, aws_settings: Settings
+) -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        (p,) = unique_partitions(1)
+        async with controlled_worker(tmp_path, aws_settings, (p,), clock) as (_, controller, client):
+            # given worker a leads partition p
+            await controller.poll_once()
+            # when the wall clock jumps a minute ahead, half a lease after the claim
+            clock.advance(LEASE_MS / 2000)
+            clock.step_wall(60)
+            # then the leader still answers until its lease, less the allowance, has passed on its own clock
+            assert await answers(client, p)
+            clock.advance(LEASE_MS / 2000)
+            assert not await answers(client, p)
+
+    asyncio.run(scenario())
