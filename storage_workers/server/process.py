@@ -146,7 +146,7 @@ async def _start_admin(worker: StorageWorker, config: WorkerConfig) -> AdminServ
 
 async def _host(worker: StorageWorker, partition_map: PartitionMap, partition: int) -> PartitionReplica:
     key = await asyncio.to_thread(partition_map.receipt_key, partition)
-    return worker.host(partition, key)
+    return await worker.host(partition, key)
 
 
 def controller_times(settings: Settings) -> ControllerTimes:

@@ -105,10 +105,26 @@ class PartitionReplica:
     # --- the log and the state ------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Lock the partition's log directory, replay its log into the engine and get ready to append."""
+        """Lock the partition's log directory, replay its log into the engine and get ready to append (at
+        start, before the worker serves anything)."""
+        self._lock_directory()
+        engine = self._new_engine()
+        recovered = recover(self.directory, engine.apply)
+        self.engine = engine
+        self._use(recovered)
+
+    async def open_off_loop(self) -> None:
+        """:meth:`open` for a running worker: the replay, which may take seconds for a large log, runs in a
+        thread while the event loop goes on serving the other partitions."""
+        self._lock_directory()
+        engine = self._new_engine()
+        recovered = await asyncio.to_thread(recover, self.directory, engine.apply)
+        self.engine = engine
+        self._use(recovered)
+
+    def _lock_directory(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock.enter_context(locked(self.directory))
-        self._use(recover(self.directory, self.engine.apply))
 
     def _use(self, recovered: RecoveredLog) -> None:
         self.log = wal = LogWriter(
@@ -144,8 +160,12 @@ class PartitionReplica:
             await self.compactor.close()
         if self.log is not None:
             await self.log.close()
-        self.engine = engine = self._new_engine()
-        self._use(await asyncio.to_thread(recover, self.directory, engine.apply))
+        # Filled in a thread and published only when complete: status and metrics read the engine's queues
+        # on the loop meanwhile, and must never see a dictionary that another thread is growing.
+        engine = self._new_engine()
+        recovered = await asyncio.to_thread(recover, self.directory, engine.apply)
+        self.engine = engine
+        self._use(recovered)
         self.diverged = False
 
     def apply(self, record: Record) -> None:

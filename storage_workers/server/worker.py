@@ -51,7 +51,6 @@ from ferrymq.storage.server.replica import PartitionReplica
 log = logging.getLogger(__name__)
 
 
-
 class StorageWorker:
     def __init__(
         self,
@@ -84,6 +83,8 @@ class StorageWorker:
         self._self_client: WorkerClient | None = None
         self._connections: set[Connection] = set()
         self._drops: PendingDropStore | None = None
+        self._opening: dict[int, asyncio.Future[PartitionReplica]] = {}
+        """Replicas being opened by :meth:`host`, so that a second call waits for the same one."""
 
     def _replica(self, partition: int, receipt_key: bytes) -> PartitionReplica:
         replica = PartitionReplica(
@@ -103,14 +104,22 @@ class StorageWorker:
         if observer is not None:
             observer(seconds)
 
-    def host(self, partition: int, receipt_key: bytes) -> PartitionReplica:
+    async def host(self, partition: int, receipt_key: bytes) -> PartitionReplica:
         """Open a replica of ``partition`` on a running worker (a replica set it was just added to); it stands by
-        until its controller gives it a role."""
+        until its controller gives it a role.  A log already in its directory is replayed off the event loop,
+        and the replica is published only once open."""
         replica = self.replicas.get(partition)
         if replica is not None:
             return replica
+        opening = self._opening.get(partition)
+        if opening is None:
+            opening = self._opening[partition] = asyncio.ensure_future(self._open_hosted(partition, receipt_key))
+            opening.add_done_callback(lambda _: self._opening.pop(partition, None))
+        return await asyncio.shield(opening)
+
+    async def _open_hosted(self, partition: int, receipt_key: bytes) -> PartitionReplica:
         replica = self._replica(partition, receipt_key)
-        replica.open()
+        await replica.open_off_loop()
         replica.drops = self._drops
         self.replicas[partition] = replica
         return replica
