@@ -30,6 +30,8 @@ is the rule that allows it; nothing is read first, so no read can go stale betwe
     release      leader = me AND epoch = e                                  lease_until = now
     shrink_isr   leader = me AND epoch = e                                  DELETE isr (members)
     expand_isr   leader = me AND epoch = e AND contains(replicas, m)...     ADD isr (members)
+    leave_isr    epoch = e AND contains(isr, me) AND size(isr) > 1          DELETE isr (me); as the leader
+                 AND (leader = me | leader <> me, as read)                  also lease_until = now
     reassign     epoch = e AND replicas = previous AND leader IN (new)      replicas = new, DELETE isr
                                                                             (previous - new)
 
@@ -37,6 +39,12 @@ is the rule that allows it; nothing is read first, so no read can go stale betwe
 writes back a list it read earlier and so never undoes a concurrent change. DynamoDB has no empty sets,
 and none is needed: the leader is always in the set. ``contains(path, :member)`` tests membership of a
 string set and of a list alike, in DynamoDB and in the project's stand-in.
+
+``leave_isr`` is the one change a follower makes: a replica whose log was damaged and set aside holds less
+than it acknowledged, so it takes itself out of the set before it replicates again (and may then no longer
+be elected); the leader adds it back once it has caught up. Its own leadership, if the item still names it,
+ends with it (the lease runs out now), so another in-sync replica claims at once. The last member never
+leaves: a partition whose only in-sync copy is damaged stays as it is, refused by its worker.
 
 Leases only say when another replica may elect itself; safety comes from epochs, which is why a leader's
 shrink, expand and renewal are fenced by its epoch, not by its lease: a leader whose lease lapsed but whom
@@ -125,6 +133,10 @@ class NotAReplica(CoordinationError):
 
 class LeaderMustStay(CoordinationError):
     """The change would take the leader out of its in-sync set or its replica set."""
+
+
+class LastInSync(CoordinationError):
+    """The only in-sync replica cannot leave the set: no other one holds every acknowledged record."""
 
 
 class _Refused(Exception):
@@ -294,6 +306,35 @@ class ReplicaSets:
                 raise self._not_leader(partition, now, leader_id, epoch) from None
             strangers = sorted(set(members) - set(now.replicas))
             raise NotAReplica(partition, now, f"not replicas: {', '.join(strangers)}") from None
+
+    def leave_isr(self, partition: int, worker_id: str, seen: ReplicaSet, now_ms: int) -> ReplicaSet:
+        """Take ``worker_id`` out of the in-sync set it is in, as ``seen`` (read in the current epoch) shows it,
+        while another member stays; if it is ``seen``'s leader, its lease ends at ``now_ms`` too."""
+        values: dict[str, Any] = {
+            ":me": {"S": worker_id},
+            ":m": {"SS": [worker_id]},
+            ":e": _n(seen.epoch),
+            ":one": _n(1),
+        }
+        update = "DELETE #i :m"
+        condition = "#e = :e AND contains(#i, :me) AND size(#i) > :one"
+        if seen.leader == worker_id:
+            update += " SET #u = :now"
+            values[":now"] = _n(now_ms)
+            condition += " AND #l = :me"
+        else:
+            condition += " AND #l <> :me"
+        try:
+            return self._update(partition, update, condition, values)
+        except _Refused as refused:
+            now = refused.current
+            if now is None:
+                raise NoSuchPartition(partition, None, "no replica set") from None
+            if worker_id not in now.isr:
+                raise NotInSync(partition, now, f"{worker_id} is not in sync") from None
+            if now.epoch != seen.epoch or now.leader != seen.leader:
+                raise Fenced(partition, now, f"changed since epoch {seen.epoch} was read") from None
+            raise LastInSync(partition, now, f"{worker_id} is the last in-sync replica") from None
 
     def reassign(self, partition: int, epoch: int, replicas: Sequence[str], *, previous: Sequence[str]) -> ReplicaSet:
         """Replace the replica set ``previous`` (as the caller read it in ``epoch``) by ``replicas``.
