@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,8 @@ from ferrymq.storage.replication.tail import Frame, TailBuffer
 
 if TYPE_CHECKING:
     from ferrymq.storage.server.connection import Connection
+
+log = logging.getLogger(__name__)
 
 
 def _wall_ms() -> int:
@@ -65,6 +68,8 @@ class LeaderStream:
         """When each follower was last caught up (ms, see ``_note_fetch``); the in-sync ones count as caught up
         at the start of the term, so none is dropped before it had a chance to fetch."""
         self._last_fetch: dict[str, tuple[int, int]] = {}
+        self.lost: set[str] = set()
+        """In-sync followers that lost their copy (see ``_lost_copy``), until the set they leave is taken."""
         """Per follower, the leader's log end and the time (ms) at its previous fetch."""
         self.closed: BaseException | None = None
 
@@ -115,6 +120,8 @@ class LeaderStream:
                 f"fetch from offset {from_offset} (durable {durable_offset}); the leader's log ends at "
                 f"{self.log.end_offset}"
             )
+        if durable_offset < self.tracker.acked.get(replica, 0):
+            self._lost_copy(replica, durable_offset)
         self.tracker.ack(replica, durable_offset)
         self._note_fetch(replica, from_offset)
         tail = self.tail
@@ -124,6 +131,19 @@ class LeaderStream:
         return asyncio.get_running_loop().create_task(
             self._answer_later(conn, request_id, from_offset, max(max_bytes, 1), wait_ms, fail)
         )
+
+    def _lost_copy(self, replica: str, durable_offset: int) -> None:
+        """The follower has less than it acknowledged: its worker set a damaged copy aside and it starts over
+        (having left the item's in-sync set itself first).  What it acknowledged no longer counts, and it
+        leaves this set at the next check, whatever the acks mode, so that it joins again once caught up."""
+        log.warning(
+            "partition %d: %s reports offset %d durable after acknowledging %d: it lost its copy and catches up",
+            self.partition, replica, durable_offset, self.tracker.acked[replica],
+        )
+        self.tracker.acked[replica] = durable_offset
+        self.caught_up_at.pop(replica, None)
+        self._last_fetch.pop(replica, None)
+        self.lost.add(replica)
 
     def _note_fetch(self, replica: str, from_offset: int) -> None:
         """Kafka's rule: a follower is caught up when it fetches from the leader's log end, or from at least
@@ -235,9 +255,10 @@ class LeaderStream:
         behind = must_shrink(
             self.me, tracker.isr, tracker.acked, self.log.end_offset, max_lag_ms, self._now_ms(), self.caught_up_at
         )
+        lost = self.lost & tracker.isr
         if not behind or not acks_satisfied(tracker.acks, tracker.replicas, tracker.isr - behind):
-            return frozenset()
-        return behind
+            return lost
+        return behind | lost
 
     def caught_up(self) -> frozenset[str]:
         """Followers outside the in-sync set that hold every committed record and this term's start."""
@@ -253,6 +274,7 @@ class LeaderStream:
         """The coordination item took a new in-sync set; a follower (re)joining counts as caught up now."""
         for replica in isr - self.tracker.isr:
             self.caught_up_at[replica] = self._now_ms()
+        self.lost &= isr
         self.tracker.set_isr(isr)
 
     def set_replicas(self, replicas: tuple[str, ...]) -> None:
