@@ -10,6 +10,12 @@ What is evaluated: ``Effect``, ``Principal``/``NotPrincipal``, ``Action``/``NotA
 for the request does not apply.  An unknown condition operator makes the whole policy invalid, as in SQS.  An
 explicit Deny always wins over an Allow.
 
+A policy is written by the queue's owner but evaluated, on the event loop, for other accounts' requests, so
+what one may cost is bounded: wildcards are matched by :mod:`ferrymq.metadata.wildcards`, in time linear in
+the value for each pattern (never a backtracking regex, where a few ``*a`` pairs took seconds), and a document
+is held to SQS's quotas whenever it is set (CreateQueue, SetQueueAttributes, AddPermission): 8,192 bytes,
+20 statements, 7 actions in a statement, 50 principals and 10 condition keys in all (``OverLimit``).
+
 The queue's owner account is not subject to its policy (callers check ownership first); some actions are never
 granted to another account, whatever the policy says (:data:`OWNER_ONLY_ACTIONS`).
 """
@@ -27,6 +33,7 @@ from typing import Any
 from ferrymq.errors import InvalidAttributeValue, InvalidParameterValue, OverLimit
 from ferrymq.metadata import policy_conditions
 from ferrymq.metadata.policy_conditions import RequestFacts
+from ferrymq.metadata.wildcards import wildcard_match
 from ferrymq.protocol.decoding import DocumentError, load_document
 
 # SQS's policy quotas.
@@ -198,7 +205,7 @@ def _statement(raw: Any) -> _Statement:
         allow=raw["Effect"] == "Allow",
         principals=principals,
         not_principal=negative,
-        actions=tuple(a.lower() for a in actions),
+        actions=actions,
         not_action=not_action,
         resources=resources,
         not_resource=not_resource,
@@ -220,7 +227,7 @@ class _Statement:
     allow: bool
     principals: tuple[str, ...]
     not_principal: bool
-    actions: tuple[str, ...]  # lower-cased
+    actions: tuple[str, ...]
     not_action: bool
     resources: tuple[str, ...]
     not_resource: bool
@@ -229,12 +236,12 @@ class _Statement:
     tests: tuple[policy_conditions.ConditionTest, ...] = ()
 
     def applies(self, caller: Caller, action: str, resource: str) -> bool:
-        """Whether this statement speaks about ``caller`` doing ``action`` (``sqs:<name>``, lower-case) here."""
+        """Whether this statement speaks about ``caller`` doing ``action`` (``sqs:<name>``) here."""
         if any(_principal_matches(p, caller) for p in self.principals) == self.not_principal:
             return False
-        if any(_matches(a, action) for a in self.actions) == self.not_action:
+        if any(wildcard_match(a, action, ignore_case=True) for a in self.actions) == self.not_action:
             return False
-        return any(_matches(r, resource) for r in self.resources) != self.not_resource
+        return any(wildcard_match(r, resource) for r in self.resources) != self.not_resource
 
 
 def _principal_matches(principal: str, caller: Caller) -> bool:
@@ -246,15 +253,6 @@ def _principal_matches(principal: str, caller: Caller) -> bool:
     if arn is None or arn.group(1) != caller.account:
         return False
     return arn.group(2) == "root" or (caller.user is not None and arn.group(3) == caller.user)
-
-
-@functools.lru_cache(maxsize=4_096)
-def _pattern(glob: str) -> re.Pattern[str]:
-    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob), re.DOTALL)
-
-
-def _matches(glob: str, value: str) -> bool:
-    return glob == "*" or glob == value or _pattern(glob).fullmatch(value) is not None
 
 
 @functools.lru_cache(maxsize=1_024)
@@ -276,7 +274,7 @@ def permits(policy: str | None, caller: Caller, action: str, resource: str,
     action = authorised_as(action)
     if not policy or not action or action in OWNER_ONLY_ACTIONS:
         return False
-    wanted = f"sqs:{action}".lower()
+    wanted = f"sqs:{action}"
     allowed = False
     for statement in _evaluable(policy):
         if not statement.applies(caller, wanted, resource):

@@ -12,7 +12,8 @@ Keys (case-insensitive, as in IAM): ``aws:SourceIp``, ``aws:SecureTransport``, `
 ``aws:EpochTime``, ``aws:PrincipalAccount``, ``aws:PrincipalArn``, ``aws:username``. ``aws:SourceArn`` and
 ``aws:SourceAccount`` are only present when an AWS service sends on a resource's behalf; callers of this
 front end are accounts, so a request never carries them, and neither any other key (they are missing).
-Policy variables (``${aws:username}``) inside values are compared literally.
+Policy variables (``${aws:username}``) inside values are compared literally.  ``StringLike`` and ``ArnLike`` use
+IAM's ``*`` and ``?`` through :mod:`ferrymq.metadata.wildcards`, which never backtracks.
 
 A malformed block (unknown operator, an IP range, date or number that does not parse) raises
 :class:`InvalidCondition`; the policy checker turns it into SQS's error for the whole document.
@@ -21,12 +22,12 @@ A malformed block (unknown operator, an IP range, date or number that does not p
 from __future__ import annotations
 
 import datetime
-import functools
 import ipaddress
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from ferrymq.metadata.wildcards import wildcard_match
 
 Matcher = Callable[[str, Any], bool]
 Parser = Callable[[str], Any]
@@ -72,14 +73,8 @@ class ConditionTest:
 # --- value parsing and matching ------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=4_096)
-def _glob(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
-    text = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.compile(text, re.DOTALL | (re.IGNORECASE if ignore_case else 0))
-
-
 def _string_like(value: str, pattern: str) -> bool:
-    return value == pattern or _glob(pattern).fullmatch(value) is not None
+    return wildcard_match(pattern, value)
 
 
 def _arn_like(value: str, pattern: str) -> bool:

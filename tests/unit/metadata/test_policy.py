@@ -65,6 +65,28 @@ def test_policy_quotas_are_enforced() -> None:
         policy.check_policy(_policy(_allow(principal={"AWS": [f"{i:012d}" for i in range(51)]})))
     with pytest.raises(OverLimit, match="bytes long"):
         policy.check_policy(_policy(_allow(Sid="x" * 9000)))
+    eleven = {"StringLike": {f"aws:Key{i}": "x" for i in range(6)}, "Bool": {f"aws:Flag{i}": "true" for i in range(5)}}
+    with pytest.raises(OverLimit, match="11 conditions were found in the submitted policy, max allowed is 10"):
+        policy.check_policy(_policy(_allow(Condition=eleven)))
+    # and each quota's own limit is still accepted
+    ten = {"StringLike": {f"aws:Key{i}": "x" for i in range(5)}, "Bool": {f"aws:Flag{i}": "true" for i in range(5)}}
+    policy.check_policy(_policy(*[_allow(Condition=ten)], *[_allow() for _ in range(19)]))
+    policy.check_policy(_policy(_allow(principal={"AWS": [f"{i:012d}" for i in range(50)]},
+                                       action=[f"sqs:A{i}" for i in range(7)])))
+
+
+@pytest.mark.timeout(60)
+def test_a_hostile_wildcard_resource_is_decided_without_backtracking() -> None:
+    # given the resource pattern that once held the gateway for seconds, with far more stars
+    queue = "arn:aws:sqs:us-east-1:111111111111:" + "a" * 80
+    hostile = "arn:aws:sqs:us-east-1:111111111111:" + "*a" * 40
+    # then a pattern that cannot match is refused, and one that can is granted
+    assert not policy.permits(_policy(_allow(resource=hostile + "*X")), STRANGER, "SendMessage", queue)
+    assert policy.permits(_policy(_allow(resource=hostile + "*")), STRANGER, "SendMessage", queue)
+    # and so are conditions that compare with wildcards
+    like = {"StringLike": {"aws:PrincipalArn": "*a" * 40 + "*X"}}
+    assert not policy.permits(_policy(_allow(Condition=like)), Caller("222222222222", "a" * 80), "SendMessage",
+                              queue)
 
 
 # --- evaluation ------------------------------------------------------------------------------------------
