@@ -5,11 +5,19 @@ A version 2 frame carries its offset; a version 1 frame does not, so readers cou
 records take offsets 1, 2, ... in order, and epoch 0.  Offsets only grow, within a segment and from one to
 the next, and each version 2 segment starts (``first offset`` in its header) where the one before it ended:
 a segment lost from the middle of the log shows as a gap there instead of passing unnoticed.
+
+What replication streams (:class:`LogReader`) is read in windows from a batch boundary near the offset asked
+for, found in a sparse per-segment index (:class:`SegmentIndex`: one entry per ``INDEX_STEP_BYTES`` of
+batches, noted by the readers as they walk a segment and kept by the log writer for the process's lifetime),
+so a FETCH from any offset reads about what it returns: a segment is walked from its start at most once.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
+import threading
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +26,7 @@ from ferrymq.storage.log import records as codec
 from ferrymq.storage.log.epochs import EpochHistory, EpochRegressed
 from ferrymq.storage.log.format import (
     EPOCHS,
+    HEADER_SIZE,
     RECORD,
     SNAPSHOT,
     VERSION_1,
@@ -67,13 +76,21 @@ class SegmentWalk:
     """
 
     def __init__(
-        self, path: Path, data: bytes | memoryview, header: SegmentHeader, next_offset: int, history: EpochHistory
+        self,
+        path: Path,
+        data: bytes | memoryview,
+        header: SegmentHeader,
+        next_offset: int,
+        history: EpochHistory,
+        start: int | None = None,
     ) -> None:
+        """``start``: where in ``data`` the first batch begins (the header's end when None); a walk from a
+        batch boundary inside a segment takes ``next_offset`` as the walk from the start had it there."""
         self.path = path
         self.header = header
         self.next_offset = next_offset
         self.history = history
-        self.scan = BatchScan(data, header.size, header.version)
+        self.scan = BatchScan(data, header.size if start is None else start, header.version)
 
     @property
     def end(self) -> int:
@@ -175,16 +192,83 @@ class SealedSegments:
         self.finished = True
 
 
+INDEX_STEP_BYTES = 64 * 1024
+"""One index entry per this many bytes of a segment's batches: a read starts at most this far before its offset."""
+READ_WINDOW_BYTES = 256 * 1024
+"""What a reader reads at a time; a batch larger than this is read whole by doubling the window."""
+
+
+class SegmentIndex:
+    """Where batches start in one segment, sparsely: ``(position, next offset there)`` pairs in position order,
+    the first at the header's end.  ``next offset`` is what a walk from the segment's start has as its
+    ``next_offset`` at that position, so a walk may start there instead.  Shared by reader threads."""
+
+    def __init__(self, start: int, first_offset: int) -> None:
+        self._positions = array("q", [start])
+        self._offsets = array("q", [first_offset])
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def seek(self, offset: int) -> tuple[int, int]:
+        """The last noted batch start whose next offset is at or before ``offset``: ``(position, next offset)``."""
+        with self._lock:
+            at = max(bisect.bisect_right(self._offsets, offset) - 1, 0)
+            return self._positions[at], self._offsets[at]
+
+    def note(self, position: int, next_offset: int) -> None:
+        """A batch starts at ``position``, where the walk's next offset is ``next_offset``; kept when it lies at
+        least ``INDEX_STEP_BYTES`` past the last entry."""
+        if position < self._positions[-1] + INDEX_STEP_BYTES:
+            return
+        with self._lock:
+            if position >= self._positions[-1] + INDEX_STEP_BYTES and next_offset >= self._offsets[-1]:
+                self._positions.append(position)
+                self._offsets.append(next_offset)
+
+
+class SegmentIndexes:
+    """The :class:`SegmentIndex` of each segment file, by segment number and inode: compaction renames a new
+    base over a segment number, which has another inode.  A truncation, which may cut a file in place,
+    forgets them all (:meth:`clear`); an index object still held by a reader of the old bytes is then only
+    dropped, never consulted again."""
+
+    def __init__(self) -> None:
+        self._indexes: dict[tuple[int, int], SegmentIndex] = {}
+        self._lock = threading.Lock()
+
+    def get(self, segment: int, inode: int, start: int, first_offset: int) -> SegmentIndex:
+        key = (segment, inode)
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is None:
+                index = self._indexes[key] = SegmentIndex(start, first_offset)
+            return index
+
+    def keep_only(self, segments: set[int]) -> None:
+        """Forget the indexes of segments no longer in the log."""
+        with self._lock:
+            for key in [k for k in self._indexes if k[0] not in segments]:
+                del self._indexes[key]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._indexes = {}
+
+
 class LogReader:
     """The records of a log from an offset on, as ``(epoch, offset, payload bytes)``; an iterator to close
     (or use in a ``with`` block) when done with it early.
 
     It reads the segments as they were when it was made: their files are opened at once, so compaction
     deleting or replacing them meanwhile changes nothing it reads; a segment already compacted by then
-    raises :class:`OffsetCompacted` if it held records asked for.
+    raises :class:`OffsetCompacted` if it held records asked for.  ``bytes_read`` counts what it read.
     """
 
-    def __init__(self, directory: Path, segments: list[SegmentInfo], offset: int) -> None:
+    def __init__(
+        self, directory: Path, segments: list[SegmentInfo], offset: int, indexes: SegmentIndexes | None = None
+    ) -> None:
         start = segments[0].first_offset if segments else 1
         end = segments[-1].end_offset if segments else 1
         if offset < start:
@@ -192,6 +276,8 @@ class LogReader:
         if offset > end:
             raise ValueError(f"offset {offset} is past the end of the log (offset {end})")
         self.offset = offset
+        self.bytes_read = 0
+        self._indexes = indexes if indexes is not None else SegmentIndexes()
         self._closed = False
         self._files: list[tuple[SegmentInfo, Path, int]] = []
         try:
@@ -236,26 +322,68 @@ class LogReader:
     def _read(self) -> Iterator[tuple[int, int, bytes]]:
         try:
             for info, path, fd in list(self._files):
-                data = _pread(fd, info.size)
-                header = read_header(path, data)
+                head = self._pread(fd, min(info.size, HEADER_SIZE), 0)
+                header = read_header(path, head)
                 if header.is_base and header.first_offset > info.first_offset:
                     # Compacted after this reader's caller listed it: what it held is in the snapshot now.
                     if self.offset < header.first_offset:
                         raise OffsetCompacted(f"offset {self.offset} was compacted away while being read")
                     continue
-                walk = SegmentWalk(path, data, header, info.first_offset, EpochHistory())
-                for frame in sealed_frames(walk, data):
+                index = self._indexes.get(info.index, os.fstat(fd).st_ino, header.size, info.first_offset)
+                position, next_offset = index.seek(self.offset)
+                for frame in self._frames(info, path, fd, header, index, position, next_offset):
                     if frame.flags == RECORD and frame.offset >= self.offset:
                         yield frame.epoch, frame.offset, bytes(frame.payload)
         finally:
             self.close()
 
+    def _frames(
+        self,
+        info: SegmentInfo,
+        path: Path,
+        fd: int,
+        header: SegmentHeader,
+        index: SegmentIndex,
+        position: int,
+        next_offset: int,
+    ) -> Iterator[Frame]:
+        """The frames of a segment that was entirely synced, from the batch at ``position`` on, read window by
+        window; damage anywhere in what is read is an error."""
+        history = EpochHistory()
+        window = READ_WINDOW_BYTES
+        while position < info.size:
+            data = self._pread(fd, min(window, info.size - position), position)
+            walk = SegmentWalk(path, data, header, next_offset, history, start=0)
+            batches = walk.batches()
+            while True:
+                start, before = walk.end, walk.next_offset
+                batch = next(batches, None)
+                if batch is None:
+                    break
+                index.note(position + start, before)
+                yield from batch
+            if walk.end == 0:
+                if position + len(data) >= info.size:
+                    whole = self._pread(fd, info.size, 0)
+                    ranges = damage_in(path, whole, position, header.version)
+                    raise DamagedLog(path, ranges, SEALED)
+                window *= 2
+                continue
+            position += walk.end
+            next_offset = walk.next_offset
+            window = READ_WINDOW_BYTES
 
-def _pread(fd: int, size: int) -> bytes:
+    def _pread(self, fd: int, size: int, at: int) -> bytes:
+        data = _pread(fd, size, at)
+        self.bytes_read += len(data)
+        return data
+
+
+def _pread(fd: int, size: int, start: int = 0) -> bytes:
     chunks = []
     at = 0
     while at < size:
-        chunk = os.pread(fd, size - at, at)
+        chunk = os.pread(fd, size - at, start + at)
         if not chunk:
             break
         chunks.append(chunk)

@@ -36,7 +36,7 @@ from ferrymq.storage.engine.records import Record
 from ferrymq.storage.log import records as codec
 from ferrymq.storage.log.epochs import EpochHistory
 from ferrymq.storage.log.format import BASE, RECORD, VERSION, encode_commit, encode_frame
-from ferrymq.storage.log.reading import LogReader, OffsetCompacted
+from ferrymq.storage.log.reading import LogReader, OffsetCompacted, SegmentIndexes
 from ferrymq.storage.log.recovery import RecoveredLog
 from ferrymq.storage.log.segments import SegmentInfo, create_segment, list_segments, open_for_append, write_all
 from ferrymq.storage.log.truncation import cut_after
@@ -115,6 +115,8 @@ class LogWriter:
         self.closed = False
         self.batches = 0
         """Batches written and synced so far (each one fdatasync)."""
+        self.indexes = SegmentIndexes()
+        """Where batches start in each segment, noted by the readers of :meth:`read_from` as they walk."""
 
     def _new_segment(self, index: int) -> int:
         fd = create_segment(self.directory, index, self._next_offset)
@@ -321,7 +323,8 @@ class LogWriter:
         if offset > self._next_offset:
             raise ValueError(f"offset {offset} is past the end of the log (offset {self._next_offset})")
         segments = [dataclasses.replace(s) for s in self.segments]
-        return LogReader(self.directory, segments, min(offset, segments[-1].end_offset))
+        self.indexes.keep_only({s.index for s in segments})
+        return LogReader(self.directory, segments, min(offset, segments[-1].end_offset), self.indexes)
 
     async def truncate_after(self, offset: int) -> None:
         """Cut every record after ``offset``, durably, across segments; the log goes on at ``offset + 1``.
@@ -343,6 +346,8 @@ class LogWriter:
                     raise OffsetCompacted(f"offset {offset} was compacted away while the truncation waited")
                 loop = asyncio.get_running_loop()
                 self.segments = await loop.run_in_executor(self._io, self._cut, offset)
+                # A cut in place keeps the file's inode: what was noted of its batches may no longer hold.
+                self.indexes.clear()
         finally:
             self._truncating = False
         self._next_offset = self._durable_offset = offset + 1
