@@ -238,12 +238,92 @@ def test_a_disabled_or_deleted_key_refuses_send_and_receive_with_sqs_kms_errors(
     expect_error(lambda: sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1), "KMS.InvalidStateException", 400)
 
 
+def _kms_account(stack: Stack) -> str:
+    """The account the stack's own KMS keys live in: the service's, never shown to a tenant."""
+    meta = stack.aws_client("kms").describe_key(KeyId="alias/ferrymq/credentials")["KeyMetadata"]
+    return str(meta["AWSAccountId"])
+
+
 @pytest.mark.parametrize("missing", ["alias/no-such-key", "11111111-2222-3333-4444-555555555555"])
 def test_an_unknown_key_refuses_send_with_kms_not_found(stack_of: Stack, protocol: str, missing: str) -> None:
     sqs = _sqs(stack_of, protocol)
     url, _ = _queue(sqs, "kms-missing", KmsMasterKeyId=missing)
-    expect_error(lambda: sqs.send_message(QueueUrl=url, MessageBody="x"), "KMS.NotFoundException", 400,
-                 json_code="KmsNotFound")
+    refusal = expect_error(lambda: sqs.send_message(QueueUrl=url, MessageBody="x"), "KMS.NotFoundException", 400,
+                           json_code="KmsNotFound", message=missing)
+    # the key is named as the queue names it: not by an ARN in the service's KMS account
+    assert _kms_account(stack_of) not in str(refusal.response), refusal.response
+
+
+def _service_key_forms(stack: Stack, alias: str) -> dict[str, str]:
+    meta = stack.aws_client("kms").describe_key(KeyId=alias)["KeyMetadata"]
+    arn = str(meta["Arn"])
+    return {"alias": alias, "alias-arn": arn.split(":key/")[0] + ":" + alias, "key-id": str(meta["KeyId"]),
+            "key-arn": arn}
+
+
+@pytest.mark.parametrize("form", ["alias", "alias-arn", "key-id", "key-arn"])
+@pytest.mark.parametrize("service_key", ["alias/ferrymq/credentials", "alias/ferrymq/managed-sse"])
+def test_a_service_key_is_accepted_as_an_attribute_but_refused_at_send_with_kms_access_denied(
+    stack_of: Stack, protocol: str, service_key: str, form: str,
+) -> None:
+    # given a queue created, as SQS creates it, with KmsMasterKeyId naming one of the service's own keys
+    sqs = _sqs(stack_of, protocol)
+    named = _service_key_forms(stack_of, service_key)[form]
+    url, _ = _queue(sqs, "kms-service", KmsMasterKeyId=named)
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"])["Attributes"] == {
+        "KmsMasterKeyId": named}
+    # when a message is sent, alone or in a batch, then KMS.AccessDeniedException refuses it, naming the key as named
+    for _ in range(2):  # and again once the refusal is known, without a key to fall back on
+        refusal = expect_error(lambda: sqs.send_message(QueueUrl=url, MessageBody="secret"),
+                               "KMS.AccessDeniedException", 400, json_code="KmsAccessDenied", message=named)
+    expect_error(lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "b"}]),
+                 "KMS.AccessDeniedException", 400, json_code="KmsAccessDenied")
+    if form in ("alias", "key-id"):
+        assert _kms_account(stack_of) not in str(refusal.response), refusal.response
+    # and nothing was stored
+    assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages") is None
+
+
+def test_a_queue_switched_to_a_service_key_is_refused_and_one_switched_back_sends_again(
+    stack_of: Stack, protocol: str,
+) -> None:
+    # given a queue that sends under a customer key, then under SSE-SQS, so data keys of both are held
+    sqs = _sqs(stack_of, protocol)
+    _, alias = _new_key(stack_of)
+    url, _ = _queue(sqs, "kms-switch", KmsMasterKeyId=alias)
+    sqs.send_message(QueueUrl=url, MessageBody="customer")
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"KmsMasterKeyId": ""})
+    sqs.send_message(QueueUrl=url, MessageBody="managed")
+    # when it is switched to the managed key by its ARN (where SSE-SQS's data keys are held), then sends are refused
+    managed_arn = _service_key_forms(stack_of, "alias/ferrymq/managed-sse")["key-arn"]
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"KmsMasterKeyId": managed_arn})
+    expect_error(lambda: sqs.send_message(QueueUrl=url, MessageBody="refused"), "KMS.AccessDeniedException", 400)
+    # and switched back to the customer key, it sends, and every message sent before reads back
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"KmsMasterKeyId": alias})
+    sqs.send_message(QueueUrl=url, MessageBody="again")
+    assert {m["Body"] for m in _receive_all(sqs, url, 3)} == {"customer", "managed", "again"}
+
+
+def test_alias_aws_sqs_encrypts_with_the_managed_key_and_another_accounts_is_refused(
+    stack_of: Stack, protocol: str,
+) -> None:
+    # given queues naming the AWS-managed key of SQS by alias and by the alias ARN of the queue's account
+    sqs = _sqs(stack_of, protocol)
+    url, queue_arn = _queue(sqs, "kms-aws-sqs", KmsMasterKeyId="alias/aws/sqs")
+    _, _, _, region, account, _ = queue_arn.split(":")
+    arn_url, _ = _queue(sqs, "kms-aws-sqs-arn", KmsMasterKeyId=f"arn:aws:kms:{region}:{account}:alias/aws/sqs")
+    # when messages are sent, then they round trip, encrypted
+    for each in (url, arn_url):
+        sqs.send_message(QueueUrl=each, MessageBody="managed for me", MessageAttributes=_attributes("m"))
+        (got,) = _receive_all(sqs, each, 1)
+        assert got["Body"] == "managed for me"
+        assert got["MessageAttributes"]["colour"]["StringValue"] == "attr-m"
+    # and another account's alias/aws/sqs is not the caller's: refused, naming only what the queue names
+    other = f"arn:aws:kms:{region}:999999999999:alias/aws/sqs"
+    other_url, _ = _queue(sqs, "kms-aws-sqs-other", KmsMasterKeyId=other)
+    refusal = expect_error(lambda: sqs.send_message(QueueUrl=other_url, MessageBody="x"),
+                           "KMS.AccessDeniedException", 400, message=other)
+    assert _kms_account(stack_of) not in str(refusal.response), refusal.response
 
 
 def test_a_signing_key_refuses_send_with_kms_invalid_key_usage(stack_of: Stack) -> None:
