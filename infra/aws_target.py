@@ -76,8 +76,16 @@ def write_endpoint_file(settings: Settings, endpoint: str) -> None:
     write_private(standin_dir(settings) / layout.ENDPOINT_FILE, (endpoint + "\n").encode())
 
 
-def remove_endpoint_file(settings: Settings) -> None:
-    (standin_dir(settings) / layout.ENDPOINT_FILE).unlink(missing_ok=True)
+def remove_endpoint_file(settings: Settings, endpoint: str) -> None:
+    """Remove the endpoint file if it still names ``endpoint``, the stand-in its caller started and recorded:
+    a file naming another stand-in belongs to another ``ferrymq up``."""
+    path = standin_dir(settings) / layout.ENDPOINT_FILE
+    try:
+        if path.read_text().strip() != endpoint:
+            return
+    except FileNotFoundError:
+        return
+    path.unlink(missing_ok=True)
 
 
 def running_standin_endpoint(settings: Settings) -> str | None:

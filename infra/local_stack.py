@@ -1,5 +1,8 @@
 """``ferrymq up``: the whole stack on one machine, in the foreground.
 
+One ``up`` per data directory (:mod:`ferrymq.infra.data_dir_lock`): a second is refused before it touches
+anything, and each ``up`` removes only the files it wrote.
+
 Start order: AWS stand-in (unless an endpoint is named), bootstrap of tables/bucket/key, the development
 credential, the replica sets of the storage cluster, its workers (``FERRYMQ_WORKERS``, 3 by default, each
 partition on ``FERRYMQ_REPLICATION_FACTOR`` of them, acknowledged per ``FERRYMQ_ACKS``), the gateway. Then
@@ -41,6 +44,7 @@ from ferrymq.infra.children import (
 )
 from ferrymq.infra.cluster import cluster_layouts, ensure_replica_sets
 from ferrymq.infra.cluster_secret import SECRET_FILE_ENV, ensure_secret_file, with_local_secret
+from ferrymq.infra.data_dir_lock import DataDirInUse, DataDirLock
 from ferrymq.infra.gateway import READY_PREFIX as GATEWAY_READY_PREFIX
 from ferrymq.infra.worker_pool import RESTART_READY_TIMEOUT, WorkerPool
 from ferrymq.private_files import private_dir, restrict_umask, tighten_tree
@@ -165,6 +169,19 @@ def _count(n: int, noun: str) -> str:
 def run_up(settings: Settings, env: Mapping[str, str], out: TextIO | None = None) -> int:
     """Run the stack until a signal (returns 0) or until the stand-in or the gateway fails (returns 1)."""
     out = out or sys.stdout
+    try:
+        # Before anything else: a second `up` must not touch the running one's files or children.
+        data_lock = DataDirLock.acquire(private_dir(settings.data_dir))
+    except (DataDirInUse, OSError) as exc:
+        print(f"ferrymq: {exc}", file=sys.stderr, flush=True)
+        return 1
+    try:
+        return _run_holding_data_dir(settings, env, out)
+    finally:
+        data_lock.release()
+
+
+def _run_holding_data_dir(settings: Settings, env: Mapping[str, str], out: TextIO) -> int:
     stop = _StopRequest()
     previous = {sig: signal.signal(sig, stop.handle) for sig in (signal.SIGTERM, signal.SIGINT)}
     children: list[Child] = []
@@ -182,13 +199,13 @@ def run_up(settings: Settings, env: Mapping[str, str], out: TextIO | None = None
             return 0
         return _supervise(children, pool, stop)
     finally:
-        # Reverse start order: gateway, workers, stand-in.
+        # Reverse start order: gateway, workers, stand-in. Only files this process wrote are removed.
         stack_endpoint.forget(settings)
         stop_all(children[1:] if standin else children)
         pool.stop()
-        if standin:
+        if standin and children:
             stop_all(children[:1])
-            aws_target.remove_endpoint_file(settings)
+            aws_target.remove_endpoint_file(settings, children[0].ready_fields[0])
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

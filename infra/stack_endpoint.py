@@ -2,8 +2,8 @@
 picked a free port (``FERRYMQ_PORT=0``) the way they find its stand-in.
 
 The file holds the gateway's URL and the pid of ``ferrymq up``. It is written once the gateway is ready and
-removed when ``up`` stops; one left behind by an ``up`` that was killed names a pid that no longer runs, and
-is ignored.
+removed when that ``up`` stops (by it alone); one left behind by an ``up`` that was killed names a pid that no
+longer runs, and is ignored.
 """
 
 from __future__ import annotations
@@ -27,6 +27,14 @@ def record(settings: Settings, endpoint: str) -> None:
 
 
 def forget(settings: Settings) -> None:
+    """Remove the file if this process wrote it: one naming another ``up`` is that one's to remove."""
+    try:
+        if int(json.loads(path(settings).read_text())["pid"]) != os.getpid():
+            return
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # unreadable: nobody can use it, whoever wrote it
     path(settings).unlink(missing_ok=True)
 
 

@@ -235,3 +235,28 @@ def test_spark_without_its_packages_says_what_to_install_in_one_line(tmp_path: P
         "(in a checkout: make install-spark)"
     ]
     assert not (tmp_path / "aws").exists()
+
+
+def test_a_second_up_on_the_same_data_dir_is_refused_and_leaves_the_running_stack_alone(tmp_path: Path) -> None:
+    # given a running stack
+    with _up(tmp_path) as up:
+        port = up.url.rsplit(":", 1)[1]
+        gateway_file, standin_file = tmp_path / "gateway.json", tmp_path / "aws" / layout.ENDPOINT_FILE
+        recorded = gateway_file.read_text(), standin_file.read_text()
+        # when `up` runs again on its data directory, on its port (`make up` twice) and on any free one
+        for again_port in (port, "0"):
+            again = _ferrymq(tmp_path, "up", FERRYMQ_PORT=again_port)
+            # then it is refused in one line naming the running one, before it starts anything
+            assert again.returncode == 1
+            assert again.stderr.splitlines() == [
+                f"ferrymq: another ferrymq up (pid {up.process.pid}) is running on {tmp_path}: stop it first, or "
+                "give this one another FERRYMQ_DATA_DIR"
+            ]
+        # and the running stack's files are untouched, so the admin commands still find it
+        assert (gateway_file.read_text(), standin_file.read_text()) == recorded
+        status = _ferrymq(tmp_path, "cluster", "status", "--json")
+        assert status.returncode == 0, status.stderr
+        assert len(json.loads(status.stdout)["workers"]) == 3
+        listed = _ferrymq(tmp_path, "queues", "list")
+        assert listed.returncode == 0, listed.stderr
+        assert up.process.poll() is None
