@@ -298,6 +298,9 @@ class ClusterController:
         return rs
 
     async def _act(self, partition: int, replica: Replica, rs: ReplicaSet | None) -> None:
+        if getattr(replica, "refusing", False):
+            # Its log is damaged and no replica could replace it: it neither claims nor follows (server.damage).
+            return
         if rs is None or self.me not in rs.replicas:
             await replica.stand_by("this worker holds no replica of it")
             return
