@@ -127,7 +127,7 @@ class Dispatcher:
         op: Callable[[WorkerClient], Awaitable[T]],
         *,
         idempotent: bool,
-        resend: Callable[[WorkerClient, int], Awaitable[T]] | None = None,
+        resend: Callable[[WorkerClient], Awaitable[T]] | None = None,
         partition: int | None = None,
     ) -> T:
         """Run ``op`` against the worker leading the queue's partition (``partition``: one of its shards'),
@@ -136,14 +136,14 @@ class Dispatcher:
         A worker that answers NotLeader, or cannot be reached, did nothing: the leader is looked up again and
         the request goes to it, until ``failover_seconds`` have passed.  When the outcome is unknown (a
         timeout, a lost connection, a leader that stepped down before committing) an idempotent operation is
-        retried the same way; a send is retried as ``resend(client, since_ms)``, which the worker turns into
-        the first attempt's result for the messages that attempt stored; anything else is answered
+        retried the same way; a send is retried as ``resend(client)``, with the same message ids, which the
+        worker turns into the first attempt's result for the messages that attempt stored (by id: no clock of
+        this front end is compared with the workers'); anything else is answered
         ServiceUnavailable (SQS clients retry a 503).  After a timeout the same worker is never asked again:
         it would only make the caller wait out a second deadline.
         """
         if partition is None:
             partition = queue.partition
-        first_attempt_ms = int(self._clock.now() * 1000)
         deadline = self._clock.monotonic() + self._failover_seconds
         pause = _FIRST_PAUSE_SECONDS
         attempt = op
@@ -167,7 +167,7 @@ class Dispatcher:
                 if sent and not isinstance(exc, (NotLeader, WorkerUnreachable)):
                     # The outcome is unknown: only what can be repeated safely is.
                     if resend is not None and not idempotent:
-                        attempt = _resending(resend, first_attempt_ms - _CLOCK_ALLOWANCE_MS)
+                        attempt = resend
                     elif not idempotent:
                         raise
                     if isinstance(exc, WorkerTimeout):
@@ -186,16 +186,16 @@ class Dispatcher:
         op: Callable[[WorkerClient, int, str], Awaitable[T]],
         *,
         idempotent: bool,
-        resend: Callable[[WorkerClient, int, str, int], Awaitable[T]] | None = None,
+        resend: Callable[[WorkerClient, int, str], Awaitable[T]] | None = None,
     ) -> T:
         """:meth:`call` for shard ``index`` of the queue: ``op(worker, partition, storage id)``, and
-        ``resend(worker, partition, storage id, since_ms)``."""
+        ``resend(worker, partition, storage id)``."""
         partition, queue_id = queue.shards[index].partition, queue.storage_id(index)
         return await self.call(
             queue,
             lambda w: op(w, partition, queue_id),
             idempotent=idempotent,
-            resend=None if resend is None else (lambda w, since: resend(w, partition, queue_id, since)),
+            resend=None if resend is None else (lambda w: resend(w, partition, queue_id)),
             partition=partition,
         )
 
@@ -223,14 +223,3 @@ class Dispatcher:
 
 _FIRST_PAUSE_SECONDS = 0.05
 _MAX_PAUSE_SECONDS = 0.5
-_CLOCK_ALLOWANCE_MS = 2_000
-"""How far the workers' clocks (which stamp sent messages) may be behind this front end's."""
-
-
-def _resending(
-    resend: Callable[[WorkerClient, int], Awaitable[T]], since_ms: int
-) -> Callable[[WorkerClient], Awaitable[T]]:
-    async def attempt(client: WorkerClient) -> T:
-        return await resend(client, since_ms)
-
-    return attempt

@@ -183,21 +183,22 @@ class Engine(MoveTaskRequests):
         messages: Sequence[Sequence[Any]],
         retention_seconds: int,
         *,
-        resend_since: int | None = None,
+        resend: bool = False,
     ) -> int:
         """Store messages of a standard queue given as ``(id, body, attrs, md5_body, md5_attrs, delay, system)``;
         returns their sent_ts.
 
-        ``resend_since`` (ms) marks a resend of a send whose outcome the caller does not know (its leader
-        stepped down, or timed out): a message of that id sent at or after that time, held still or already
-        deleted by a consumer (:meth:`QueueState.stored_since`), was stored by the first attempt and is not
-        stored again.  The check costs what the queue took in since the first attempt, not its depth.
+        ``resend`` marks a resend of a send whose outcome the caller does not know (its leader stepped down,
+        or timed out), with the first attempt's message ids: an id a plain send stored within the resend
+        horizon, held still or already deleted by a consumer (:meth:`QueueState.sent_recently`), was stored by
+        the first attempt and is not stored again.  Only ids are compared, never the caller's clock with
+        this worker's.
         """
         now = self.now_ms()
-        if resend_since is not None and messages:
+        if resend and messages:
             q = self.partition.queues.get(queue_id)
             if q is not None:
-                stored = q.stored_since({m[0] for m in messages}, resend_since)
+                stored = q.sent_recently({m[0] for m in messages})
                 messages = [m for m in messages if m[0] not in stored]
         if not messages:
             return now

@@ -24,6 +24,11 @@ Besides messages a queue keeps ``recent`` (ids of messages stored through the id
 and new from then on), ``gone`` (ids of plain messages removed within ``ferrymq.limits.RESEND_HORIZON_MS``
 of being sent: a resend of a send whose outcome its front end never learned must not store again what a
 consumer already deleted) and ``tasks`` (its message move tasks, :mod:`.tasks`).
+
+A resend is answered by message id alone (:meth:`QueueState.sent_recently`), never by comparing a time the
+front end gives with times the workers stamped: the clocks of two machines need not agree.  The horizon is
+measured on the queue's own record timeline (``last_sent_ts``, the latest time a plain send was stored, which
+never goes back), so replaying the log remembers exactly what the leader remembered.
 """
 
 from __future__ import annotations
@@ -268,21 +273,30 @@ class QueueState:
                 break
             del gone[oldest]
 
-    def stored_since(self, ids: set[str], since: int) -> set[str]:
-        """Which of ``ids`` the queue was sent at or after ``since`` (ms), whether it still holds them or they
-        were removed since.  Only the messages sent since are looked at, newest first."""
-        found = {i for i in ids if self.gone.get(i, -1) >= since}
-        msgs = self.msgs
+    def sent_recently(self, ids: set[str]) -> set[str]:
+        """Which of ``ids`` a plain send stored within the resend horizon, whether the queue still holds them
+        or they were removed since (``gone``).  Held messages are looked at newest first, back to the horizon
+        before the last plain send: what a resend costs is what the queue took in over the horizon, not its
+        depth.  (Messages handed over keep an older ``sent_ts``; they are stored by id in ``recent``, never
+        resent as plain sends, and are skipped rather than ending the walk.)"""
+        gone = self.gone
+        found = {i for i in ids if i in gone}
+        if len(found) == len(ids):
+            return found
+        horizon = self.last_sent_ts - RESEND_HORIZON_MS
+        msgs, recent = self.msgs, self.recent
         for seq in reversed(self.order):
-            if len(found) == len(ids):
-                break
             m = msgs.get(seq)
             if m is None:
                 continue
-            if m.sent_ts < since:
+            if m.sent_ts < horizon:
+                if m.id in recent:
+                    continue
                 break
             if m.id in ids:
                 found.add(m.id)
+                if len(found) == len(ids):
+                    break
         return found
 
     def hold(self, m: Message, until: int, state: int) -> None:

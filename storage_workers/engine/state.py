@@ -154,7 +154,8 @@ class PartitionState:
     def _apply_sent(self, record: Record) -> None:
         _, queue_id, ts, seq, items = record
         q = self._queue(queue_id)
-        q.last_sent_ts = ts
+        # The queue's timeline never goes back, even when a new leader's clock is behind the last one's.
+        q.last_sent_ts = max(q.last_sent_ts, ts)
         before = q.live_bytes
         for message_id, body, attrs, md5_body, md5_attrs, delay, system in items:
             m = Message(seq, message_id, body, attrs, md5_body, md5_attrs, system, ts, ts + delay * 1000, 0, 0)
@@ -278,7 +279,10 @@ class PartitionState:
             if q.recent:
                 q.forget_resends(now)
             if q.gone:
-                q.forget_gone(now - RESEND_HORIZON_MS)
+                # Removals age on the queue's record timeline (``QueueState._remember_gone``); this only frees
+                # queues nobody sends to any more, so it waits a second horizon in case this worker's clock
+                # runs ahead of the one that stamped them.
+                q.forget_gone(now - 2 * RESEND_HORIZON_MS)
             if isinstance(q, FifoQueue) and q.attempts:
                 q.sweep_attempts(now)
             if q.is_idle():

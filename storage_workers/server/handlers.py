@@ -91,11 +91,12 @@ class Handlers:
     def send(self, conn: Connection, request_id: int, args: Any) -> list:
         queue_id, messages, retention = args[0], args[1], args[2]
         fifo = bool(args[3]) if len(args) > 3 else False
-        resend_since = args[4] if len(args) > 4 else None
-        if resend_since is not None and type(resend_since) is not int:
-            raise TypeError("resend_since is an integer")
+        resend = args[4] if len(args) > 4 else False
+        # A front end of before sends the time of its first attempt instead of true: a resend as well.
+        if type(resend) not in (bool, int):
+            raise TypeError("resend is a boolean")
         if check_send(queue_id, messages, retention, fifo):
-            sent_ts = self.engine.send(queue_id, messages, retention, resend_since=resend_since)
+            sent_ts = self.engine.send(queue_id, messages, retention, resend=resend is not False)
             self.long_polls.wake(queue_id)
             return [[m[0], sent_ts] for m in messages]
         incoming = [(*m[:7], *m[7:9], _origin(m[9])) if len(m) > 7 else (*m, None, None, None) for m in messages]

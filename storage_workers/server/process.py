@@ -16,6 +16,7 @@ from ferrymq.aws.partitions import RECEIPT_KEY_BYTES, PartitionMap
 from ferrymq.aws.queue_store import QueueStore
 from ferrymq.aws.replica_sets import ReplicaSets
 from ferrymq.aws.workers import WorkerRegistry
+from ferrymq.clock import SystemClock
 from ferrymq.errors import SqsError
 from ferrymq.orphan_watch import wait_until_orphaned
 from ferrymq.replication_rules import Acks
@@ -62,7 +63,11 @@ async def run_worker(
     except SqsError as exc:
         log.error("could not read the partitions' receipt keys: %s", exc.__cause__ or exc.message)
         return 1
-    worker = StorageWorker(config, receipt_keys, peers=ClusterPeers.from_settings(settings))
+    clock = SystemClock(settings.worker_clock_skew_ms / 1000)
+    if settings.worker_clock_skew_ms:
+        log.warning("this worker's wall clock is set %d ms off the system's (a test of clock skew)",
+                    settings.worker_clock_skew_ms)
+    worker = StorageWorker(config, receipt_keys, clock=clock, peers=ClusterPeers.from_settings(settings))
     try:
         worker.open()
         host, port = await worker.start(static_roles=partition_map is None)
@@ -91,6 +96,7 @@ async def run_worker(
             WorkerRegistry.from_settings(settings),
             acks=Acks(settings.acks),
             times=controller_times(settings),
+            clock=clock,
             host=lambda partition: _host(worker, partition_map, partition),
             replication_address=(host, config.replication_port) if config.replication_port else None,
             admin_address=admin.address if admin is not None else None,

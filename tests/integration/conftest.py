@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,9 +111,11 @@ def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..
         port: int = 0,
         extra_args: Sequence[str] = (),
         behind_parent: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> WorkerProcess:
-        """Start a worker; with ``behind_parent`` as the child of a parent process of its own session, so that
-        the parent can die alone and the worker, orphaned, still goes with the session at the end."""
+        """Start a worker (``env``: settings added to its environment); with ``behind_parent`` as the child of a
+        parent process of its own session, so that the parent can die alone and the worker, orphaned, still
+        goes with the session at the end."""
         log_path = tmp_path / f"{worker_id}-{len(started)}.stderr"
         held = partitions if partitions is not None else (partition,)
         if "--no-register" not in extra_args:
@@ -134,7 +136,7 @@ def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..
                     *extra_args,
                 ],
                 cwd=REPO,
-                env=worker_env(aws_settings),
+                env={**worker_env(aws_settings), **(env or {})},
                 stdout=subprocess.PIPE,
                 stderr=err,
                 start_new_session=behind_parent,

@@ -195,11 +195,9 @@ async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str
         async def op(worker: WorkerClient, partition: int, queue_id: str) -> list[dict]:
             return await worker.send(partition, queue_id, batch, retention_seconds=retention, fifo=fifo)
 
-        async def resend(worker: WorkerClient, partition: int, queue_id: str, since_ms: int) -> list[dict]:
+        async def resend(worker: WorkerClient, partition: int, queue_id: str) -> list[dict]:
             # The same message ids: what the first attempt stored is not stored twice.
-            return await worker.send(
-                partition, queue_id, batch, retention_seconds=retention, fifo=fifo, resend_since=since_ms
-            )
+            return await worker.send(partition, queue_id, batch, retention_seconds=retention, fifo=fifo, resend=True)
 
         # FIFO sends are idempotent by message id at the worker; standard ones when resent as such.
         stored = await ctx.services.dispatcher.on_shard(queue, index, op, idempotent=fifo, resend=resend)

@@ -382,13 +382,12 @@ def test_a_resend_after_an_unknown_outcome_stores_only_what_the_first_attempt_di
 ) -> None:
     # given a send of two messages whose outcome the front end never learned (it was stored), and later ones
     first = [message("a"), message("b")]
-    before = engine.now_ms()
     engine.send(Q, first, RETENTION)
     clock.advance(1)
     engine.send(Q, [message("c")], RETENTION)
-    # when it is resent with the same ids, naming the time of the first attempt, plus one message it lacked
+    # when it is resent with the same ids, plus one message it lacked
     fresh = message("d")
-    engine.send(Q, [*first, fresh], RETENTION, resend_since=before)
+    engine.send(Q, [*first, fresh], RETENTION, resend=True)
     # then only the new one is stored: no copy of what the first attempt stored
     assert sorted(m["body"] for m in receive(engine)) == ["a", "b", "c", "d"]
 
@@ -399,14 +398,13 @@ def test_a_resend_does_not_bring_back_what_the_first_attempt_stored_and_a_consum
     # given a send whose outcome its front end never learned, stored, then received and deleted by a consumer
     # before the front end resent it to the partition's next leader
     first = [message("a"), message("b")]
-    before = engine.now_ms()
     engine.send(Q, first, RETENTION)
     clock.advance(2)
     got = receive(engine)
     assert engine.delete(Q, [m["receipt"] for m in got]) == [None, None]
     # when the resend comes
     clock.advance(3)
-    engine.send(Q, first, RETENTION, resend_since=before)
+    engine.send(Q, first, RETENTION, resend=True)
     # then nothing is stored again: the deleted messages do not come back
     assert receive(engine) == []
     assert stats(engine) == (0, 0, 0)
@@ -421,16 +419,21 @@ def test_removed_ids_are_remembered_only_within_the_resend_horizon(engine: Engin
     engine.delete(Q, [m["receipt"] for m in receive(engine)])
     # then only the first is remembered, and only until the horizon has passed
     assert list(engine.queues[Q].gone) == [soon[0]]
+    # (a sweep, timed by this worker's clock and not the records', waits a second horizon)
     clock.advance(RESEND_HORIZON_MS / 1000 + 1)
+    engine.sweep()
+    assert list(engine.queues[Q].gone) == [soon[0]]
+    clock.advance(RESEND_HORIZON_MS / 1000)
     engine.sweep()
     assert Q not in engine.queues
 
 
-def test_a_resend_looks_only_at_messages_sent_since_the_time_it_names(engine: Engine, clock: ManualClock) -> None:
-    # given a message sent long before the time a resend names
+def test_a_resend_looks_only_at_messages_sent_within_the_horizon(engine: Engine, clock: ManualClock) -> None:
+    # given a message sent longer than the resend horizon before the queue's last send
     old = message("old")
     engine.send(Q, [old], RETENTION)
-    clock.advance(60)
-    # when a resend names a later time, then a message of that id is not recognised as its first attempt
-    engine.send(Q, [old], RETENTION, resend_since=engine.now_ms() - 1_000)
-    assert sorted(m["body"] for m in receive(engine)) == ["old", "old"]
+    clock.advance(RESEND_HORIZON_MS / 1000 + 1)
+    engine.send(Q, [message("new")], RETENTION)
+    # when a resend names its id, then it is not recognised as its first attempt (the walk stops at the horizon)
+    engine.send(Q, [old], RETENTION, resend=True)
+    assert sorted(m["body"] for m in receive(engine)) == ["new", "old", "old"]

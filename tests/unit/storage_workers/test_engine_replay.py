@@ -93,7 +93,7 @@ def test_removed_ids_survive_a_snapshot() -> None:
     restored = Engine.replay(clock, [codec.decode(codec.encode(r)) for r in engine.snapshot()], receipt_key=RECEIPT_KEY)
     # then a resend of them still stores nothing
     assert restored.meta_state() == engine.meta_state()
-    restored.send("q", [["id-1", "b", {}, "md5", None, 0, {}]], RETENTION, resend_since=engine.now_ms() - 1000)
+    restored.send("q", [["id-1", "b", {}, "md5", None, 0, {}]], RETENTION, resend=True)
     assert restored.stats("q", RETENTION) == (0, 0, 0)
 
 

@@ -17,8 +17,13 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    def __init__(self, skew_seconds: float = 0.0) -> None:
+        """``skew_seconds`` offsets the wall clock (tests of clock skew between machines,
+        ``FERRYMQ_WORKER_CLOCK_SKEW_MS``); the monotonic clock has no meaning across machines and is not offset."""
+        self._skew = skew_seconds
+
     def now(self) -> float:
-        return time.time()
+        return time.time() + self._skew
 
     def monotonic(self) -> float:
         return time.monotonic()

@@ -140,6 +140,9 @@ class Settings:
     replica_max_lag_seconds: float = 2.0
     # Leadership goes back to a partition's preferred replica once it has been in sync this long (0: never).
     leader_handover_seconds: float = 10.0
+    # For testing only: storage workers read their wall clock this many ms off the system's (negative: behind),
+    # to show that no decision depends on the clocks of two machines agreeing. Never set in production.
+    worker_clock_skew_ms: int = 0
 
     # Usage records (ferrymq.usage): buffered, flushed every N seconds or M records, spooled to disk while the
     # bucket is unreachable. With a Firehose stream named, records go there instead of straight to S3.
@@ -313,6 +316,7 @@ class Settings:
             cluster_secret=_cluster_secret(env),
             replica_max_lag_seconds=float(get("REPLICA_MAX_LAG_SECONDS", str(defaults.replica_max_lag_seconds))),
             leader_handover_seconds=float(get("LEADER_HANDOVER_SECONDS", str(defaults.leader_handover_seconds))),
+            worker_clock_skew_ms=int(get("WORKER_CLOCK_SKEW_MS", str(defaults.worker_clock_skew_ms))),
             usage_enabled=get("USAGE_ENABLED", "1").lower() not in ("0", "false", "no", "off"),
             usage_flush_seconds=float(get("USAGE_FLUSH_SECONDS", str(defaults.usage_flush_seconds))),
             usage_flush_records=int(get("USAGE_FLUSH_RECORDS", str(defaults.usage_flush_records))),

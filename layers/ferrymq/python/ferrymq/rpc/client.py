@@ -275,7 +275,7 @@ class WorkerClient:
         *,
         retention_seconds: int,
         fifo: bool = False,
-        resend_since: int | None = None,
+        resend: bool = False,
     ) -> list[dict]:
         """Store messages; each result is ``{"id", "sent_ts"}``, plus ``"seq"`` (FIFO) and ``"duplicate"`` (FIFO or
         handed-over messages).
@@ -283,8 +283,8 @@ class WorkerClient:
         FIFO messages carry ``"group"`` and ``"dedup_id"``.  A message may carry ``"origin"`` (see the codec) when
         it is handed over from another queue.  FIFO and handed-over messages are stored idempotently by id: a
         resend within five minutes stores nothing and gets the original's result, with ``"duplicate": True``.
-        Plain messages of a standard queue are checked only when ``resend_since`` (ms) says this repeats a send
-        made since then whose outcome is unknown: those the queue holds by id are not stored again.
+        Plain messages of a standard queue are checked only when ``resend`` says this repeats a send whose
+        outcome is unknown: those the worker stored within the resend horizon, by id, are not stored again.
         """
         wire = []
         extended = fifo
@@ -303,10 +303,10 @@ class WorkerClient:
                 extended = True
             wire.append(row)
         args: list[Any] = [partition, queue_id, wire, retention_seconds]
-        if extended or resend_since is not None:
+        if extended or resend:
             args.append(fifo)
-        if resend_since is not None and not extended:
-            args.append(resend_since)
+        if resend and not extended:
+            args.append(True)
         rows = await self._call(Op.SEND, args)
         out: list[dict] = []
         for row in rows:

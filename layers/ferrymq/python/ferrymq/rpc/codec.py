@@ -48,7 +48,7 @@ def unpack_error(data: bytes) -> SqsError:
 #   PING               []                                                    {"worker_id", "partitions":
 #                                                                             {"<partition>": {...}}, ...}
 #   SEND               [partition, queue_id, [SENT_MESSAGE...],              standard: [[id, sent_ts], ...]
-#                       retention_seconds [, fifo [, resend_since]]]         FIFO or handed over:
+#                       retention_seconds [, fifo [, resend]]]               FIFO or handed over:
 #                                                                            [[id, sent_ts, seq, duplicate], ...]
 #   RECEIVE            [partition, queue_id, max_messages,                   [RECEIVED_MESSAGE...] (standard) or
 #                       visibility_timeout, wait_seconds,                    [FIFO_RECEIVED_MESSAGE...] (FIFO)
@@ -69,7 +69,10 @@ def unpack_error(data: bytes) -> SqsError:
 #   SNAPSHOT           [partition, replica, epoch, chunk]                    [offset, epoch, [[epoch, first],
 #                                                                            ...], chunks, [payload, ...]]
 #
-# ``resend_since`` (ms) marks a standard send that repeats one whose outcome is unknown (see Engine.send).
+# ``resend`` (true) marks a standard send that repeats one whose outcome is unknown, with the same message
+# ids; the worker skips the ids it stored within the resend horizon (see Engine.send).  No time travels with
+# it: the two machines' clocks need not agree.  (Version 1 sent the first attempt's time here, an integer,
+# which workers still take as true.)
 # FETCH, OFFSET_FOR_EPOCH and SNAPSHOT are the replication stream's (ferrymq.storage.replication).
 #
 # A SENT_MESSAGE is SENT_MESSAGE_FIELDS, optionally followed by HANDOVER_FIELDS: ``group`` and ``dedup_id``
