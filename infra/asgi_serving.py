@@ -58,6 +58,18 @@ def _graceful_signals() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, deaf to the signals in ``ignored``."""
+
+    def __init__(self, config: uvicorn.Config, ignored: frozenset[int]) -> None:
+        super().__init__(config)
+        self._ignored = ignored
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if sig not in self._ignored:
+            super().handle_exit(sig, frame)
+
+
 async def _stop_when_orphaned(server: uvicorn.Server, parent_pid: int) -> None:
     if await wait_until_orphaned(parent_pid, lambda: server.should_exit):
         server.should_exit = True
@@ -80,8 +92,12 @@ async def _serve_and_announce(server: uvicorn.Server, sock: socket.socket, ready
 
 def serve_asgi(app: Any, sock: socket.socket, ready_line: str, lifespan: LifespanMode = "auto",
                parent_pid: int | None = None, *, http_protocol: type[asyncio.Protocol] | None = None,
-               tls_files: tuple[Path, Path] | None = None, keep_alive_seconds: float = 5.0) -> None:
+               tls_files: tuple[Path, Path] | None = None, keep_alive_seconds: float = 5.0,
+               ignore_sigint: bool = False) -> None:
     """Serve ``app`` on ``sock`` until SIGTERM/SIGINT, or until ``parent_pid`` is no longer the parent.
+
+    With ``ignore_sigint`` only SIGTERM (or the parent's end) stops it: a terminal's Ctrl-C reaches the whole
+    process group, and a service the others still need on their way out must wait for its supervisor's SIGTERM.
 
     ``ready_line`` is printed once serving. ``http_protocol`` replaces uvicorn's httptools protocol (the
     gateway's adds limits, infra/http_protocol.py); ``tls_files`` (certificate, key) serve HTTPS.  WebSocket
@@ -107,6 +123,6 @@ def serve_asgi(app: Any, sock: socket.socket, ready_line: str, lifespan: Lifespa
         ssl_certfile=str(tls_files[0]) if tls_files else None,
         ssl_keyfile=str(tls_files[1]) if tls_files else None,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config, frozenset({signal.SIGINT}) if ignore_sigint else frozenset())
     with _graceful_signals(), asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(_serve_and_announce(server, sock, ready_line, parent_pid))

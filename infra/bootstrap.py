@@ -82,6 +82,13 @@ def _wait_for_table(dynamodb: Any, name: str, timeout: float = 60.0) -> None:
 
 
 def ensure_bucket(s3: Any, name: str, region: str) -> None:
+    # Asked first: CreateBucket on a bucket one owns succeeds in us-east-1, so its answer cannot say "created".
+    try:
+        s3.head_bucket(Bucket=name)
+        return
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] not in ("404", "NoSuchBucket"):
+            raise
     try:
         if region == "us-east-1":
             s3.create_bucket(Bucket=name)

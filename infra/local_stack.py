@@ -12,9 +12,10 @@ in reverse order (SIGTERM, then SIGKILL after a timeout) and returns 0; a stand-
 its own is reported, the rest are stopped, and the return value is 1.
 
 All children share this process's process group, so ``kill -9 -PGID`` takes the whole stack down at once,
-and a terminal's Ctrl-C reaches every process together; each stops cleanly on its own and this process
-then collects them. Should this process die alone, the stand-in, the workers and the gateway notice
-(``--parent-pid``) and stop cleanly too.
+and a terminal's Ctrl-C reaches every process together: the gateway and the workers stop cleanly on their
+own, while the stand-in ignores it and is stopped last, by this process, once they have made their last
+writes to it (usage records, metrics, leases). Should this process die alone, the stand-in, the workers and
+the gateway notice (``--parent-pid``) and stop cleanly too.
 """
 
 from __future__ import annotations

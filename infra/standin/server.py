@@ -85,7 +85,7 @@ def serve(host: str, port: int, data_dir: Path, key_pair: KeyPair,
           journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES, parent_pid: int | None = None,
           ttl_sweep_seconds: float = DEFAULT_INTERVAL_SECONDS) -> None:
     """Recover state from ``data_dir``, serve requests signed with ``key_pair`` until SIGTERM/SIGINT (or
-    ``parent_pid`` is gone), then snapshot.
+    ``parent_pid`` is gone; with a parent, SIGINT is left to it), then snapshot.
 
     Expired items of DynamoDB tables with TTL enabled are deleted every ``ttl_sweep_seconds``
     (:mod:`ferrymq.infra.standin.ttl_sweeper`)."""
@@ -99,8 +99,10 @@ def serve(host: str, port: int, data_dir: Path, key_pair: KeyPair,
         sweeper.start()
         try:
             app = StandinAsgiApp(durable, executor, RequestVerifier(key_pair))
+            # Under `up` (a parent to watch) the stand-in stops last, on up's SIGTERM, not on a Ctrl-C that reaches
+            # the gateway and the workers too: they still write their last usage, metrics and leases to it.
             asgi_serving.serve_asgi(app, sock, f"{READY_PREFIX} {asgi_serving.socket_url(sock)}", lifespan="off",
-                                    parent_pid=parent_pid)
+                                    parent_pid=parent_pid, ignore_sigint=parent_pid is not None)
         finally:
             sock.close()
             sweeper.stop()

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
+from ferrymq.infra.aws_target import admin_target
+from ferrymq.settings import Settings
 from tests.e2e.conftest import Stack
 from tests.support.processes import group_members
 from tests.support.sqs_clients import sqs_client
@@ -34,18 +40,40 @@ def _stack_processes(stack: Stack) -> list[str]:
     return [" ".join(argv) for argv in group_members(stack.process.pid).values()]
 
 
-def test_a_stack_of_three_partitions_runs_a_cluster_of_three_workers_each_leading_one(tmp_path: Path) -> None:
-    # given `ferrymq up` with three partitions (three workers, replication factor 3 by default)
-    stack = Stack(tmp_path / "ferrymq", {"FERRYMQ_PARTITIONS": "3"})
+def _usage_request_ids(stack: Stack) -> set[str]:
+    """The request ids of the usage records in the stack's bucket, read with the stack stopped (through a stand-in
+    started for the moment on its data directory, as an admin command would)."""
+    with admin_target(Settings(data_dir=stack.data_dir), stack.env) as target:
+        env = {**stack.env, **target.environment}
+        s3 = boto3.client("s3", endpoint_url=target.endpoint, region_name=stack.region,
+                          aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                          config=Config(s3={"addressing_style": "path"}))
+        bucket = stack.env.get("FERRYMQ_USAGE_BUCKET", Settings().usage_bucket)
+        ids = set()
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="usage/v1/"):
+            for item in page.get("Contents", ()):
+                body = gzip.decompress(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read())
+                ids |= {json.loads(line)["request_id"] for line in body.splitlines()}
+        return ids
+
+
+def test_a_stack_of_three_partitions_runs_a_cluster_of_three_workers_each_leading_one_and_stops_quietly(
+    tmp_path: Path,
+) -> None:
+    # given `ferrymq up` with three partitions (three workers, replication factor 3 by default), its usage records
+    # uploaded only when it stops
+    stack = Stack(tmp_path / "ferrymq", {"FERRYMQ_PARTITIONS": "3", "FERRYMQ_USAGE_FLUSH_SECONDS": "3600"})
     try:
         stack.start()
         client = sqs_client(stack.endpoint, "json")
         # when forty queues are made (queue ids spread over the partitions: each partition gets some but with
         # odds below one in a million), and each gets a message
         workers = [c for c in _stack_processes(stack) if "ferrymq.storage" in c]
+        sent = set()
         for i in range(40):
             url = client.create_queue(QueueName=f"spread-{i}")["QueueUrl"]
-            client.send_message(QueueUrl=url, MessageBody=f"body {i}")
+            sent.add(client.send_message(QueueUrl=url, MessageBody=f"body {i}")["ResponseMetadata"]["RequestId"])
             got = client.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
             # then every message comes back from its queue
             assert [m["Body"] for m in got] == [f"body {i}"]
@@ -63,5 +91,15 @@ def test_a_stack_of_three_partitions_runs_a_cluster_of_three_workers_each_leadin
             2: "worker-2",
         }
         assert all(sorted(p["isr"]) == ["worker-0", "worker-1", "worker-2"] for p in status["partitions"])
+
+        # when Ctrl-C reaches the whole stack at once, as in the terminal of `make up`
+        assert stack.process is not None
+        os.killpg(stack.process.pid, signal.SIGINT)
+        # then it stops cleanly, in dependency order: nothing warns, and the last usage records reached S3
+        assert stack.process.wait(60) == 0
+        noisy = [line for line in stack.log_path.read_text().splitlines()
+                 if "WARNING" in line or "ERROR" in line or "Traceback" in line]
+        assert noisy == []
+        assert sent <= _usage_request_ids(stack)
     finally:
         stack.stop()
