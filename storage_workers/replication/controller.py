@@ -30,6 +30,12 @@ replica on it.
 A partition without a replica set gets one with this worker alone (a worker started on its own).  The
 worker also heartbeats in the cluster's registry, for the managers and ``ferrymq cluster status``.
 
+A lease renewal waits on nothing but its own write: the partitions of a pass are handled concurrently, role
+changes (lead, follow, stand by, hosting a new replica: a log replay, a reconciliation) run as tasks of their
+own, one at a time per partition (a partition whose change is under way is left alone until it is done),
+and coordination calls run on a thread pool of their own, on a client whose calls end within half a lease
+(``ReplicaSets.from_settings``).  One slow partition costs this worker no other partition's lease.
+
 Safety never depends on this loop's timing: a claim is fenced by the epoch it read, the in-sync set only
 changes through the leader's epoch-fenced writes, and every replication request carries the epoch.
 """
@@ -38,8 +44,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -71,6 +79,10 @@ class Replica(Protocol):
     async def follow(self, role: FollowerRole, *, on_trouble: Callable[[], None] = ...) -> None: ...
 
     async def stand_by(self, reason: str) -> None: ...
+
+
+COORDINATION_THREADS = 8
+"""Threads for one worker's coordination calls (scans, lease and in-sync set writes, heartbeats)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +158,13 @@ class ClusterController:
         self._released: dict[int, int] = {}
         """Partitions this worker handed over, and when: it leaves the next claim to the others for a while."""
         self._tasks: list[asyncio.Task[None]] = []
+        self._changes: dict[int, asyncio.Task[None]] = {}
+        """Per partition, the role change under way (see the module docstring)."""
+        self._calls = ThreadPoolExecutor(COORDINATION_THREADS, thread_name_prefix="coordination")
+        """Coordination calls only: a log replay holding the default executor's threads never delays a renewal."""
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._calls, functools.partial(fn, *args))
 
     def now_ms(self) -> int:
         """Wall time (ms), for what other machines compare: lease expiries, heartbeats."""
@@ -165,10 +184,12 @@ class ClusterController:
             self._tasks.append(loop.create_task(self._manager_loop()))
 
     async def close(self) -> None:
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._changes.values()]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks = []
+        self._calls.shutdown(wait=False, cancel_futures=True)
 
     def wake(self) -> None:
         """Read the coordination items again soon (a follower lost its leader, or was refused)."""
@@ -177,7 +198,7 @@ class ClusterController:
     async def _poll_loop(self) -> None:
         while True:
             try:
-                await self.poll_once()
+                await self._pass()
             except SqsError as exc:
                 log.warning("cluster %s: reading the replica sets failed: %s", self.cluster, exc.__cause__ or exc)
             except Exception:
@@ -206,7 +227,7 @@ class ClusterController:
         assert self.registry is not None
         while True:
             try:
-                info = await asyncio.to_thread(
+                info = await self._call(
                     self.registry.heartbeat,
                     self.me,
                     self.cluster,
@@ -230,7 +251,7 @@ class ClusterController:
         while True:
             await asyncio.sleep(self.times.manager_seconds)
             try:
-                if await asyncio.to_thread(
+                if await self._call(
                     self.registry.hold_manager_lease, self.cluster, self.me, self.now_ms(), lease_ms
                 ):
                     await self.manage_once()
@@ -241,7 +262,7 @@ class ClusterController:
 
     async def manage_once(self) -> None:
         assert self.registry is not None
-        alive, dead = await asyncio.to_thread(self.registry.members, self.cluster, self.now_ms(), self.times.grace_ms)
+        alive, dead = await self._call(self.registry.members, self.cluster, self.now_ms(), self.times.grace_ms)
         if not dead:
             return
         sets = self._scanned
@@ -254,7 +275,7 @@ class ClusterController:
         by_partition = {rs.partition: rs for rs in sets}
         for partition, replicas in plan.items():
             rs = by_partition[partition]
-            await asyncio.to_thread(self.sets.reassign, partition, rs.epoch, replicas, previous=rs.replicas)
+            await self._call(self.sets.reassign, partition, rs.epoch, replicas, previous=rs.replicas)
             self.reassignments += 1
             log.warning(
                 "cluster %s: partition %d re-replicated: %s -> %s (dead: %s)",
@@ -268,29 +289,71 @@ class ClusterController:
     # --- one pass -------------------------------------------------------------------------------------------
 
     async def poll_once(self) -> None:
-        """Read the replica sets and bring every partition's role in line with its item."""
-        self._scanned = await asyncio.to_thread(self.sets.all, self.cluster)
+        """Read the replica sets, bring every partition's role in line with its item, and wait for the role
+        changes that started (at start-up: the partitions this worker is to lead are led when it returns)."""
+        await self._pass()
+        await self.settled()
+
+    async def settled(self) -> None:
+        """Return once no role change is under way."""
+        while self._changes:
+            await asyncio.gather(*self._changes.values(), return_exceptions=True)
+
+    async def _pass(self) -> None:
+        self._scanned = await self._call(self.sets.all, self.cluster)
         found = {rs.partition: rs for rs in self._scanned}
         self.polls += 1
         if self.host is not None:
             for partition, rs in sorted(found.items()):
                 if self.me in rs.replicas and partition not in self.replicas:
-                    log.info("partition %d: this worker joined its replica set; hosting a replica", partition)
-                    await self.host(partition)
-        for partition, replica in list(self.replicas.items()):
-            rs = found.get(partition)
+                    self._change(partition, "hosting a replica (this worker joined its replica set)",
+                                 functools.partial(self.host, partition))
+        replicas = list(self.replicas.items())
+        await asyncio.gather(*(self._act_on(p, replica, found.get(p)) for p, replica in replicas))
+
+    async def _act_on(self, partition: int, replica: Replica, rs: ReplicaSet | None) -> None:
+        """One partition's part of a pass; its failures are its own."""
+        if partition in self._changes:
+            return  # its role is changing: the pass after that change looks at it again
+        try:
             if rs is None:
                 rs = await self._create(partition)
-            try:
-                await self._act(partition, replica, rs)
-            except CoordinationError as exc:
-                # Someone else's write came first: the next pass sees it.
-                log.info("partition %d: %s", partition, exc)
-                self.wake()
+            await self._act(partition, replica, rs)
+        except CoordinationError as exc:
+            # Someone else's write came first: the next pass sees it.
+            log.info("partition %d: %s", partition, exc)
+            self.wake()
+        except SqsError as exc:
+            log.warning("partition %d: coordination call failed: %s", partition, exc.__cause__ or exc)
+        except Exception:
+            log.exception("partition %d: controller step failed", partition)
+
+    def _change(self, partition: int, what: str, change: Callable[[], Awaitable[Any]]) -> None:
+        """Run ``change`` as the partition's role change, unless one is under way."""
+        if partition in self._changes:
+            return
+        task = asyncio.get_running_loop().create_task(self._run_change(partition, what, change))
+        self._changes[partition] = task
+
+    async def _run_change(self, partition: int, what: str, change: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            await change()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("partition %d: %s failed", partition, what)
+        finally:
+            self._changes.pop(partition, None)
+            self.wake()  # the next pass looks at the partition again soon
+
+    def _stand_by(self, partition: int, replica: Replica, reason: str) -> None:
+        if replica.term is None and replica.follower is None:
+            return  # standing by already
+        self._change(partition, "standing by", functools.partial(replica.stand_by, reason))
 
     async def _create(self, partition: int) -> ReplicaSet | None:
         try:
-            rs = await asyncio.to_thread(self.sets.create, partition, self.cluster, [self.me], self.acks)
+            rs = await self._call(self.sets.create, partition, self.cluster, [self.me], self.acks)
         except CoordinationError as exc:
             log.error("partition %d has a replica set outside cluster %s: %s", partition, self.cluster, exc)
             return None
@@ -302,7 +365,7 @@ class ClusterController:
             # Its log is damaged and no replica could replace it: it neither claims nor follows (server.damage).
             return
         if rs is None or self.me not in rs.replicas:
-            await replica.stand_by("this worker holds no replica of it")
+            self._stand_by(partition, replica, "this worker holds no replica of it")
             return
         now, mono = self.now_ms(), self.mono_ms()
         leading = replica.leading_epoch
@@ -310,8 +373,9 @@ class ClusterController:
             await self._renew(partition, replica, rs, now, mono)
             return
         if leading is not None:
-            await replica.stand_by(f"deposed: {rs.leader} leads epoch {rs.epoch}")
+            self._stand_by(partition, replica, f"deposed: {rs.leader} leads epoch {rs.epoch}")
             self._stuck.pop(partition, None)
+            return
         released = self._released.get(partition)
         if released is not None and rs.leader == self.me and mono - released < self.times.lease_ms:
             # Handed over: the preferred replica claims first; only if none does within a lease, claim back.
@@ -320,7 +384,7 @@ class ClusterController:
             (rs.leader == self.me and released is None)
             or now > rs.lease_until + self._rank(rs) * self.times.claim_stagger_ms
         ):
-            claimed = await asyncio.to_thread(
+            claimed = await self._call(
                 self.sets.claim,
                 partition,
                 self.me,
@@ -333,26 +397,28 @@ class ClusterController:
             self._renewed[partition] = mono
             self._led_since[partition] = mono
             self._released.pop(partition, None)
-            await replica.lead(
-                LeaderRole(
-                    replicas=claimed.replicas,
-                    isr=claimed.isr,
-                    acks=claimed.acks,
-                    epoch=claimed.epoch,
-                    answers_until_ms=answers_until(mono, self.times.lease_ms),
-                )
+            role = LeaderRole(
+                replicas=claimed.replicas,
+                isr=claimed.isr,
+                acks=claimed.acks,
+                epoch=claimed.epoch,
+                answers_until_ms=answers_until(mono, self.times.lease_ms),
             )
+            self._change(partition, f"leading epoch {claimed.epoch}", functools.partial(replica.lead, role))
             return
         source = rs.fetch_address
         if rs.leader == self.me or source is None:
             # Our own old claim (not in sync any more), or a leader that never claimed: nothing to follow.
             if replica.following is not None:
-                await replica.stand_by("no leader to follow")
+                self._stand_by(partition, replica, "no leader to follow")
             return
         wanted = (source, rs.epoch)
         follower = replica.follower
         if replica.following != wanted or (follower is not None and follower.failure is not None):
-            await replica.follow(FollowerRole(leader=source, epoch=rs.epoch), on_trouble=self.wake)
+            role = FollowerRole(leader=source, epoch=rs.epoch)
+            self._change(
+                partition, f"following {rs.leader}", functools.partial(replica.follow, role, on_trouble=self.wake)
+            )
 
     def _rank(self, rs: ReplicaSet) -> int:
         """How many in-sync replicas other than the leader come before this one in preference order."""
@@ -369,9 +435,9 @@ class ClusterController:
         if term is not None and self._should_hand_over(partition, rs, term, mono):
             why = "this worker is leaving" if self.leaving else "its preferred replica"
             log.info("partition %d: handing leadership to %s (%s)", partition, rs.replicas[0], why)
-            await asyncio.to_thread(self.sets.release, partition, self.me, rs.epoch, now)
+            await self._call(self.sets.release, partition, self.me, rs.epoch, now)
             self._released[partition] = mono
-            await replica.stand_by(f"handed over to {rs.replicas[0]}")
+            self._stand_by(partition, replica, f"handed over to {rs.replicas[0]}")
             return
         renewed = self._renewed.get(partition)
         if renewed is not None and mono - renewed < self.times.lease_ms // 3:
@@ -384,9 +450,9 @@ class ClusterController:
             )
             return
         try:
-            await asyncio.to_thread(self.sets.renew, partition, self.me, rs.epoch, now, self.times.lease_ms)
+            await self._call(self.sets.renew, partition, self.me, rs.epoch, now, self.times.lease_ms)
         except CoordinationError:
-            await replica.stand_by("fenced while renewing its lease")
+            self._stand_by(partition, replica, "fenced while renewing its lease")
             raise
         self._renewed[partition] = mono
         if replica.term is term and term is not None:
@@ -430,7 +496,7 @@ class ClusterController:
         lagging = stream.lagging(self.times.max_lag_ms)
         if lagging:
             log.warning("partition %d: %s left the in-sync set (lagging)", partition, ", ".join(sorted(lagging)))
-            changed = await asyncio.to_thread(self.sets.shrink_isr, partition, self.me, epoch, lagging)
+            changed = await self._call(self.sets.shrink_isr, partition, self.me, epoch, lagging)
             if replica.term is term:
                 stream.set_isr(changed.isr)
         joining = stream.caught_up()
@@ -440,7 +506,7 @@ class ClusterController:
             before = stream.tracker.isr
             stream.set_isr(before | joining)
             try:
-                changed = await asyncio.to_thread(self.sets.expand_isr, partition, self.me, epoch, joining)
+                changed = await self._call(self.sets.expand_isr, partition, self.me, epoch, joining)
             except BaseException:
                 if replica.term is term:
                     stream.set_isr(before)

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from ferrymq.aws.replica_sets import ReplicaSets
-from ferrymq.clock import ManualClock
+from ferrymq.clock import Clock, ManualClock, SystemClock
 from ferrymq.errors import NotLeader
 from ferrymq.replication_rules import Acks, answers_until
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
 from ferrymq.storage.replication.controller import ClusterController, ControllerTimes
+from ferrymq.storage.replication.roles import LeaderRole
 from ferrymq.storage.server import StorageWorker, WorkerConfig
-from tests.functional.storage_workers.worker_calls import RETENTION
+from tests.functional.storage_workers.worker_calls import RETENTION, eventually
 from tests.support.engine_requests import RECEIPT_KEY
 
 LEASE_MS = 5_000
@@ -29,12 +31,37 @@ def unique_partitions(n: int) -> tuple[int, ...]:
     return tuple(range(base, base + n))
 
 
+class GatedReplica:
+    """A replica whose next lead waits until the test opens the gate: a role change that takes long (a log
+    replay, a reconciliation), injected."""
+
+    def __init__(self, replica: Any) -> None:
+        self._replica = replica
+        self.gate = asyncio.Event()
+        self.waiting = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._replica, name)
+
+    async def lead(self, role: LeaderRole) -> None:
+        self.waiting = True
+        await self.gate.wait()
+        self.waiting = False
+        await self._replica.lead(role)
+
+
 @asynccontextmanager
 async def controlled_worker(
-    tmp_path: Path, settings: Settings, partitions: tuple[int, ...], clock: ManualClock
+    tmp_path: Path,
+    settings: Settings,
+    partitions: tuple[int, ...],
+    clock: Clock,
+    *,
+    times: ControllerTimes | None = None,
+    wrap: Callable[[dict[int, Any]], dict[int, Any]] = lambda replicas: replicas,
 ) -> AsyncIterator[tuple[StorageWorker, ClusterController, WorkerClient]]:
     """Worker "a" alone in a cluster of its own, serving ``partitions``, and its controller (not started: the
-    test polls it)."""
+    test polls it or starts it); ``wrap`` may stand wrappers in for its replicas."""
     worker = StorageWorker(
         WorkerConfig(data_dir=tmp_path, partitions=partitions, port=0, register=False, worker_id="a"),
         dict.fromkeys(partitions, RECEIPT_KEY),
@@ -44,12 +71,12 @@ async def controlled_worker(
     controller = ClusterController(
         "a",
         f"cluster-{uuid.uuid4().hex[:8]}",
-        worker.replicas,
+        wrap(dict(worker.replicas)),
         address,
         ReplicaSets.from_settings(settings),
         None,
         acks=Acks.LEADER,
-        times=ControllerTimes(lease_ms=LEASE_MS, handover_after_ms=0),
+        times=times or ControllerTimes(lease_ms=LEASE_MS, handover_after_ms=0),
         clock=clock,
     )
     client = WorkerClient(*address, connect_timeout=1.0)
@@ -112,5 +139,46 @@ def test_a_wall_clock_stepped_forward_does_not_cut_a_leaders_window_short(
             assert await answers(client, p)
             clock.advance(LEASE_MS / 2000)
             assert not await answers(client, p)
+
+    asyncio.run(scenario())
+
+
+def test_a_partition_whose_role_change_hangs_does_not_hold_up_another_partitions_renewals(
+    tmp_path: Path, aws_settings: Settings
+) -> None:
+    async def scenario() -> None:
+        p, q = unique_partitions(2)
+        gated: dict[int, GatedReplica] = {}
+
+        def gate_p(replicas: dict[int, Any]) -> dict[int, Any]:
+            gated[p] = GatedReplica(replicas[p])
+            return {**replicas, p: gated[p]}
+
+        # given worker a's controller running on short leases, partition p's role change to leader hanging
+        times = ControllerTimes(lease_ms=1_500, poll_seconds=0.1, handover_after_ms=0)
+        async with controlled_worker(tmp_path, aws_settings, (p, q), SystemClock(), times=times, wrap=gate_p) as (
+            worker, controller, _,
+        ):
+            controller.start()
+            # when the controller claims both partitions
+            leases: set[int] = set()
+
+            async def q_renewed_three_times() -> bool:
+                for rs in await asyncio.to_thread(controller.sets.all, controller.cluster):
+                    if rs.partition == q and rs.leader == "a":
+                        leases.add(rs.lease_until)
+                return len(leases) >= 4
+
+            # then q is led and its lease renewed again and again while p's change still hangs
+            await eventually(q_renewed_three_times, timeout=15)
+            assert worker.replicas[q].leading_epoch is not None
+            assert gated[p].waiting and worker.replicas[p].leading_epoch is None
+            # and once p's change ends, p is led too
+            gated[p].gate.set()
+
+            async def p_led() -> bool:
+                return worker.replicas[p].leading_epoch is not None
+
+            await eventually(p_led, timeout=15)
 
     asyncio.run(scenario())

@@ -59,8 +59,9 @@ These are not :class:`~ferrymq.errors.ServiceUnavailable`: an outage means "try 
 "your view is stale" and a leader must step down. Outages are ServiceUnavailable
 (:func:`ferrymq.aws.errors.translate_client_errors`), any other ClientError an InternalError.
 
-The SDK retries a write whose answer was lost; when the first attempt landed, the retry is refused by the
-state it made. ``claim`` and ``reassign`` recognise their own result in the refusal and return it;
+A write whose answer was lost may be made again (by the caller: the workers' client makes one attempt per
+call, ``session.lease_config``); when the first attempt landed, the retry is refused by the state it made.
+``claim`` and ``reassign`` recognise their own result in the refusal and return it;
 ``renew``, ``shrink_isr`` and ``expand_isr`` are idempotent anyway.
 """
 
@@ -151,9 +152,12 @@ class ReplicaSets:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ReplicaSets:
+        """On a client whose every call ends within half a lease (``session.lease_config``): the controller's
+        scan and lease writes must never hold a renewal up for longer than a lease."""
         from ferrymq.aws import session
 
-        return cls(session.client("dynamodb", settings), settings.partitions_table)
+        config = session.lease_config(settings.leader_lease_seconds)
+        return cls(session.client("dynamodb", settings, config=config), settings.partitions_table)
 
     def create(
         self,
