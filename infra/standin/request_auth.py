@@ -10,7 +10,17 @@ presigned-query form), and otherwise produces the refusal AWS sends, in the prot
 - a malformed one: ``IncompleteSignatureException`` 400, ``IncompleteSignature`` 400,
   ``AuthorizationHeaderMalformed`` 400;
 - an unknown access key: ``UnrecognizedClientException`` 400, ``InvalidClientTokenId`` 403, ``InvalidAccessKeyId`` 403;
-- a wrong signature: ``InvalidSignatureException`` 400, ``SignatureDoesNotMatch`` 403, ``SignatureDoesNotMatch`` 403.
+- a wrong signature: ``InvalidSignatureException`` 400, ``SignatureDoesNotMatch`` 403, ``SignatureDoesNotMatch`` 403;
+- a signing time (``X-Amz-Date``) more than 15 minutes from the stand-in's clock, either way:
+  ``InvalidSignatureException`` 400 and ``SignatureDoesNotMatch`` 403 ("Signature expired: ..." / "Signature not
+  yet current: ..."), ``RequestTimeTooSkewed`` 403;
+- a presigned URL past its ``X-Amz-Expires``, or dated over 15 minutes ahead: as above, but ``AccessDenied`` 403
+  "Request has expired" / "Request is not yet valid" for S3; a
+  missing or invalid ``X-Amz-Expires`` (1 to 604800 seconds): ``IncompleteSignatureException`` 400,
+  ``IncompleteSignature`` 400, ``AuthorizationQueryParametersError`` 400.
+
+The time is checked once the access key is known to be the stand-in's, before the signature is computed: a
+request recorded once cannot be replayed later, and clients whose clock is off learn why at once.
 
 Requests made inside the stand-in (journal replay, the TTL sweeper) go to :class:`DurableApp` directly and
 are not checked.
@@ -21,8 +31,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, unquote
 from xml.sax.saxutils import escape
@@ -33,6 +46,10 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 _UNSIGNED = frozenset({"UNSIGNED-PAYLOAD", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"})
 _HEX = frozenset("0123456789abcdef")
 _SIGNING_KEY_CACHE_LIMIT = 64
+MAX_SKEW = timedelta(minutes=15)
+"""How far a signing time may be from the stand-in's clock, either way (AWS's window)."""
+MAX_PRESIGN_EXPIRES_SECONDS = 604800
+_AMZ_DATE = "%Y%m%dT%H%M%SZ"
 
 _INVALID_TOKEN = "The security token included in the request is invalid."
 _MISSING_TOKEN = "Request is missing Authentication Token"
@@ -58,6 +75,15 @@ _CODES: dict[str, tuple[str, int, str, int, str, int, str]] = {
     "payload": ("InvalidSignatureException", 400, "SignatureDoesNotMatch", 403,
                 "XAmzContentSHA256Mismatch", 400, "The provided 'x-amz-content-sha256' header does not match what "
                 "was computed."),
+    "presign_params": ("IncompleteSignatureException", 400, "IncompleteSignature", 400,
+                       "AuthorizationQueryParametersError", 400, "Query-string authentication is malformed."),
+    "skewed": ("InvalidSignatureException", 400, "SignatureDoesNotMatch", 403,
+               "RequestTimeTooSkewed", 403, "The difference between the request time and the current time is too "
+               "large."),
+    "url_expired": ("InvalidSignatureException", 400, "SignatureDoesNotMatch", 403,
+                    "AccessDenied", 403, "Request has expired"),
+    "url_not_yet": ("InvalidSignatureException", 400, "SignatureDoesNotMatch", 403,
+                    "AccessDenied", 403, "Request is not yet valid"),
 }
 _JSON_MESSAGES = {"missing": _MISSING_TOKEN, "unknown_key": _INVALID_TOKEN, "signature": _SIGNATURE_MISMATCH,
                   "payload": _SIGNATURE_MISMATCH}
@@ -83,17 +109,24 @@ class _Signed:
     signature: str
     amz_date: str
     presigned: bool
+    expires: str | None = None
+    """A presigned URL's ``X-Amz-Expires``, as sent."""
 
 
 class _Malformed(Exception):
     """The signature's parts cannot be read."""
 
+    def __init__(self, message: str, kind: str = "incomplete") -> None:
+        super().__init__(message)
+        self.kind = kind
+
 
 class RequestVerifier:
     """Checks SigV4 signatures against one key pair; the signing key is derived once per day, region and service."""
 
-    def __init__(self, pair: KeyPair) -> None:
+    def __init__(self, pair: KeyPair, clock: Callable[[], float] = time.time) -> None:
         self._pair = pair
+        self._clock = clock
         self._signing_keys: dict[tuple[str, str, str], bytes] = {}
 
     def check(self, scope: dict[str, Any], body: bytes) -> Refusal | None:
@@ -103,7 +136,7 @@ class RequestVerifier:
         try:
             signed = _read_signature(headers, query)
         except _Malformed as exc:
-            return _refuse("incomplete", headers, None, str(exc))
+            return _refuse(exc.kind, headers, None, str(exc))
         if signed is None:
             return _refuse("missing", headers, None)
         if not hmac.compare_digest(signed.access_key.encode(), self._pair.access_key_id.encode()) or (
@@ -111,6 +144,9 @@ class RequestVerifier:
         ):
             # The stand-in's key is a long-term key: a session token means credentials it never issued.
             return _refuse("unknown_key", headers, signed.service)
+        untimely = self._untimely(signed, headers)
+        if untimely is not None:
+            return untimely
         payload_hash = self._payload_hash(headers, body, signed)
         if payload_hash is None:
             return _refuse("payload", headers, signed.service)
@@ -121,6 +157,44 @@ class RequestVerifier:
             if hmac.compare_digest(expected, signed.signature):
                 return None
         return _refuse("signature", headers, signed.service)
+
+    def _untimely(self, signed: _Signed, headers: dict[str, list[str]]) -> Refusal | None:
+        """The refusal of a request signed too long ago or too far ahead, or of an expired presigned URL."""
+        malformed = "presign_params" if signed.presigned else "incomplete"
+        try:
+            signed_at = datetime.strptime(signed.amz_date, _AMZ_DATE).replace(tzinfo=UTC)
+        except ValueError:
+            return _refuse(malformed, headers, signed.service,
+                           f"Date must be in ISO-8601 'basic format'. Got '{signed.amz_date}'.")
+        now = datetime.fromtimestamp(self._clock(), UTC).replace(microsecond=0)
+        not_yet = (f"Signature not yet current: {signed.amz_date} is still later than {_amz(now + MAX_SKEW)} "
+                   f"({_amz(now)} + 15 min.)")
+        if not signed.presigned:
+            if signed_at > now + MAX_SKEW:
+                return _refuse("skewed", headers, signed.service, not_yet,
+                               s3_extra=_skew_details(signed.amz_date, now))
+            if signed_at < now - MAX_SKEW:
+                return _refuse("skewed", headers, signed.service,
+                               f"Signature expired: {signed.amz_date} is now earlier than {_amz(now - MAX_SKEW)} "
+                               f"({_amz(now)} - 15 min.)",
+                               s3_extra=_skew_details(signed.amz_date, now))
+            return None
+        expires = _presign_expires(signed.expires)
+        if isinstance(expires, str):
+            return _refuse("presign_params", headers, signed.service, expires)
+        lifetime = timedelta(seconds=expires)
+        deadline = signed_at + lifetime
+        if signed_at > now + MAX_SKEW:
+            return _refuse("url_not_yet", headers, signed.service, not_yet,
+                           s3_extra=[("X-Amz-Date", signed.amz_date), ("Expires", _iso(deadline)),
+                                     ("ServerTime", _iso(now))])
+        if now > deadline:
+            return _refuse("url_expired", headers, signed.service,
+                           f"Signature expired: {signed.amz_date} is now earlier than {_amz(now - lifetime)} "
+                           f"({_amz(now)} - {expires} sec.)",
+                           s3_extra=[("X-Amz-Expires", str(expires)), ("Expires", _iso(deadline)),
+                                     ("ServerTime", _iso(now))])
+        return None
 
     @staticmethod
     def _payload_hash(headers: dict[str, list[str]], body: bytes, signed: _Signed) -> str | None:
@@ -148,6 +222,35 @@ class RequestVerifier:
                 self._signing_keys.clear()
             self._signing_keys[cache_key] = key
         return key
+
+
+def _amz(moment: datetime) -> str:
+    return moment.strftime(_AMZ_DATE)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _skew_details(amz_date: str, now: datetime) -> list[tuple[str, str]]:
+    return [("RequestTime", amz_date), ("ServerTime", _iso(now)),
+            ("MaxAllowedSkewMilliseconds", str(int(MAX_SKEW.total_seconds() * 1000)))]
+
+
+def _presign_expires(value: str | None) -> int | str:
+    """A presigned URL's lifetime in seconds, or why ``value`` is not one (S3's words)."""
+    if value is None:
+        return ("Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, "
+                "X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.")
+    try:
+        seconds = int(value)
+    except ValueError:
+        return "X-Amz-Expires should be a number"
+    if seconds < 0:
+        return "X-Amz-Expires must be non-negative"
+    if seconds > MAX_PRESIGN_EXPIRES_SECONDS:
+        return f"X-Amz-Expires must be less than a week (in seconds) that is {MAX_PRESIGN_EXPIRES_SECONDS}"
+    return seconds
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, list[str]]:
@@ -192,20 +295,22 @@ def _from_query(query: str) -> _Signed:
         name, _, value = pair.partition("=")
         params[unquote(name)] = unquote(value)
     if params.get("X-Amz-Algorithm") != ALGORITHM:
-        raise _Malformed("X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\".")
+        raise _Malformed("X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\".", "presign_params")
     try:
         return _signed(params["X-Amz-Credential"], params["X-Amz-SignedHeaders"], params["X-Amz-Signature"],
-                       params["X-Amz-Date"], presigned=True)
+                       params["X-Amz-Date"], presigned=True, expires=params.get("X-Amz-Expires"))
     except KeyError as exc:
-        raise _Malformed(f"Query-string authentication requires the {exc.args[0]} parameter.") from None
+        raise _Malformed(f"Query-string authentication requires the {exc.args[0]} parameter.",
+                         "presign_params") from None
 
 
-def _signed(credential: str, signed_headers: str, signature: str, amz_date: str, *, presigned: bool) -> _Signed:
+def _signed(credential: str, signed_headers: str, signature: str, amz_date: str, *, presigned: bool,
+            expires: str | None = None) -> _Signed:
     scope = credential.split("/")
     if len(scope) != 5 or scope[4] != "aws4_request":
         raise _Malformed(f"Credential should be scoped to a valid region, not {credential!r}.")
     return _Signed(scope[0], scope[1], scope[2], scope[3], signed_headers.lower().split(";"), signature.lower(),
-                   amz_date, presigned)
+                   amz_date, presigned, expires)
 
 
 def _canonical_queries(query: str, presigned: bool) -> list[str]:
@@ -243,7 +348,10 @@ def _signature(key: bytes, signed: _Signed, canonical: bytes) -> str:
     return hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
 
 
-def _refuse(kind: str, headers: dict[str, list[str]], service: str | None, detail: str | None = None) -> Refusal:
+def _refuse(kind: str, headers: dict[str, list[str]], service: str | None, detail: str | None = None, *,
+            s3_extra: list[tuple[str, str]] | None = None) -> Refusal:
+    """AWS's refusal of ``kind`` in the request's protocol. ``detail`` replaces the message; with ``s3_extra``
+    (S3's further elements of the error), S3 keeps its own fixed message and adds those elements."""
     json_code, json_status, query_code, query_status, s3_code, s3_status, s3_message = _CODES[kind]
     request_id = str(uuid.uuid4())
     target = (headers.get("x-amz-target") or [""])[0]
@@ -256,9 +364,10 @@ def _refuse(kind: str, headers: dict[str, list[str]], service: str | None, detai
         media = "application/x-amz-json-1.0" if dynamodb else "application/x-amz-json-1.1"
         return _refusal(json_status, media, body, json_code, request_id)
     if service == "s3" or (service is None and "x-www-form-urlencoded" not in content_type):
-        message = detail or s3_message
+        message = s3_message if s3_extra is not None else detail or s3_message
+        extra = "".join(f"<{name}>{escape(value)}</{name}>" for name, value in s3_extra or ())
         body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{s3_code}</Code>'
-                f"<Message>{escape(message)}</Message><RequestId>{request_id}</RequestId></Error>").encode()
+                f"<Message>{escape(message)}</Message>{extra}<RequestId>{request_id}</RequestId></Error>").encode()
         return _refusal(s3_status, "application/xml", body, s3_code, request_id)
     message = detail or _JSON_MESSAGES.get(kind, _SIGNATURE_MISMATCH)
     body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<ErrorResponse><Error><Type>Sender</Type>'
