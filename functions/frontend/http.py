@@ -19,6 +19,9 @@ class HttpRequest:
     # Called once the signature has been verified: the gateway stops counting the body against the budget of
     # bytes buffered for requests not yet authenticated (functions/frontend/transport_limits.py).
     on_authenticated: Callable[[], None] | None = None
+    # A prefix of ``path`` that a gateway in front adds (an API Gateway stage, a custom domain's base path): no
+    # part of what the client signed is rewritten for it, only the queue URLs handed out carry it.
+    base_path: str = ""
 
     @property
     def secure_transport(self) -> bool:
@@ -26,7 +29,14 @@ class HttpRequest:
         return self.scheme == "https"
 
     @property
+    def routed_path(self) -> str:
+        """The path below ``base_path``: where a query-protocol request names its queue."""
+        if self.base_path and self.path.startswith(self.base_path):
+            return self.path[len(self.base_path):] or "/"
+        return self.path
+
+    @property
     def base_url(self) -> str:
         """Where the client reached us, so the queue URLs we hand out route back here."""
         host = self.headers.get("host", "localhost")
-        return f"{self.scheme}://{host}"
+        return f"{self.scheme}://{host}{self.base_path}"

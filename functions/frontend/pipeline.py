@@ -87,7 +87,7 @@ class Frontend:
                 request.on_authenticated()
             account, region = credential.account_id, credential.region or None
             sqs_request = parse_request(
-                request.method, request.path, request.query_string, request.headers, request.body
+                request.method, request.routed_path, request.query_string, request.headers, request.body
             )
             protocol = response_protocol(sqs_request.protocol, request.headers)
             handler = ACTIONS.get(sqs_request.action)

@@ -12,12 +12,16 @@ from ferrymq.infra import template as cfn
 REPO = cfn.TEMPLATE_PATH.parent
 
 
-def test_front_end_handler_is_the_chalice_app() -> None:
-    # given the function's Handler, when imported, then it names the Chalice app object
+def test_front_end_handler_is_the_event_handler() -> None:
+    # given the function's Handler, when imported, then it names the handler of every event shape (not the
+    # Chalice app, which reads REST API events only)
     function = cfn.load()["Resources"]["FrontendFunction"]["Properties"]
     module_name, _, attribute = function["Handler"].rpartition(".")
     module = __import__(module_name, fromlist=[attribute])
-    assert isinstance(getattr(module, attribute), Chalice)
+    from ferrymq.frontend.app import handler
+
+    assert getattr(module, attribute) is handler
+    assert not isinstance(handler, Chalice)
 
 
 def test_api_routes_match_the_chalice_routes() -> None:

@@ -30,6 +30,10 @@ from ferrymq.settings import Settings
 from tests.integration.conftest import REPO, WorkerProcess, worker_env
 
 
+def _function_environment() -> dict[str, object]:
+    return cfn.load()["Resources"]["FrontendFunction"]["Properties"]["Environment"]["Variables"]
+
+
 def _handler() -> list[str]:
     """The front-end function's handler as template.yaml names it: [module, object]."""
     function = cfn.load()["Resources"]["FrontendFunction"]["Properties"]
@@ -40,28 +44,34 @@ import json, sys
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from chalice.test import Client
 import ferrymq
 import ferrymq.frontend
 module = __import__(sys.argv[1], fromlist=["_"])
-app = getattr(module, sys.argv[2])
+handler = getattr(module, sys.argv[2])
 
-def call(client, action, payload):
-    body = json.dumps(payload).encode()
-    request = AWSRequest(method="POST", url="http://localhost/", data=body, headers={
-        "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS." + action})
+def call(action, payload):
+    # Signed for the API's stage URL, delivered as API Gateway's REST API proxy event.
+    body = json.dumps(payload)
+    request = AWSRequest(method="POST", url="https://abcdef0123.execute-api.us-east-1.amazonaws.com/Prod/",
+                         data=body.encode(), headers={"Content-Type": "application/x-amz-json-1.0",
+                                                      "X-Amz-Target": "AmazonSQS." + action})
     SigV4Auth(Credentials("bundle", "bundle-secret"), "sqs", "us-east-1").add_auth(request)
-    answer = client.http.post("/", headers={**dict(request.headers), "Host": "localhost"}, body=body)
-    return answer.status_code, json.loads(answer.body or b"{}")
+    headers = {**dict(request.headers), "Host": "abcdef0123.execute-api.us-east-1.amazonaws.com"}
+    event = {"httpMethod": "POST", "path": "/", "headers": headers,
+             "multiValueHeaders": {k: [v] for k, v in headers.items()},
+             "queryStringParameters": None, "multiValueQueryStringParameters": None,
+             "requestContext": {"path": "/Prod/", "stage": "Prod", "identity": {"sourceIp": "192.0.2.1"}},
+             "body": body, "isBase64Encoded": False}
+    answer = handler(event, None)
+    return answer["statusCode"], json.loads(answer["body"] or "{}")
 
-with Client(app) as client:
-    status, created = call(client, "CreateQueue", {"QueueName": "from-the-bundle"})
-    url = created.get("QueueUrl", "")
-    sent = call(client, "SendMessage", {"QueueUrl": url, "MessageBody": "packaged"})
-    received = call(client, "ReceiveMessage", {"QueueUrl": url, "WaitTimeSeconds": 1})
-    missing = call(client, "GetQueueUrl", {"QueueName": "no-such-queue"})
+status, created = call("CreateQueue", {"QueueName": "from-the-bundle"})
+url = created.get("QueueUrl", "")
+sent = call("SendMessage", {"QueueUrl": url, "MessageBody": "packaged"})
+received = call("ReceiveMessage", {"QueueUrl": url, "WaitTimeSeconds": 1})
+missing = call("GetQueueUrl", {"QueueName": "no-such-queue"})
 print(json.dumps({"files": {"ferrymq": ferrymq.__file__, "frontend": ferrymq.frontend.__file__},
-                  "modules": sorted({m.split(".")[0] for m in sys.modules}),
+                  "modules": sorted({m.split(".")[0] for m in sys.modules}), "url": url,
                   "create": status, "send": sent[0], "receive": received, "missing": missing}))
 """
 
@@ -120,7 +130,8 @@ def test_the_packaged_function_and_layer_serve_sqs_requests(
     assert not (function / "ferrymq" / "__init__.py").exists()
     CredentialStore.from_settings(aws_settings).put(Credential("bundle", "bundle-secret", "000000000000", "dev"))
     start_worker(tmp_path / "worker")
-    env = {**worker_env(aws_settings), "PYTHONPATH": f"{function}{os.pathsep}{layer}"}
+    env = {**worker_env(aws_settings), "PYTHONPATH": f"{function}{os.pathsep}{layer}",
+           "FERRYMQ_QUEUE_URL_FORM": _function_environment()["FERRYMQ_QUEUE_URL_FORM"]}
 
     # -S: no site-packages, so nothing of the installed project or of this environment is importable but the
     # bundle; the working directory is outside the repository for the same reason.
@@ -134,6 +145,8 @@ def test_the_packaged_function_and_layer_serve_sqs_requests(
     # Only the namespace: none of the folders' own names is a module the function imported.
     assert not {"functions", "storage_workers", "infra", "spark"} & set(answer["modules"])
     assert (answer["create"], answer["send"]) == (200, 200)
+    # Queue URLs route back through the API's stage.
+    assert answer["url"].startswith("https://abcdef0123.execute-api.us-east-1.amazonaws.com/Prod/")
     status, received = answer["receive"]
     assert status == 200 and [m["Body"] for m in received["Messages"]] == ["packaged"]
     assert answer["missing"][0] == 400
