@@ -30,11 +30,13 @@ replica on it.
 A partition without a replica set gets one with this worker alone (a worker started on its own).  The
 worker also heartbeats in the cluster's registry, for the managers and ``ferrymq cluster status``.
 
-A lease renewal waits on nothing but its own write: the partitions of a pass are handled concurrently, role
-changes (lead, follow, stand by, hosting a new replica: a log replay, a reconciliation) run as tasks of their
-own, one at a time per partition (a partition whose change is under way is left alone until it is done),
-and coordination calls run on a thread pool of their own, on a client whose calls end within half a lease
-(``ReplicaSets.from_settings``).  One slow partition costs this worker no other partition's lease.
+A lease renewal waits on nothing but its own write: renewals have a loop of their own, which needs no scan
+(a leader knows its epoch), each renewal a task, on a client whose calls end within half a lease
+(``ReplicaSets.from_settings``) and a thread pool that only coordination calls use.  The partitions of a
+pass are handled concurrently, and role changes (lead, follow, stand by, hosting a new replica: a log
+replay, a reconciliation) run as tasks of their own, one at a time per partition (a partition whose change
+is under way is left alone until it is done).  One slow partition costs this worker no other partition's
+lease, and a slow scan none at all.
 
 Safety never depends on this loop's timing: a claim is fenced by the epoch it read, the in-sync set only
 changes through the leader's epoch-fenced writes, and every replication request carries the epoch.
@@ -160,11 +162,13 @@ class ClusterController:
         self._tasks: list[asyncio.Task[None]] = []
         self._changes: dict[int, asyncio.Task[None]] = {}
         """Per partition, the role change under way (see the module docstring)."""
+        self._renewing: dict[int, asyncio.Task[None]] = {}
+        """Per partition, the lease renewal under way."""
         self._calls = ThreadPoolExecutor(COORDINATION_THREADS, thread_name_prefix="coordination")
         """Coordination calls only: a log replay holding the default executor's threads never delays a renewal."""
 
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._calls, functools.partial(fn, *args))
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._calls, functools.partial(fn, *args, **kwargs))
 
     def now_ms(self) -> int:
         """Wall time (ms), for what other machines compare: lease expiries, heartbeats."""
@@ -178,13 +182,17 @@ class ClusterController:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._poll_loop()), loop.create_task(self._isr_loop())]
+        self._tasks = [
+            loop.create_task(self._poll_loop()),
+            loop.create_task(self._renew_loop()),
+            loop.create_task(self._isr_loop()),
+        ]
         if self.registry is not None:
             self._tasks.append(loop.create_task(self._heartbeat_loop()))
             self._tasks.append(loop.create_task(self._manager_loop()))
 
     async def close(self) -> None:
-        tasks = [*self._tasks, *self._changes.values()]
+        tasks = [*self._tasks, *self._changes.values(), *self._renewing.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -242,6 +250,8 @@ class ClusterController:
                 self.leaving = info.state is WorkerState.LEAVING
             except SqsError as exc:
                 log.warning("heartbeat failed: %s", exc.__cause__ or exc)
+            except Exception:
+                log.exception("heartbeat failed")
             await asyncio.sleep(self.times.heartbeat_seconds)
 
     async def _manager_loop(self) -> None:
@@ -370,7 +380,7 @@ class ClusterController:
         now, mono = self.now_ms(), self.mono_ms()
         leading = replica.leading_epoch
         if leading is not None and rs.leader == self.me and rs.epoch == leading:
-            await self._renew(partition, replica, rs, now, mono)
+            await self._keep_leading(partition, replica, rs, now, mono)
             return
         if leading is not None:
             self._stand_by(partition, replica, f"deposed: {rs.leader} leads epoch {rs.epoch}")
@@ -425,24 +435,66 @@ class ClusterController:
         ahead = [r for r in rs.replicas if r in rs.isr and r != rs.leader]
         return ahead.index(self.me) if self.me in ahead else len(ahead)
 
-    async def _renew(self, partition: int, replica: Replica, rs: ReplicaSet, now: int, mono: int) -> None:
+    async def _keep_leading(self, partition: int, replica: Replica, rs: ReplicaSet, now: int, mono: int) -> None:
         """``now``: wall time, for the item; ``mono``: monotonic, taken before the write is sent."""
         term = replica.term
         if term is not None and rs.replicas != term.stream.tracker.replicas:
             # The manager replaced a replica (the only change of the list, and fenced by this epoch).
             log.info("partition %d: replica set is now %s", partition, ",".join(rs.replicas))
             term.stream.set_replicas(rs.replicas)
-        if term is not None and self._should_hand_over(partition, rs, term, mono):
+        if term is not None and partition not in self._renewing and self._should_hand_over(partition, rs, term, mono):
             why = "this worker is leaving" if self.leaving else "its preferred replica"
             log.info("partition %d: handing leadership to %s (%s)", partition, rs.replicas[0], why)
-            await self._call(self.sets.release, partition, self.me, rs.epoch, now)
+            # Marked first: no renewal may follow the release and extend the lease again.
             self._released[partition] = mono
+            try:
+                await self._call(self.sets.release, partition, self.me, rs.epoch, now)
+            except BaseException:
+                self._released.pop(partition, None)
+                raise
             self._stand_by(partition, replica, f"handed over to {rs.replicas[0]}")
-            return
+
+    # --- renewals -------------------------------------------------------------------------------------------
+
+    async def _renew_loop(self) -> None:
+        """Renew each led partition's lease every third of it, each renewal a task of its own: it waits on
+        nothing but its own write (no scan, no other partition, no role change)."""
+        tick = min(self.times.poll_seconds, self.times.lease_ms / 6000)
+        while True:
+            await asyncio.sleep(tick)
+            for partition, replica in list(self.replicas.items()):
+                if partition not in self._renewing and self.renewal_due(partition, replica):
+                    task = asyncio.get_running_loop().create_task(self._renew_lease(partition, replica))
+                    self._renewing[partition] = task
+
+    def renewal_due(self, partition: int, replica: Replica) -> bool:
+        term = replica.term
+        if term is None or term.ended or partition in self._changes or partition in self._released:
+            return False
         renewed = self._renewed.get(partition)
-        if renewed is not None and mono - renewed < self.times.lease_ms // 3:
+        return renewed is None or self.mono_ms() - renewed >= self.times.lease_ms // 3
+
+    async def _renew_lease(self, partition: int, replica: Replica) -> None:
+        try:
+            await self.renew_once(partition, replica)
+        except CoordinationError as exc:
+            log.info("partition %d: %s", partition, exc)
+            self.wake()
+        except SqsError as exc:
+            log.warning("partition %d: renewing the lease failed: %s", partition, exc.__cause__ or exc)
+        except Exception:
+            log.exception("partition %d: renewing the lease failed", partition)
+        finally:
+            self._renewing.pop(partition, None)
+
+    async def renew_once(self, partition: int, replica: Replica) -> None:
+        """Renew the lease of the term ``replica`` plays now, unless replies have been stuck for a whole lease
+        (then it is let lapse, so that an in-sync follower that can still reach the others takes over)."""
+        term = replica.term
+        if term is None or term.ended:
             return
-        if term is not None and self._stuck_for(partition, term, mono) > self.times.lease_ms:
+        mono = self.mono_ms()
+        if self._stuck_for(partition, term, mono) > self.times.lease_ms:
             log.warning(
                 "partition %d: nothing committed for %d ms with replies waiting; letting the lease lapse",
                 partition,
@@ -450,12 +502,13 @@ class ClusterController:
             )
             return
         try:
-            await self._call(self.sets.renew, partition, self.me, rs.epoch, now, self.times.lease_ms)
+            await self._call(self.sets.renew, partition, self.me, term.epoch, self.now_ms(), self.times.lease_ms)
         except CoordinationError:
-            self._stand_by(partition, replica, "fenced while renewing its lease")
+            if replica.term is term:
+                self._stand_by(partition, replica, "fenced while renewing its lease")
             raise
         self._renewed[partition] = mono
-        if replica.term is term and term is not None:
+        if replica.term is term:
             term.extend_lease(answers_until(mono, self.times.lease_ms))
 
     def _should_hand_over(self, partition: int, rs: ReplicaSet, term: Any, mono: int) -> bool:

@@ -28,6 +28,7 @@ from ferrymq.storage.server.config import WorkerConfig
 from ferrymq.storage.server.metrics import worker_registry
 from ferrymq.storage.server.replica import PartitionReplica
 from ferrymq.storage.server.worker import StorageWorker
+from ferrymq.storage.shutdown import hand_over_leaderships
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,8 @@ async def run_worker(
         watch.cancel()
     if controller is not None:
         await controller.close()
+        # Told to stop (a rolling replacement): in-sync replicas take over now, not once the leases run out.
+        await hand_over_leaderships(worker.replicas, controller.sets, config.worker_id, controller.now_ms)
     if admin is not None:
         await admin.close()
     await worker.close()

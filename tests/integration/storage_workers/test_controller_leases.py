@@ -4,6 +4,7 @@ worker on a clock the test moves: local deadlines follow the monotonic clock, wh
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,7 +14,7 @@ from typing import Any
 from ferrymq.aws.replica_sets import ReplicaSets
 from ferrymq.clock import Clock, ManualClock, SystemClock
 from ferrymq.errors import NotLeader
-from ferrymq.replication_rules import Acks, answers_until
+from ferrymq.replication_rules import Acks, ReplicaSet, answers_until
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
 from ferrymq.storage.replication.controller import ClusterController, ControllerTimes
@@ -113,8 +114,9 @@ def test_a_wall_clock_stepped_back_does_not_let_a_leader_answer_past_its_lease(
             clock.step_wall(-60)
             # then the leader no longer answers: its window is on the monotonic clock, which the step did not move
             assert not await answers(client, p)
-            # and the next pass renews the lease (the cadence is monotonic too) and it answers again
-            await controller.poll_once()
+            # and a renewal is due (the cadence is monotonic too); once made, it answers again
+            assert controller.renewal_due(p, worker.replicas[p])
+            await controller.renew_once(p, worker.replicas[p])
             assert await answers(client, p)
             assert worker.replicas[p].term.answers_until_ms == answers_until(
                 int(clock.monotonic() * 1000), LEASE_MS
@@ -180,5 +182,54 @@ def test_a_partition_whose_role_change_hangs_does_not_hold_up_another_partitions
                 return worker.replicas[p].leading_epoch is not None
 
             await eventually(p_led, timeout=15)
+
+    asyncio.run(scenario())
+
+
+class StalledScans:
+    """Replica sets whose scans hang once ``stall`` is set (a DynamoDB endpoint that stopped answering reads)."""
+
+    def __init__(self, sets: ReplicaSets) -> None:
+        self._sets = sets
+        self.stall = threading.Event()
+        self.release = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sets, name)
+
+    def all(self, cluster: str | None = None) -> list[ReplicaSet]:
+        if self.stall.is_set():
+            self.release.wait(30)
+        return self._sets.all(cluster)
+
+
+def test_a_hanging_scan_does_not_hold_up_lease_renewals(tmp_path: Path, aws_settings: Settings) -> None:
+    async def scenario() -> None:
+        (p,) = unique_partitions(1)
+        times = ControllerTimes(lease_ms=1_500, poll_seconds=0.1, handover_after_ms=0)
+        async with controlled_worker(tmp_path, aws_settings, (p,), SystemClock(), times=times) as (
+            worker, controller, _,
+        ):
+            # given worker a leads p, its controller running
+            sets = controller.sets
+            stalled = controller.sets = StalledScans(sets)  # type: ignore[assignment]
+            await controller.poll_once()
+            controller.start()
+            # when reads of the replica sets stop being answered
+            stalled.stall.set()
+            leases: set[int] = set()
+
+            async def renewed_three_times() -> bool:
+                rs = await asyncio.to_thread(sets.get, p)
+                assert rs is not None and rs.leader == "a"
+                leases.add(rs.lease_until)
+                return len(leases) >= 4
+
+            # then its lease is still renewed again and again, and it goes on leading
+            try:
+                await eventually(renewed_three_times, timeout=15)
+                assert worker.replicas[p].leading_epoch is not None
+            finally:
+                stalled.release.set()
 
     asyncio.run(scenario())

@@ -59,8 +59,8 @@ These are not :class:`~ferrymq.errors.ServiceUnavailable`: an outage means "try 
 "your view is stale" and a leader must step down. Outages are ServiceUnavailable
 (:func:`ferrymq.aws.errors.translate_client_errors`), any other ClientError an InternalError.
 
-A write whose answer was lost may be made again (by the caller: the workers' client makes one attempt per
-call, ``session.lease_config``); when the first attempt landed, the retry is refused by the state it made.
+A write whose answer was lost may be made again (by the SDK, or by the caller: lease writes make one attempt,
+``session.lease_config``); when the first attempt landed, the retry is refused by the state it made.
 ``claim`` and ``reassign`` recognise their own result in the refusal and return it;
 ``renew``, ``shrink_isr`` and ``expand_isr`` are idempotent anyway.
 """
@@ -146,18 +146,25 @@ class _Refused(Exception):
 
 
 class ReplicaSets:
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: Any, table_name: str, *, lease_client: Any = None) -> None:
+        """``lease_client`` makes the lease writes (claim, renew, release), ``client`` the rest; by default the
+        same."""
         self._client = client
+        self._lease_client = lease_client if lease_client is not None else client
         self.table_name = table_name
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ReplicaSets:
-        """On a client whose every call ends within half a lease (``session.lease_config``): the controller's
-        scan and lease writes must never hold a renewal up for longer than a lease."""
+        """Lease writes on a client whose every call ends within half a lease (``session.lease_config``), so
+        that one renewal never holds up the next; scans and other writes on the default client."""
         from ferrymq.aws import session
 
         config = session.lease_config(settings.leader_lease_seconds)
-        return cls(session.client("dynamodb", settings, config=config), settings.partitions_table)
+        return cls(
+            session.client("dynamodb", settings),
+            settings.partitions_table,
+            lease_client=session.client("dynamodb", settings, config=config),
+        )
 
     def create(
         self,
@@ -239,7 +246,7 @@ class ReplicaSets:
                 update += " REMOVE #xh, #xp"
         try:
             return self._update(
-                partition, update, "#e = :seen AND contains(#i, :me) AND (#u < :now OR #l = :me)", values
+                partition, update, "#e = :seen AND contains(#i, :me) AND (#u < :now OR #l = :me)", values, lease=True
             )
         except _Refused as refused:
             now = refused.current
@@ -262,6 +269,7 @@ class ReplicaSets:
                 "SET #u = :until",
                 "#l = :me AND #e = :e",
                 {":me": {"S": worker_id}, ":e": _n(epoch), ":until": _n(now_ms + lease_ms)},
+                lease=True,
             )
         except _Refused as refused:
             raise self._not_leader(partition, refused.current, worker_id, epoch) from None
@@ -275,6 +283,7 @@ class ReplicaSets:
                 "SET #u = :now",
                 "#l = :me AND #e = :e",
                 {":me": {"S": worker_id}, ":e": _n(epoch), ":now": _n(now_ms)},
+                lease=True,
             )
         except _Refused as refused:
             raise self._not_leader(partition, refused.current, worker_id, epoch) from None
@@ -404,13 +413,17 @@ class ReplicaSets:
                 kwargs["ExclusiveStartKey"] = last
         return sorted(out, key=lambda rs: rs.partition)
 
-    def _update(self, partition: int, update: str, condition: str, values: dict[str, Any]) -> ReplicaSet:
-        """One conditional UpdateItem; the new item, or :class:`_Refused` with the item that refused it."""
+    def _update(
+        self, partition: int, update: str, condition: str, values: dict[str, Any], *, lease: bool = False
+    ) -> ReplicaSet:
+        """One conditional UpdateItem (``lease``: on the lease client); the new item, or :class:`_Refused` with
+        the item that refused it."""
         text = f"{update} {condition}"
         names = {k: v for k, v in _NAMES.items() if k in text}
+        client = self._lease_client if lease else self._client
         with _translated():
             try:
-                resp = self._client.update_item(
+                resp = client.update_item(
                     TableName=self.table_name,
                     Key={"partition": _n(partition)},
                     UpdateExpression=update,
