@@ -16,8 +16,17 @@ the value for each pattern (never a backtracking regex, where a few ``*a`` pairs
 is held to SQS's quotas whenever it is set (CreateQueue, SetQueueAttributes, AddPermission): 8,192 bytes,
 20 statements, 7 actions in a statement, 50 principals and 10 condition keys in all (``OverLimit``).
 
-The queue's owner account is not subject to its policy (callers check ownership first); some actions are never
-granted to another account, whatever the policy says (:data:`OWNER_ONLY_ACTIONS`).
+Another account may do only what a statement allows it (:func:`permits`), and never the actions that are the
+owner's alone, whatever the policy says (:data:`OWNER_ONLY_ACTIONS`).  The queue's owner account needs no
+Allow, but an explicit Deny binds it as it binds everyone (:func:`denies`), as a resource policy's Deny binds
+the account's own users in AWS: ``Deny <owner> sqs:SendMessage``, or ``Deny * sqs:*`` when
+``aws:SecureTransport`` is false, refuses the owner too.  That includes the owner-only actions: a Deny on
+``sqs:SetQueueAttributes`` or ``sqs:DeleteQueue`` holds for the owner's keys.  In AWS only the account's root
+user can still take such a policy off; FerryMQ's keys all belong to users, and the account's admin keys stand
+in for its root user: whatever the policy denies, they may still read, replace and remove it
+(:data:`POLICY_REPAIR_ACTIONS`: GetQueueAttributes, SetQueueAttributes, RemovePermission), so a queue can always
+be recovered, and then deleted.  For the owner the front end consults the policy only when the cached queue
+record has one: a queue without a policy costs its owner's requests a dictionary lookup, nothing more.
 """
 
 from __future__ import annotations
@@ -74,6 +83,9 @@ OWNER_ONLY_ACTIONS = frozenset(
         "UntagQueue",
     }
 )
+# What an account's admin key (FerryMQ's counterpart of the root user) may do to its own queue whatever the
+# policy denies: read the policy and replace or remove it, so that a Deny can never lock the owner out for good.
+POLICY_REPAIR_ACTIONS = frozenset({"GetQueueAttributes", "SetQueueAttributes", "RemovePermission"})
 # Batch actions are authorised as the action they batch, as SQS does.
 _AUTHORISED_AS = {
     "SendMessageBatch": "SendMessage",
@@ -264,6 +276,27 @@ def _evaluable(text: str) -> tuple[_Statement, ...]:
         return ()
 
 
+def _verdict(policy: str, caller: Caller, action: str, resource: str, facts: RequestFacts | None, *,
+             allows: bool) -> bool | None:
+    """False when an explicit Deny applies to the request, True when an Allow does (and no Deny), else None.
+
+    ``allows=False`` looks at the Deny statements only (all the owner's requests need to know).
+    """
+    wanted = f"sqs:{action}"
+    allowed = False
+    for statement in _evaluable(policy):
+        if (statement.allow and not allows) or not statement.applies(caller, wanted, resource):
+            continue
+        if statement.tests:
+            facts = facts or RequestFacts(now=time.time())
+            if not policy_conditions.conditions_hold(statement.tests, caller.account, caller.user, facts):
+                continue
+        if not statement.allow:
+            return False
+        allowed = True
+    return True if allowed else None
+
+
 def permits(policy: str | None, caller: Caller, action: str, resource: str,
             facts: RequestFacts | None = None) -> bool:
     """Whether ``policy`` lets ``caller`` (not the owner) perform ``action`` on the queue whose ARN is ``resource``.
@@ -274,19 +307,20 @@ def permits(policy: str | None, caller: Caller, action: str, resource: str,
     action = authorised_as(action)
     if not policy or not action or action in OWNER_ONLY_ACTIONS:
         return False
-    wanted = f"sqs:{action}"
-    allowed = False
-    for statement in _evaluable(policy):
-        if not statement.applies(caller, wanted, resource):
-            continue
-        if statement.tests:
-            facts = facts or RequestFacts(now=time.time())
-            if not policy_conditions.conditions_hold(statement.tests, caller.account, caller.user, facts):
-                continue
-        if not statement.allow:
-            return False
-        allowed = True
-    return allowed
+    return _verdict(policy, caller, action, resource, facts, allows=True) is True
+
+
+def denies(policy: str | None, caller: Caller, action: str, resource: str, facts: RequestFacts | None = None,
+           *, admin: bool = False) -> bool:
+    """Whether an explicit Deny in ``policy`` refuses the queue's owner ``caller`` this ``action``.
+
+    ``admin``: the caller holds one of its account's admin keys, which may still read, replace and remove the
+    policy (:data:`POLICY_REPAIR_ACTIONS`) whatever it denies.
+    """
+    action = authorised_as(action)
+    if not policy or not action or (admin and action in POLICY_REPAIR_ACTIONS):
+        return False
+    return _verdict(policy, caller, action, resource, facts, allows=False) is False
 
 
 # --- AddPermission / RemovePermission --------------------------------------------------------------------

@@ -105,7 +105,7 @@ def test_a_conditional_deny_wins_over_an_allow_only_while_its_condition_holds(sq
     deny_plain["Condition"]["StringEquals"] = {"aws:PrincipalAccount": "999999999999"}
     _set_policy(sqs, url, _allow(arn), deny_plain)
     assert other.send_message(QueueUrl=url, MessageBody="allowed")["MessageId"]
-    # and the owner is never subject to its own queue's policy
+    # and the owner, which needs no Allow and which this Deny's conditions leave out, still receives
     assert sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
 
 

@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from ferrymq.aws.queue_store import QueueRecord
-from ferrymq.errors import InvalidAttributeName, InvalidParameterValue, QueueDoesNotExist, SqsError
+from ferrymq.errors import AccessDenied, InvalidAttributeName, InvalidParameterValue, QueueDoesNotExist, SqsError
 from ferrymq.frontend.context import RequestContext
 from ferrymq.frontend.message_checks import optional_int, require
 from ferrymq.metadata import queue_attributes
@@ -46,6 +46,9 @@ async def get_queue_url(ctx: RequestContext, params: dict[str, Any]) -> dict[str
         raise QueueDoesNotExist()
     queue = await ctx.services.catalog.get(owner, name, ctx.region)
     if not ctx.permitted(queue):
+        if queue.account == ctx.account:
+            # The owner knows its queue exists: only an explicit Deny in its policy refuses it.
+            raise AccessDenied(f"Access to the resource {ctx.url_of(queue)} is denied.")
         # Another account's queue is visible only to those its policy lets call GetQueueUrl.
         raise QueueDoesNotExist()
     return {"QueueUrl": ctx.url_of(queue)}

@@ -10,6 +10,7 @@ import pytest
 from ferrymq.errors import InvalidAttributeValue, InvalidParameterValue, OverLimit
 from ferrymq.metadata import policy
 from ferrymq.metadata.policy import Caller
+from ferrymq.metadata.policy_conditions import RequestFacts
 
 QUEUE = "arn:aws:sqs:us-east-1:111111111111:orders"
 STRANGER = Caller("222222222222", "bob")
@@ -198,6 +199,70 @@ def test_no_policy_grants_nothing() -> None:
 
 def test_a_request_without_a_known_action_is_granted_nothing() -> None:
     assert not policy.permits(_policy(_allow(action="sqs:*")), STRANGER, "", QUEUE)
+
+
+# --- the owner: bound by an explicit Deny only ----------------------------------------------------------------
+
+OWNER = Caller("111111111111", "alice")
+PLAIN_HTTP = RequestFacts(now=1_700_000_000.0, secure_transport=False)
+TLS = RequestFacts(now=1_700_000_000.0, secure_transport=True)
+
+
+def _deny(principal: Any = "*", action: Any = "sqs:SendMessage", **extra: Any) -> dict:
+    return {"Effect": "Deny", "Principal": principal, "Action": action, "Resource": QUEUE, **extra}
+
+
+@pytest.mark.parametrize("principal", ["*", {"AWS": "111111111111"}, {"AWS": "arn:aws:iam::111111111111:root"},
+                                       {"AWS": "arn:aws:iam::111111111111:user/alice"}])
+def test_an_explicit_deny_binds_the_owner(principal: Any) -> None:
+    text = _policy(_deny(principal))
+    assert policy.denies(text, OWNER, "SendMessage", QUEUE)
+    assert policy.denies(text, OWNER, "SendMessageBatch", QUEUE)
+    # and only for what it names
+    assert not policy.denies(text, OWNER, "ReceiveMessage", QUEUE)
+
+
+def test_a_deny_that_names_someone_else_or_another_queue_does_not_bind_the_owner() -> None:
+    assert not policy.denies(_policy(_deny({"AWS": "222222222222"})), OWNER, "SendMessage", QUEUE)
+    assert not policy.denies(_policy(_deny({"AWS": "arn:aws:iam::111111111111:user/bob"})), OWNER, "SendMessage",
+                             QUEUE)
+    assert not policy.denies(_policy({**_deny(), "Resource": QUEUE + "-other"}), OWNER, "SendMessage", QUEUE)
+    everyone_but_the_owner = {"Effect": "Deny", "NotPrincipal": {"AWS": "111111111111"}, "Action": "sqs:*",
+                              "Resource": QUEUE}
+    assert not policy.denies(_policy(everyone_but_the_owner), OWNER, "SendMessage", QUEUE)
+
+
+def test_allows_neither_grant_nor_restrict_the_owner() -> None:
+    # given a policy that only allows another account, then nothing is denied to the owner
+    assert not policy.denies(_policy(_allow({"AWS": "222222222222"})), OWNER, "SendMessage", QUEUE)
+    # and an Allow beside a Deny does not soften it
+    assert policy.denies(_policy(_allow("*", "sqs:*"), _deny()), OWNER, "SendMessage", QUEUE)
+    assert not policy.denies(None, OWNER, "SendMessage", QUEUE)
+    assert not policy.denies("", OWNER, "SendMessage", QUEUE)
+    assert not policy.denies(_policy(_deny(action="*")), OWNER, "", QUEUE)
+
+
+def test_a_deny_over_plain_http_binds_the_owner_only_over_plain_http() -> None:
+    text = _policy(_deny(action="sqs:*", Condition={"Bool": {"aws:SecureTransport": "false"}}))
+    assert policy.denies(text, OWNER, "SendMessage", QUEUE, PLAIN_HTTP)
+    assert not policy.denies(text, OWNER, "SendMessage", QUEUE, TLS)
+
+
+@pytest.mark.parametrize("action", sorted(policy.OWNER_ONLY_ACTIONS))
+def test_a_deny_binds_the_owner_on_its_own_actions_too(action: str) -> None:
+    assert policy.denies(_policy(_deny(action="sqs:*")), OWNER, action, QUEUE)
+
+
+@pytest.mark.parametrize("action", sorted(policy.POLICY_REPAIR_ACTIONS))
+def test_an_admin_key_may_still_read_and_take_off_a_policy_that_denies_everything(action: str) -> None:
+    text = _policy(_deny(action="*"))
+    assert policy.denies(text, OWNER, action, QUEUE)
+    assert not policy.denies(text, OWNER, action, QUEUE, admin=True)
+
+
+@pytest.mark.parametrize("action", ["SendMessage", "ReceiveMessage", "DeleteQueue", "PurgeQueue", "AddPermission"])
+def test_an_admin_key_is_bound_by_a_deny_on_everything_else(action: str) -> None:
+    assert policy.denies(_policy(_deny(action="*")), OWNER, action, QUEUE, admin=True)
 
 
 # --- AddPermission / RemovePermission ---------------------------------------------------------------------
