@@ -1,5 +1,5 @@
-"""``ferrymq accounts list|create``, ``ferrymq keys create|list|disable|enable|rotate|delete`` and ``ferrymq usage
-summary``: FerryMQ's own admin actions through the running front end, with the admin key
+"""``ferrymq accounts list|create|limits``, ``ferrymq keys create|list|disable|enable|rotate|delete`` and
+``ferrymq usage summary``: FerryMQ's own admin actions through the running front end, with the admin key
 (:mod:`ferrymq.infra.stack_client`). ``ferrymq credentials`` does the key work on the stack's state directly, and works
 with no stack running."""
 
@@ -36,6 +36,9 @@ def add_parsers(commands: Any, account_id: Callable[[str], str], duration: Calla
     create.add_argument("--account", type=account_id, help="its 12-digit id (default: a new random one)")
     create.add_argument("--user", default="admin", help="user name of its first key (default admin)")
     create.add_argument("--admin", action="store_true", help="make the key an admin key")
+    action(accounts, "limits", "an account's limits on queues and shards (FERRYMQ_ACCOUNT_MAX_QUEUES, "
+           "FERRYMQ_ACCOUNT_MAX_SHARDS) and how much of them it uses").add_argument(
+        "account", metavar="ACCOUNT", type=account_id, help="12-digit account id")
 
     keys = group("keys", "access keys: create, list, disable, enable, rotate, delete")
     create = action(keys, "create", "an access key (printed with its secret)")
@@ -66,7 +69,12 @@ def run(clients: StackClients, args: argparse.Namespace, output: Output, stdin: 
     if args.command == "usage":
         return _usage(api, args, output)
     if args.command == "accounts":
-        return _accounts_list(api, output) if args.action == "list" else _accounts_create(api, args, output)
+        accounts: dict[str, Callable[[Any, argparse.Namespace, Output], int]] = {
+            "list": lambda api, _, output: _accounts_list(api, output),
+            "create": _accounts_create,
+            "limits": _accounts_limits,
+        }
+        return accounts[args.action](api, args, output)
     if args.action == "create":
         return _keys_create(api, args, output)
     if args.action == "list":
@@ -143,6 +151,14 @@ def _accounts_create(api: Any, args: argparse.Namespace, output: Output) -> int:
         raise ValueError(f"account {account} exists already; `ferrymq keys create --account {account}` adds a key")
     key = api.create_access_key(AccountId=account, UserName=args.user, Admin=args.admin)["AccessKey"]
     return _created(key, output)
+
+
+def _accounts_limits(api: Any, args: argparse.Namespace, output: Output) -> int:
+    limits = api.get_account_limits(AccountId=args.account)
+    limits.pop("ResponseMetadata", None)
+    rows = [("queues", limits["Queues"], limits["MaxQueues"]), ("shards", limits["Shards"], limits["MaxShards"])]
+    output.table(limits, ("", "USED", "LIMIT"), rows, title=f"account {limits['AccountId']}")
+    return 0
 
 
 def _random_account() -> str:

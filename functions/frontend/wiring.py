@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ferrymq.aws.account_usage import AccountUsageStore
 from ferrymq.aws.clusters import ClusterRegistry
 from ferrymq.aws.credentials import CredentialStore
 from ferrymq.aws.dedup_store import DedupStore
@@ -23,6 +24,7 @@ from ferrymq.frontend.encryption import MessageCipher
 from ferrymq.frontend.metrics.service import build_gateway_metrics
 from ferrymq.frontend.pipeline import Frontend
 from ferrymq.frontend.usage import UsageRecorder, default_instance
+from ferrymq.metadata.account_quota import AccountQuota
 from ferrymq.metadata.catalog import QueueCatalog
 from ferrymq.metadata.queue_placement import QueuePlacement
 from ferrymq.rpc.leaders import LeaderClients
@@ -40,6 +42,11 @@ def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thre
         "metadata store", max_concurrent=settings.metadata_max_concurrent,
         max_wait_seconds=settings.dependency_wait_seconds, call_timeout_seconds=settings.metadata_timeout_seconds,
     )
+    quota = AccountQuota(
+        AccountUsageStore(dynamodb, settings.queues_table),
+        lambda account: catalog.held(account, sorted(settings.served_regions)),
+        max_queues=settings.account_max_queues, max_shards=settings.account_max_shards, bulkhead=metadata,
+    )
     catalog = QueueCatalog(
         QueueStore(dynamodb, settings.queues_table),
         clock,
@@ -51,6 +58,7 @@ def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thre
             bulkhead=metadata,
         ),
         bulkhead=metadata,
+        quota=quota,
     )
     partition_map = PartitionMap(dynamodb, settings.partitions_table)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from ferrymq.arn import queue_arn
@@ -37,6 +37,7 @@ from ferrymq.errors import (
 )
 from ferrymq.metadata import policy, queue_attributes, redrive
 from ferrymq.metadata import tags as tag_rules
+from ferrymq.metadata.account_quota import AccountQuota
 from ferrymq.metadata.queue_attributes import SHARD_COUNT
 from ferrymq.metadata.queue_placement import QueuePlacement
 from ferrymq.ttl_cache import TtlCache
@@ -68,10 +69,12 @@ def check_queue_name(name: str, *, fifo: bool) -> None:
 class QueueCatalog:
     def __init__(self, store: QueueStore, clock: Clock, *, partitions: int, ttl: float, region: str,
                  max_entries: int = 10_000, placement: QueuePlacement | None = None,
-                 bulkhead: Bulkhead | None = None) -> None:
+                 bulkhead: Bulkhead | None = None, quota: AccountQuota | None = None) -> None:
         """``placement``: where new queues go; by default a hash over ``partitions``. ``bulkhead``: where the
-        DynamoDB calls run (by default the event loop's default threads)."""
+        DynamoDB calls run (by default the event loop's default threads). ``quota``: each account's limits on
+        queues and shards; None sets none."""
         self._store = store
+        self.quota = quota
         self._bulkhead = bulkhead
         self._clock = clock
         self._placement = placement or QueuePlacement(None, clock, partitions=partitions)
@@ -131,6 +134,15 @@ class QueueCatalog:
                    region: str | None = None) -> list[QueueRecord]:
         return await self._io(self._store.list, account, prefix, limit, start_after, self._ns(region))
 
+    async def held(self, account: str, regions: Iterable[str]) -> tuple[int, int]:
+        """The live queues ``account`` holds in ``regions``, and their shards (a first count for its quota)."""
+        queues = shards = 0
+        for region in regions:
+            for record in await self._io(self._store.list, account, "", None, None, self._ns(region)):
+                queues += 1
+                shards += len(record.shards)
+        return queues, shards
+
     async def scan(self, limit: int, start: dict[str, Any] | None) -> tuple[list[QueueRecord], dict[str, Any] | None]:
         """Live queues of every account and region, a page at a time (``QueueStore.scan``); bypasses the cache."""
         return await self._io(self._store.scan, limit, start)
@@ -180,7 +192,13 @@ class QueueCatalog:
             if recently_deleted:
                 raise QueueDeletedRecently()
             queue_id = uuid.uuid4().hex
-            placed = await self._placement.place_shards(queue_id, 0, _shard_count(initial))
+            count = _shard_count(initial)
+            await self._take(account, queues=1, shards=count)
+            try:
+                placed = await self._placement.place_shards(queue_id, 0, count)
+            except BaseException:
+                await self._release(account, queues=1, shards=count)
+                raise
             record = QueueRecord(
                 account=account,
                 name=name,
@@ -199,6 +217,7 @@ class QueueCatalog:
                 await self._io(self._store.put_new, record, existing)
             except StaleQueueRecord:
                 await self._placement.release(placed)
+                await self._release(account, queues=1, shards=count)
                 continue
             self._remember(record)
             return record
@@ -218,9 +237,22 @@ class QueueCatalog:
                 f"Invalid value for the parameter {SHARD_COUNT}. Reason: A queue's shard count can only grow "
                 f"(it has {have})."
             )
-        return await self._placement.place_shards(
-            current.queue_id, have, asked - have, taken=[s.partition for s in current.shards]
-        )
+        await self._take(account, queues=0, shards=asked - have)
+        try:
+            return await self._placement.place_shards(
+                current.queue_id, have, asked - have, taken=[s.partition for s in current.shards]
+            )
+        except BaseException:
+            await self._release(account, queues=0, shards=asked - have)
+            raise
+
+    async def _take(self, account: str, *, queues: int, shards: int) -> None:
+        if self.quota is not None and (queues or shards):
+            await self.quota.take(account, queues=queues, shards=shards)
+
+    async def _release(self, account: str, *, queues: int, shards: int) -> None:
+        if self.quota is not None:
+            await self.quota.release(account, queues=queues, shards=shards)
 
     async def set_attributes(self, account: str, name: str, attributes: Mapping[str, str],
                              region: str | None = None) -> QueueRecord:
@@ -255,6 +287,7 @@ class QueueCatalog:
             return await self._update(account, name, change, region=region)
         except BaseException:
             await self._placement.release(added)
+            await self._release(account, queues=0, shards=len(added))
             raise
 
     async def _check_dead_letter_target(self, account: str, name: str, wanted: Mapping[str, str],
@@ -334,6 +367,7 @@ class QueueCatalog:
             region=region,
         )
         await self._placement.release(deleted.shards)
+        await self._release(account, queues=1, shards=len(deleted.shards))
         return deleted
 
     async def clear_pending_drop(self, deleted: QueueRecord, index: int) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from ferrymq.frontend.actions import (
     access_keys,
+    account_limits,
     admin,
     messages,
     move_tasks,
@@ -48,6 +49,7 @@ ACTIONS: dict[str, Handler] = {
     "PeekMessages": queue_inspection.peek_messages,
     "GetClusterStatus": admin.get_cluster_status,
     "GetUsageSummary": admin.get_usage_summary,
+    "GetAccountLimits": account_limits.get_account_limits,
     "ListAccounts": access_keys.list_accounts,
     "CreateAccessKey": access_keys.create_access_key,
     "ListAccessKeys": access_keys.list_access_keys,

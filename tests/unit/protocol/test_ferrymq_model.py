@@ -64,6 +64,7 @@ def test_a_session_of_the_caller_learns_the_service_from_the_data_path() -> None
         ("CreateAccessKey", {"AccountId": "111122223333", "UserName": "u", "Admin": True, "DurationSeconds": 60}),
         ("ListAccessKeys", {"AccountId": "111122223333", "MaxResults": 2, "NextToken": "t"}),
         ("GetUsageSummary", {"Date": "2026-01-02"}),
+        ("GetAccountLimits", {"AccountId": "111122223333"}),
     ],
 )
 def test_what_botocore_sends_is_parsed_back_as_its_params(api: Any, operation: str, params: dict) -> None:

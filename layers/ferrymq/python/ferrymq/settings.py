@@ -129,6 +129,13 @@ class Settings:
     # more than `cluster_max_queues` queues.
     clusters: int = 1
     cluster_max_queues: int = 100_000
+    # Per-account limits (functions/metadata/account_quota.py): queues, and shards (a queue of FerryMQShardCount
+    # n counts n), so that no tenant takes a cluster's room from the others; past either, CreateQueue and a
+    # SetQueueAttributes growing shards are OverLimit. Every queue of the queue limit can be a plain one, with
+    # room left to spread some (e.g. 15 queues of 64 shards); no account holds more than 2% of a default
+    # cluster's room.
+    account_max_queues: int = 1000
+    account_max_shards: int = 2000
     replication_factor: int = 3
     acks: str = "majority"
     # The secret every worker RPC connection proves knowledge of (ferrymq/rpc/peer_auth.py), shared by all the
@@ -312,6 +319,8 @@ class Settings:
                 get("WORKER_BREAKER_COOLDOWN_SECONDS", str(defaults.worker_breaker_cooldown_seconds))
             ),
             cluster_max_queues=int(get("CLUSTER_MAX_QUEUES", str(defaults.cluster_max_queues))),
+            account_max_queues=int(get("ACCOUNT_MAX_QUEUES", str(defaults.account_max_queues))),
+            account_max_shards=int(get("ACCOUNT_MAX_SHARDS", str(defaults.account_max_shards))),
             acks=get("ACKS", defaults.acks),
             cluster_secret=_cluster_secret(env),
             replica_max_lag_seconds=float(get("REPLICA_MAX_LAG_SECONDS", str(defaults.replica_max_lag_seconds))),

@@ -41,6 +41,9 @@ caller's Query can name it), one item per deleted queue whose messages a storage
     deleted_at (N)            when DeleteQueue ran; also makes the item read as a tombstone should anything
                               ever read it as a queue record, so it can never show up as a live queue
 
+Each account's count of queues and shards, for its limits, lives under the pseudo-account ``#usage``
+(:mod:`ferrymq.aws.account_usage`).
+
 DeleteQueue writes the tombstone and one pending drop per shard in one transaction, so a deleted queue always leaves
 an item its worker will act on, whether or not the worker could be told at once.  Whoever drops the id in
 the worker (the front end after a successful drop call, or the worker's own sweep) deletes the item.
@@ -203,7 +206,8 @@ class QueueStore:
         records = [
             record
             for item in page.get("Items", [])
-            if item["account"]["S"] != DROPS_ACCOUNT and (record := _from_item(item)).live
+            # Pseudo-accounts (#drops, and #usage of ferrymq.aws.account_usage) hold no queue.
+            if not item["account"]["S"].startswith("#") and (record := _from_item(item)).live
         ]
         return records, page.get("LastEvaluatedKey")
 
