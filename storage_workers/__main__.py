@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
+import socket
 import sys
 from pathlib import Path
 
@@ -24,7 +26,11 @@ def main(argv: list[str] | None = None) -> int:
         help="partitions to serve, e.g. 0,1,2 (default 0); empty for a spare worker of a cluster",
     )
     served.add_argument("--partition", type=int, help="a single partition to serve (same as --partitions N)")
-    parser.add_argument("--host", help="address to listen on (default FERRYMQ_WORKER_HOST)")
+    parser.add_argument(
+        "--host",
+        help="address to listen on, and the one published to the cluster; 'auto' for this machine's own address "
+        "(a container's: the task's) (default FERRYMQ_WORKER_HOST)",
+    )
     parser.add_argument("--port", type=int, help="port to listen on, 0 for any free one (default FERRYMQ_WORKER_PORT)")
     parser.add_argument(
         "--replication-port",
@@ -63,10 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure("worker", settings)
     if args.cluster:
         settings = settings.with_(cluster=args.cluster)
+    host = args.host or settings.worker_host
+    if host == AUTO_HOST:
+        host = own_address()
     config = WorkerConfig.from_settings(
         settings,
         partitions=args.partitions if args.partitions is not None else (args.partition or 0,),
-        host=args.host,
+        host=host,
         port=args.port,
         replication_port=args.replication_port,
         admin_host=args.admin_host,
@@ -84,6 +93,27 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         return asyncio.run(serving)
     return uvloop.run(serving)
+
+
+AUTO_HOST = "auto"
+"""A host that names this machine's own address: a container learns its address only when it starts."""
+
+
+def own_address() -> str:
+    """The address others reach this machine at: its host name's, unless that is loopback (as on many hosts
+    without a name in DNS), else the one of the interface a route out leaves by (no packet is sent)."""
+    try:
+        address = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        address = "127.0.0.1"
+    if not ipaddress.ip_address(address).is_loopback:
+        return address
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))
+        except OSError:
+            return address
+        return str(probe.getsockname()[0])
 
 
 def _partition_list(text: str) -> tuple[int, ...]:

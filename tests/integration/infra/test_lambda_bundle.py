@@ -16,18 +16,16 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from zipfile import ZipFile
 
 import pytest
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
 from ferrymq.aws.credentials import Credential, CredentialStore
 from ferrymq.infra import template as cfn
 from ferrymq.settings import Settings
 from tests.integration.conftest import REPO, WorkerProcess, worker_env
+from tests.support.bundles import link_third_party, requirement_closure
 
 
 def _function_environment() -> dict[str, object]:
@@ -80,45 +78,12 @@ def _make(target: str, artifacts: Path) -> None:
     subprocess.run(["make", "-s", target, f"ARTIFACTS_DIR={artifacts}"], cwd=REPO, check=True, timeout=120)
 
 
-def _requirement_closure(requirements: Path) -> set[str]:
-    """The distributions the layer's requirements bring, with their dependencies (no extras)."""
-    pending = [Requirement(line).name for line in requirements.read_text().splitlines()
-               if line.strip() and not line.startswith("#")]
-    closure: set[str] = set()
-    while pending:
-        name = canonicalize_name(pending.pop())
-        if name in closure:
-            continue
-        closure.add(name)
-        for text in distribution(name).requires or []:
-            required = Requirement(text)
-            if required.marker is None or required.marker.evaluate({"extra": ""}):
-                pending.append(required.name)
-    return closure
-
-
-def _link_third_party(closure: set[str], into: Path) -> None:
-    """Link each distribution's top-level modules and metadata into ``into``, as pip would install them there."""
-    for name in closure:
-        try:
-            dist = distribution(name)
-        except PackageNotFoundError:
-            pytest.fail(f"{name} (a requirement of the layer) is not installed")
-        tops = {Path(str(f)).parts[0] for f in dist.files or () if not str(f).startswith("..")}
-        for top in tops:
-            if top.endswith(".pth") or top == "__pycache__" or top.startswith("__editable__"):
-                continue
-            source = Path(str(dist.locate_file(top)))
-            if source.exists() and not (into / top).exists():
-                (into / top).symlink_to(source)
-
-
 @pytest.fixture
 def bundle(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     function, layer = tmp_path / "function", tmp_path / "layer"
     _make("build-FrontendFunction", function)
     _make("layer-library", layer)
-    _link_third_party(_requirement_closure(REPO / "layers/ferrymq/requirements.txt"), layer / "python")
+    link_third_party(requirement_closure(REPO / "layers/ferrymq/requirements.txt"), layer / "python")
     yield function, layer / "python"
 
 
