@@ -32,6 +32,10 @@ def _stack_environment(data_dir: Path) -> dict[str, str]:
     env = up_environment(data_dir)
     # The regions the tests sign for besides the home one (us-east-1); any other is refused, as AWS refuses it.
     env["FERRYMQ_REGIONS"] = "us-west-1,eu-north-1,ap-south-1"
+    # A session's tests make their queues in one account, more than a tenant's limits allow over a whole run;
+    # tests/e2e/test_account_limits.py starts a stack with small limits of its own.
+    env["FERRYMQ_ACCOUNT_MAX_QUEUES"] = "100000"
+    env["FERRYMQ_ACCOUNT_MAX_SHARDS"] = "1000000"
     external = os.environ.get("FERRYMQ_TEST_AWS_ENDPOINT")
     if external:
         # A shared endpoint: give each stack names of its own.
