@@ -128,7 +128,9 @@ def render(report: dict[str, Any]) -> list[str]:
             (str(p["partition"]), p["leader"], str(p["epoch"]), ",".join(p["isr"]), ",".join(p["replicas"]),
              p["acks"], lag or "-")
         )
-    return lines + _table(rows)
+    notes = [f"partition {p['partition']} on {r}: {note}" for p in report["partitions"]
+             for r, note in sorted(p.get("damage", {}).items())]
+    return lines + _table(rows) + (["", *notes] if notes else [])
 
 
 def _ranges(numbers: list[int]) -> str:

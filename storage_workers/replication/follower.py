@@ -7,7 +7,11 @@ epochs the leader does not share is cut, and its state is rebuilt from what is l
 ``truncate``), so a deposed leader's unreplicated tail never reaches another replica.
 
 Each FETCH asks from this log's end and carries how far its fsync has come, which the leader counts as the
-acknowledgement.  Fetches are pipelined: the next one goes as soon as a batch is appended, without waiting
+acknowledgement.  A replica whose damaged copy was set aside reports 0 instead until a leader has heard it
+once: a leader whose term began before the replica left the in-sync set still counts it in sync, and must
+drop it and add it back once caught up (``LeaderStream._lost_copy``).
+
+Fetches are pipelined: the next one goes as soon as a batch is appended, without waiting
 for that batch's fsync; if the leader has nothing new meanwhile, the loop waits for its own fsync and then
 reports it with a fetch that waits at the leader for new records.  A restarted follower simply reconciles
 and fetches from its recovered log's end.
@@ -35,8 +39,14 @@ from ferrymq.storage.replication.roles import FollowerRole
 log = logging.getLogger(__name__)
 
 
+LOST_COPY_OFFSET = 0
+"""The durable offset a follower reports once after its damaged copy was set aside (see ``LeaderStream``)."""
+
+
 class FollowerHost(Protocol):
-    """What the follower needs of the replica it runs in; ``log`` may change after ``truncate``."""
+    """What the follower needs of the replica it runs in; ``log`` may change after ``truncate``.  A host may
+    also say ``lost_copy`` (its copy was set aside: report it to the leader) and be told
+    ``lost_copy_reported()``."""
 
     @property
     def log(self) -> LogWriter | None: ...
@@ -97,16 +107,20 @@ class Follower:
             assert wal is not None
             end = wal.end_offset
             syncing = wal.durable_offset < end
+            lost = getattr(self.host, "lost_copy", False)
             try:
                 frames = await self.client.fetch(
                     self.partition,
                     self.me,
                     self.role.epoch,
                     end,
-                    wal.durable_offset,
+                    # 0, which no log has: this replica lost what it acknowledged to a leader of before
+                    LOST_COPY_OFFSET if lost else wal.durable_offset,
                     max_bytes=self.role.max_bytes,
-                    wait_ms=0 if syncing else self.role.wait_ms,
+                    wait_ms=0 if syncing or lost else self.role.wait_ms,
                 )
+                if lost:
+                    self.host.lost_copy_reported()
             except SnapshotNeeded:
                 try:
                     await self._copy_state()

@@ -111,6 +111,8 @@ class LeaderStream:
         ):
             raise TypeError("a fetch is a replica id and five integers")
         self.check_follower(replica, epoch)
+        if durable_offset < self.tracker.acked.get(replica, 0) or (durable_offset == 0 and replica in self.tracker.isr):
+            self._lost_copy(replica, durable_offset)
         if 1 <= from_offset < self.log.start_offset:
             raise SnapshotNeeded(
                 f"Partition {self.partition}'s log starts at offset {self.log.start_offset}, after {from_offset}."
@@ -120,8 +122,6 @@ class LeaderStream:
                 f"fetch from offset {from_offset} (durable {durable_offset}); the leader's log ends at "
                 f"{self.log.end_offset}"
             )
-        if durable_offset < self.tracker.acked.get(replica, 0):
-            self._lost_copy(replica, durable_offset)
         self.tracker.ack(replica, durable_offset)
         self._note_fetch(replica, from_offset)
         tail = self.tail
@@ -133,12 +133,13 @@ class LeaderStream:
         )
 
     def _lost_copy(self, replica: str, durable_offset: int) -> None:
-        """The follower has less than it acknowledged: its worker set a damaged copy aside and it starts over
-        (having left the item's in-sync set itself first).  What it acknowledged no longer counts, and it
-        leaves this set at the next check, whatever the acks mode, so that it joins again once caught up."""
+        """The follower has less than it acknowledged, or says it lost its copy (durable offset 0, which no
+        log has otherwise: its first fetch after its worker set a damaged copy aside, for a term that began
+        before it left the item's in-sync set).  What it acknowledged no longer counts, and it leaves this set
+        at the next check, whatever the acks mode, so that it joins again once caught up."""
         log.warning(
             "partition %d: %s reports offset %d durable after acknowledging %d: it lost its copy and catches up",
-            self.partition, replica, durable_offset, self.tracker.acked[replica],
+            self.partition, replica, durable_offset, self.tracker.acked.get(replica, 0),
         )
         self.tracker.acked[replica] = durable_offset
         self.caught_up_at.pop(replica, None)

@@ -58,6 +58,9 @@ def readiness(worker: Worker) -> tuple[bool, dict[str, str]]:
     followed with a known leader (a spare holding none is ready); with what each partition is doing."""
     partitions: dict[str, str] = {}
     for partition, replica in sorted(worker.replicas.items()):
+        if replica.refusing:
+            partitions[str(partition)] = "refused: its log is damaged"
+            continue
         if replica.log is None:
             partitions[str(partition)] = "recovering"
             continue

@@ -25,6 +25,7 @@ from ferrymq.storage.peers import ClusterPeers
 from ferrymq.storage.replication.controller import ClusterController, ControllerTimes
 from ferrymq.storage.server.admin import AdminServer
 from ferrymq.storage.server.config import WorkerConfig
+from ferrymq.storage.server.damage import repair
 from ferrymq.storage.server.metrics import worker_registry
 from ferrymq.storage.server.replica import PartitionReplica
 from ferrymq.storage.server.worker import StorageWorker
@@ -71,6 +72,10 @@ async def run_worker(
     worker = StorageWorker(config, receipt_keys, clock=clock, peers=ClusterPeers.from_settings(settings))
     try:
         worker.open()
+        refused = [r.damage.detail for r in worker.replicas.values() if r.damage is not None]
+        if partition_map is None and refused and len(refused) == len(worker.replicas):
+            # Outside a cluster no replica can repair it, and nothing else is left to serve.
+            raise RuntimeError("; ".join(refused))
         host, port = await worker.start(static_roles=partition_map is None)
     except Exception as exc:
         log.error("storage worker could not start: %s", exc)
@@ -88,21 +93,26 @@ async def run_worker(
     controller: ClusterController | None = None
     if partition_map is not None:
         worker.run_pending_drops(QueueStore(session.client("dynamodb", settings), settings.queues_table))
+        sets = ReplicaSets.from_settings(settings)
         controller = ClusterController(
             config.worker_id,
             settings.cluster,
             worker.replicas,
             (host, port),
-            ReplicaSets.from_settings(settings),
+            sets,
             WorkerRegistry.from_settings(settings),
             acks=Acks(settings.acks),
             times=controller_times(settings),
             clock=clock,
-            host=lambda partition: _host(worker, partition_map, partition),
+            host=lambda partition: _host(worker, partition_map, sets, partition),
             replication_address=(host, config.replication_port) if config.replication_port else None,
             admin_address=admin.address if admin is not None else None,
         )
         try:
+            # Damaged copies leave the in-sync set before the first pass could have them claim or follow.
+            for replica in list(worker.replicas.values()):
+                if replica.refusing:
+                    await repair(replica, sets, config.worker_id, lambda: _now_ms(worker))
             # One pass before the ready line: the partitions this worker is to lead are led when it is ready.
             await controller.poll_once()
         except SqsError as exc:
@@ -153,9 +163,18 @@ async def _start_admin(worker: StorageWorker, config: WorkerConfig) -> AdminServ
     return admin
 
 
-async def _host(worker: StorageWorker, partition_map: PartitionMap, partition: int) -> PartitionReplica:
+async def _host(
+    worker: StorageWorker, partition_map: PartitionMap, sets: ReplicaSets, partition: int
+) -> PartitionReplica:
     key = await asyncio.to_thread(partition_map.receipt_key, partition)
-    return await worker.host(partition, key)
+    replica = await worker.host(partition, key)
+    if replica.refusing and replica.damage is not None and replica.damage.refused is None:
+        await repair(replica, sets, worker.config.worker_id, lambda: _now_ms(worker))
+    return replica
+
+
+def _now_ms(worker: StorageWorker) -> int:
+    return int(worker.clock.now() * 1000)
 
 
 def controller_times(settings: Settings) -> ControllerTimes:

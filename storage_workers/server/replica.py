@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 from ferrymq.clock import Clock
@@ -34,6 +35,7 @@ from ferrymq.storage.engine.records import Record
 from ferrymq.storage.log.base import install_snapshot
 from ferrymq.storage.log.compaction import Compactor
 from ferrymq.storage.log.epochs import EpochHistory
+from ferrymq.storage.log.format import CorruptSegment
 from ferrymq.storage.log.lock import locked
 from ferrymq.storage.log.recovery import RecoveredLog, recover
 from ferrymq.storage.log.writer import LogWriter
@@ -41,6 +43,7 @@ from ferrymq.storage.peers import Peers
 from ferrymq.storage.replication import Follower, FollowerRole, LeaderRole
 from ferrymq.storage.server.config import WorkerConfig
 from ferrymq.storage.server.connection import Connection
+from ferrymq.storage.server.damage import LOST_COPY_MARK, Damage, mark_lost_copy, quarantine
 from ferrymq.storage.server.handlers import PARTITION_OPS, Handler
 from ferrymq.storage.server.layout import replica_dir
 from ferrymq.storage.server.leader_term import LeaderTerm
@@ -84,6 +87,8 @@ class PartitionReplica:
         self.diverged = False
         """The engine applied a record its log refused: rebuild before following."""
         self.role_changes = 0
+        self.damage: Damage | None = None
+        """The damage found in the log at open, and what became of it (:mod:`.damage`)."""
         self.on_sync: Callable[[float], None] | None = None
         """Given to every log this replica opens (``LogWriter.on_sync``): the worker's fsync latency metric."""
         self._fail = fail
@@ -106,10 +111,15 @@ class PartitionReplica:
 
     def open(self) -> None:
         """Lock the partition's log directory, replay its log into the engine and get ready to append (at
-        start, before the worker serves anything)."""
+        start, before the worker serves anything).  A damaged log leaves the replica refusing (see
+        :mod:`.damage`)."""
         self._lock_directory()
         engine = self._new_engine()
-        recovered = recover(self.directory, engine.apply)
+        try:
+            recovered = recover(self.directory, engine.apply)
+        except CorruptSegment as exc:
+            self._found_damage(exc)
+            return
         self.engine = engine
         self._use(recovered)
 
@@ -118,9 +128,64 @@ class PartitionReplica:
         thread while the event loop goes on serving the other partitions."""
         self._lock_directory()
         engine = self._new_engine()
-        recovered = await asyncio.to_thread(recover, self.directory, engine.apply)
+        try:
+            recovered = await asyncio.to_thread(recover, self.directory, engine.apply)
+        except CorruptSegment as exc:
+            self._found_damage(exc)
+            return
         self.engine = engine
         self._use(recovered)
+
+    # --- damage ---------------------------------------------------------------------------------------------
+
+    @property
+    def refusing(self) -> bool:
+        """The log was found damaged and no copy replaced it: no role may be played (``damage`` says why)."""
+        return self.damage is not None and self.log is None
+
+    def _found_damage(self, exc: CorruptSegment) -> None:
+        self.damage = Damage.of(exc, self.clock.now())
+        self.handlers = dict.fromkeys(PARTITION_OPS, self._refuse_damaged)
+        log.error("partition %d: damaged log: %s", self.partition, exc)
+
+    def refuse(self, why: str) -> None:
+        """Keep refusing the damaged copy, left where it is: no intact replica can replace it."""
+        assert self.damage is not None
+        self.damage = replace(self.damage, refused=why)
+        log.error(
+            "partition %d: the damaged log stays as it is and the partition is refused on this worker: %s (%s)",
+            self.partition, why, self.damage.detail,
+        )
+
+    async def set_aside(self) -> None:
+        """Move the damaged log directory aside (kept for inspection) and start over with an empty log, which
+        the controller has follow the leader like a new replica."""
+        assert self.damage is not None and self.log is None
+        target = await asyncio.to_thread(quarantine, self.directory, self.clock.now())
+        self._lock.close()
+        self._lock = contextlib.ExitStack()
+        self.damage = replace(self.damage, set_aside=str(target))
+        where = f"{self.damage.segment} at byte {self.damage.byte}" if self.damage.segment else self.damage.detail
+        log.warning(
+            "partition %d: damaged log (%s) set aside at %s; catching up from the leader with an empty log",
+            self.partition, where, target,
+        )
+        self.handlers = self._standing_by
+        await self.open_off_loop()
+        await asyncio.to_thread(mark_lost_copy, self.directory)
+
+    @property
+    def lost_copy(self) -> bool:
+        """This replica's copy was set aside and no leader has heard so yet (the follower tells the next one)."""
+        return (self.directory / LOST_COPY_MARK).exists()
+
+    def lost_copy_reported(self) -> None:
+        (self.directory / LOST_COPY_MARK).unlink(missing_ok=True)
+
+    def _refuse_damaged(self, conn: Connection, request_id: int, args: Any) -> Any:
+        raise NotLeader(
+            f"Partition {self.partition}'s log on storage worker {self.config.worker_id} is damaged; it is refused."
+        )
 
     def _lock_directory(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -299,7 +364,9 @@ class PartitionReplica:
             await asyncio.gather(rebuild, return_exceptions=True)
 
     async def take_static_role(self) -> None:
-        """Take the role ``WorkerConfig.role`` gives (a worker outside any cluster)."""
+        """Take the role ``WorkerConfig.role`` gives (a worker outside any cluster); none while refusing."""
+        if self.refusing:
+            return
         role = self.config.role(self.partition)
         await (self.follow(role) if isinstance(role, FollowerRole) else self.lead(role))
 
@@ -329,6 +396,9 @@ class PartitionReplica:
 
     def status(self) -> dict[str, Any]:
         """The partition's part of ``ping``: role, replication positions, size of the state and of the log."""
+        damage = self.damage.as_dict() if self.damage is not None else None
+        if self.refusing:
+            return {"role": "refused", "damage": damage, "role_changes": self.role_changes}
         if self.log is None:
             return {"role": "follower", "rebuilding": True, "role_changes": self.role_changes}
         term = self.term
@@ -348,6 +418,7 @@ class PartitionReplica:
             "waiting_replies": tracker.waiting if tracker is not None else 0,
             "fetches": follower.fetches if follower is not None else 0,
             "role_changes": self.role_changes,
+            "damage": damage,
             "queues": len(self.engine.queues),
             "messages": sum(len(q.msgs) for q in self.engine.queues.values()),
             "log_bytes": self.log.total_bytes,

@@ -62,7 +62,8 @@ async def get_cluster_status(ctx: RequestContext, params: dict[str, Any]) -> dic
         "Partitions": [
             {"Partition": p["partition"], "Leader": p["leader"] or None, "Epoch": p["epoch"], "Replicas": p["replicas"],
              "InSyncReplicas": p["isr"], "Acks": p["acks"], "LeaseMillisLeft": p["lease_ms_left"],
-             "Lag": [{"Replica": replica, "Records": records} for replica, records in p["lag"].items()]}
+             "Lag": [{"Replica": replica, "Records": records} for replica, records in p["lag"].items()],
+             "Damage": [{"Replica": replica, "Note": note} for replica, note in p.get("damage", {}).items()]}
             for p in report["partitions"]
         ],
     }

@@ -68,3 +68,37 @@ def test_a_follower_that_lost_its_copy_leaves_the_in_sync_set_and_rejoins_only_o
 async def _done(task: asyncio.Task[None] | None) -> None:
     if task is not None:
         await task
+
+
+def test_a_follower_reporting_its_lost_copy_to_a_term_that_counts_it_in_sync_is_dropped_and_rejoins_later(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> dict[str, Any]:
+        # given a term begun with b in sync (before b left the item's set) that has no acknowledgement of b yet
+        writer = LogWriter(tmp_path)
+        stream = LeaderStream(1, "a", LeaderRole(replicas=("a", "b", "c"), acks=Acks.MAJORITY, epoch=1), writer,
+                              now_ms=lambda: 0)
+        for seq in range(1, 6):
+            stream.append(sent(seq))
+        await writer.flush()
+        end = stream.log.end_offset
+        seen: dict[str, Any] = {}
+        # when b, its copy set aside, fetches from its empty log reporting offset 0 durable
+        await _done(fetch(stream, "b", 1, 0))
+        seen["lagging"] = stream.lagging(MAX_LAG_MS)
+        stream.set_isr(frozenset({"a", "c"}))
+        # and then fetches everything and reports it durable
+        await _done(fetch(stream, "b", end, end))
+        seen["caught_up"] = stream.caught_up()
+        # (a follower outside the set reporting 0 changes nothing)
+        await _done(fetch(stream, "b", end, 0))
+        seen["lagging_outside"] = stream.lagging(MAX_LAG_MS)
+        stream.close(RuntimeError("done"))
+        await writer.close()
+        return seen
+
+    seen = asyncio.run(scenario())
+    # then the leader drops it from the in-sync set, and finds it caught up once it holds everything
+    assert seen["lagging"] == frozenset({"b"})
+    assert seen["caught_up"] == frozenset({"b"})
+    assert seen["lagging_outside"] == frozenset()

@@ -1,7 +1,8 @@
 """The storage cluster as ``ferrymq cluster status`` and FerryMQ's GetClusterStatus show it: every registered
 cluster (its partitions, and the queues placed on it against its capacity), then one cluster in detail: its
 workers (as the registry and their own ``ping`` report them) and its partitions (their coordination items, with
-each replica's lag behind the leader's log end in records, from the pings).
+each replica's lag behind the leader's log end in records, and what became of any copy its worker found
+damaged: set aside and repaired from a replica, or refused, from the pings).
 
 Reading the registries is blocking (DynamoDB); pinging the workers is asynchronous. :meth:`Registries.read`
 and :func:`ping_all` are the two halves, so the front end can run the first on its metadata threads and the second
@@ -127,6 +128,11 @@ def assemble(seen: Coordination, pings: dict[str, dict[str, Any] | None]) -> dic
         replica = answer.get("partitions", {}).get(str(partition)) if answer else None
         return replica.get("end_offset") if replica else None
 
+    def damage(worker: str, partition: int) -> dict[str, Any] | None:
+        answer = pings.get(worker)
+        replica = answer.get("partitions", {}).get(str(partition)) if answer else None
+        return replica.get("damage") if replica else None
+
     partitions = [
         {
             "partition": rs.partition,
@@ -137,6 +143,7 @@ def assemble(seen: Coordination, pings: dict[str, dict[str, Any] | None]) -> dic
             "acks": rs.acks.value,
             "lease_ms_left": max(rs.lease_until - now_ms, 0),
             "lag": _lags(rs, end_offset),
+            "damage": _damage_notes(rs, damage),
         }
         for rs in sets
     ]
@@ -150,6 +157,25 @@ def _lags(rs: ReplicaSet, end_offset: Any) -> dict[str, int | None]:
     for replica in rs.replicas:
         mine = end_offset(replica, rs.partition)
         out[replica] = None if leader_end is None or mine is None else max(leader_end - mine, 0)
+    return out
+
+
+def _damage_notes(rs: ReplicaSet, damage: Any) -> dict[str, str]:
+    """Per replica whose log its worker found damaged (as its ping reports): what became of the copy."""
+    out: dict[str, str] = {}
+    for replica in rs.replicas:
+        found = damage(replica, rs.partition)
+        if not found:
+            continue
+        where = f"{found.get('segment')} at byte {found.get('byte')}" if found.get("segment") else found.get("detail")
+        if found.get("set_aside"):
+            state = (
+                "repaired from replica" if replica in rs.isr else "catching up from the leader (not in sync yet)"
+            )
+            out[replica] = f"{state}: damaged copy ({where}) set aside at {found['set_aside']}"
+        else:
+            why = found.get("refused") or "not repaired yet"
+            out[replica] = f"refused: damaged log ({where}); {why}"
     return out
 
 
