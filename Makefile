@@ -7,7 +7,7 @@
 #   make test   install FerryMQ with its test tools (and the e2e tests' npm packages, botocore's
 #               query-protocol SQS model, and Debian's chromium and chromium-driver where missing), then ruff
 #               and the whole test suite; the tests download nothing
-#   make dist   a wheel in dist/ (what the storage-worker instances install)
+#   make dist   a wheel in dist/
 #
 # build-FrontendFunction and build-FerryMQLayer are called by `sam build` (BuildMethod: makefile in
 # template.yaml) with ARTIFACTS_DIR set.

@@ -8,6 +8,7 @@ from pathlib import Path
 from chalice import Chalice
 
 from ferrymq.infra import template as cfn
+from tests.support.dockerfile import exec_form
 
 REPO = cfn.TEMPLATE_PATH.parent
 
@@ -63,11 +64,35 @@ def test_repository_root_is_the_template_folder() -> None:
     assert Path(cfn.TEMPLATE_PATH).name == "template.yaml"
 
 
-def test_the_storage_cluster_is_three_workers_each_with_a_log_volume_that_outlives_its_instance() -> None:
+def test_the_storage_cluster_is_three_ecs_services_each_with_a_log_volume_that_outlives_task_and_instance() -> None:
     resources = cfn.load()["Resources"]
+    services = {n: r for n, r in resources.items() if r["Type"] == "AWS::ECS::Service"}
     groups = {n: r for n, r in resources.items() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"}
     volumes = {n: r for n, r in resources.items() if r["Type"] == "AWS::EC2::Volume"}
-    # then three groups of exactly one instance each, in the first three subnets
+    # then one service of one task per worker identity, never two at once, each placed on its slot's instance
+    assert sorted(services) == ["WorkerService0", "WorkerService1", "WorkerService2"]
+    for i, (_, service) in enumerate(sorted(services.items())):
+        props = service["Properties"]
+        assert props["DesiredCount"] == 1
+        assert props["DeploymentConfiguration"] == {"MinimumHealthyPercent": 0, "MaximumPercent": 100}
+        assert props["PlacementConstraints"] == [{"Type": "memberOf",
+                                                  "Expression": f"attribute:ferrymq-slot == {i}"}]
+        (subnet,) = props["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"]
+        assert subnet.name == "Select" and subnet.value[0] == i
+        (registry,) = props["ServiceRegistries"]
+        assert registry["RegistryArn"].value == f"WorkerDiscovery{i}.Arn"
+        task = resources[props["TaskDefinition"].value]["Properties"]
+        init, worker = task["ContainerDefinitions"]
+        # the worker runs the image's entry point as worker-<i>, after the idempotent cluster init
+        assert worker["Command"] == ["--partitions", "", "--worker-id", f"worker-{i}"]
+        assert init["EntryPoint"] == ["python", "-m", "ferrymq.infra.cluster_init"] and not init["Essential"]
+        assert worker["DependsOn"] == [{"ContainerName": "cluster-init", "Condition": "SUCCESS"}]
+        # its logs on the instance's /var/lib/ferrymq, where the slot's volume is mounted
+        assert task["Volumes"] == [{"Name": "logs", "Host": {"SourcePath": "/var/lib/ferrymq"}}]
+        assert worker["MountPoints"] == [{"SourceVolume": "logs", "ContainerPath": "/var/lib/ferrymq"}]
+        assert worker["User"] == "10001:10001" and worker["ReadonlyRootFilesystem"] is True
+        assert "/health/live" in worker["HealthCheck"]["Command"][-1]
+    # and the instances: three groups of exactly one, in the first three subnets, tagged with their slot
     assert sorted(groups) == ["WorkerGroup0", "WorkerGroup1", "WorkerGroup2"]
     for i, (_, group) in enumerate(sorted(groups.items())):
         props = group["Properties"]
@@ -80,7 +105,27 @@ def test_the_storage_cluster_is_three_workers_each_with_a_log_volume_that_outliv
     for volume in volumes.values():
         assert volume["DeletionPolicy"] == volume["UpdateReplacePolicy"] == "Retain"
         assert volume["Properties"]["Encrypted"] is True
-    # and the worker reads its slot from its tags and runs `ferrymq cluster init` before it starts
+    # and an instance mounts its slot's volume and joins the cluster with its slot as an attribute
     user_data = repr(resources["WorkerLaunchTemplate"]["Properties"]["LaunchTemplateData"]["UserData"])
-    assert "tags/instance/ferrymq-slot" in user_data and "ferrymq cluster init" in user_data
-    assert "--worker-id worker-$SLOT" in user_data
+    assert "tags/instance/ferrymq-slot" in user_data and "mount -o noatime" in user_data
+    assert "ECS_INSTANCE_ATTRIBUTES" in user_data and "chown 10001:10001 /var/lib/ferrymq" in user_data
+
+
+def test_the_worker_task_runs_the_images_health_check() -> None:
+    # The task's health check is the image's own (storage_workers/Dockerfile), word for word.
+    task = cfn.load()["Resources"]["WorkerTask0"]["Properties"]
+    worker = task["ContainerDefinitions"][1]
+    assert worker["HealthCheck"]["Command"] == ["CMD", *exec_form("HEALTHCHECK")]
+
+
+def test_the_worker_roles_grant_only_what_the_tasks_call() -> None:
+    resources = cfn.load()["Resources"]
+    task_role = resources["WorkerTaskRole"]["Properties"]
+    (policy,) = task_role["Policies"]
+    actions = {a for statement in policy["PolicyDocument"]["Statement"] for a in statement["Action"]}
+    assert all(a.startswith("dynamodb:") for a in actions)
+    assert "ManagedPolicyArns" not in task_role
+    (start_policy,) = resources["WorkerExecutionRole"]["Properties"]["Policies"]
+    for statement in start_policy["PolicyDocument"]["Statement"]:
+        # Only the registry token is account-wide, as ECR defines it.
+        assert statement["Resource"] != "*" or statement["Action"] == ["ecr:GetAuthorizationToken"]

@@ -12,56 +12,23 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import REPO
+from ferrymq.aws.clusters import ClusterRegistry
+from ferrymq.infra import template as cfn
+from ferrymq.settings import Settings
+from tests.integration.conftest import REPO, worker_env
 from tests.support.bundles import link_third_party, requirement_closure
+from tests.support.dockerfile import DOCKERFILE, exec_form, final_stage, image_env, instructions
 from tests.support.ports import consecutive_free_ports
 from tests.support.processes import terminate_group
-
-DOCKERFILE = REPO / "storage_workers" / "Dockerfile"
-
-
-def instructions() -> list[tuple[str, str]]:
-    """(instruction, arguments) of the Dockerfile, continuation lines joined, comments left out."""
-    joined, found = "", []
-    for line in DOCKERFILE.read_text().splitlines():
-        if not joined and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        joined += line.rstrip("\\").strip() + " " if line.endswith("\\") else line.strip()
-        if not line.endswith("\\"):
-            keyword, _, rest = joined.partition(" ")
-            found.append((keyword.upper(), rest.strip()))
-            joined = ""
-    return found
-
-
-def final_stage() -> list[tuple[str, str]]:
-    found = instructions()
-    starts = [i for i, (keyword, _) in enumerate(found) if keyword == "FROM"]
-    return found[starts[-1]:]
-
-
-def image_env() -> dict[str, str]:
-    env: dict[str, str] = {}
-    for keyword, rest in final_stage():
-        if keyword == "ENV":
-            env.update(part.split("=", 1) for part in shlex.split(rest))
-    return env
-
-
-def exec_form(keyword: str) -> list[str]:
-    (rest,) = [rest for k, rest in final_stage() if k == keyword]
-    if keyword == "HEALTHCHECK":
-        rest = rest[rest.index("CMD ") + 4:]
-    return list(json.loads(rest))
 
 
 def hadolint() -> str:
@@ -95,10 +62,11 @@ def test_hadolint_refuses_a_dockerfile_running_as_root(tmp_path: Path) -> None:
     assert run.returncode != 0 and "DL3002" in run.stdout
 
 
-@pytest.fixture
-def image_root(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def image_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """site-packages as the image's build stage fills it: the COPY'd folders installed without dependencies,
     and the worker's requirements."""
+    tmp_path = tmp_path_factory.mktemp("image")
     source = tmp_path / "src"
     source.mkdir()
     for keyword, rest in instructions():
@@ -154,3 +122,33 @@ def test_the_health_check_fails_when_nothing_answers(tmp_path: Path) -> None:
     health = subprocess.run([sys.executable, *exec_form("HEALTHCHECK")[1:]], env=env, capture_output=True,
                             timeout=30, check=False)
     assert health.returncode != 0
+
+
+def test_the_task_s_cluster_init_runs_on_the_image_s_packages_and_is_idempotent(
+        image_root: Path, aws_settings: Settings, tmp_path: Path) -> None:
+    # given the image's environment against the test's DynamoDB, for a cluster of its own
+    cluster = f"image-{uuid.uuid4().hex[:8]}"
+    env = {**worker_env(aws_settings), **image_env(), "PYTHONPATH": str(image_root), "FERRYMQ_CLUSTER": cluster,
+           "FERRYMQ_DATA_DIR": str(tmp_path / "data")}
+    (template,) = [c for c in cfn.load()["Resources"]["WorkerTask0"]["Properties"]["ContainerDefinitions"]
+                   if c["Name"] == "cluster-init"]
+    command = [sys.executable, "-S", *template["EntryPoint"][1:]]
+    # when the task's first container runs, twice
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+    # then it names every partition's replica set, the same both times
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert first.stdout == again.stdout and lines and all(line.startswith(f"cluster {cluster} ") for line in lines)
+    assert cluster in {info.name for info in ClusterRegistry.from_settings(aws_settings).all()}
+
+
+def test_the_task_s_cluster_init_says_in_one_line_why_it_failed(image_root: Path, tmp_path: Path) -> None:
+    port = consecutive_free_ports(1)
+    env = {**image_env(), "PYTHONPATH": str(image_root), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+           "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_MAX_ATTEMPTS": "1", "FERRYMQ_DATA_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-S", "-m", "ferrymq.infra.cluster_init"], env=env, capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert run.returncode == 1
+    assert run.stderr.startswith("ferrymq cluster init: ") and len(run.stderr.splitlines()) == 1

@@ -1,0 +1,44 @@
+"""The storage-worker image's Dockerfile read as instructions: what the tests follow in place of a build."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+DOCKERFILE = Path(__file__).resolve().parents[2] / "storage_workers" / "Dockerfile"
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(instruction, arguments) of the Dockerfile, continuation lines joined, comments left out."""
+    joined, found = "", []
+    for line in DOCKERFILE.read_text().splitlines():
+        if not joined and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        joined += line.rstrip("\\").strip() + " " if line.endswith("\\") else line.strip()
+        if not line.endswith("\\"):
+            keyword, _, rest = joined.partition(" ")
+            found.append((keyword.upper(), rest.strip()))
+            joined = ""
+    return found
+
+
+def final_stage() -> list[tuple[str, str]]:
+    found = instructions()
+    starts = [i for i, (keyword, _) in enumerate(found) if keyword == "FROM"]
+    return found[starts[-1]:]
+
+
+def image_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for keyword, rest in final_stage():
+        if keyword == "ENV":
+            env.update(part.split("=", 1) for part in shlex.split(rest))
+    return env
+
+
+def exec_form(keyword: str) -> list[str]:
+    (rest,) = [rest for k, rest in final_stage() if k == keyword]
+    if keyword == "HEALTHCHECK":
+        rest = rest[rest.index("CMD ") + 4:]
+    return list(json.loads(rest))
