@@ -3,7 +3,8 @@
 Every FerryMQ process announces readiness with one line on stdout (``FERRYMQ_STANDIN_READY ...``,
 ``FERRYMQ_WORKER_READY ...``, ``FERRYMQ_GATEWAY_READY ...``). A reader thread per child watches for that
 line and then keeps forwarding the child's stdout, prefixed with its name, so a chatty child never blocks on
-a full pipe. stderr is inherited: logs go where the parent's go.
+a full pipe. stderr is inherited: logs go where the parent's go; a caller that wants to read them as they pass
+(``stderr_lines``) gets them through a pipe, and they are still written to this process's stderr unchanged.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ class Child:
         self.name = name
         self.process = process
         self.ready_fields = ready_fields
+        self.stderr_reader: threading.Thread | None = None
+        """The thread passing on its stderr, when the caller reads it (``launch_child(stderr_lines=...)``)."""
+
+    def stderr_read(self, timeout: float = 1.0) -> None:
+        """Once the child has exited: wait (briefly) until its last stderr lines have been read."""
+        if self.stderr_reader is not None:
+            self.stderr_reader.join(timeout)
 
     @property
     def pid(self) -> int:
@@ -67,12 +75,39 @@ def _pump(process: subprocess.Popen[str], name: str, ready_prefix: str, ready: q
         ready.put(None)
 
 
+def _pump_stderr(process: subprocess.Popen[str], seen: Callable[[str], None], out: TextIO) -> None:
+    assert process.stderr is not None
+    for line in process.stderr:
+        out.write(line)
+        out.flush()
+        seen(line)
+
+
 class Starting:
     """A launched child whose ready line is still awaited; several can start at once and be awaited in turn."""
 
     def __init__(self, child: Child, ready: queue.Queue[str | None]) -> None:
         self.child = child
         self._ready = ready
+        self._launched_at = time.monotonic()
+
+    def poll(self, timeout: float = DEFAULT_READY_TIMEOUT) -> Child | None:
+        """The child once its ready line has arrived, None while it is still starting; raises
+        :class:`ChildFailed` (after stopping the child) if it exited first or ``timeout`` seconds passed since
+        its launch. Never waits."""
+        child = self.child
+        try:
+            line = self._ready.get_nowait()
+        except queue.Empty:
+            if time.monotonic() - self._launched_at > timeout:
+                child.stop()
+                raise ChildFailed(f"{child.name} was not ready within {timeout:.0f} s") from None
+            return None
+        if line is None:
+            status = child.process.wait()
+            raise ChildFailed(f"{child.name} exited with {signal_name(status)} before it was ready")
+        child.ready_fields = line.split()[1:]
+        return child
 
     def wait_ready(self, *, timeout: float = DEFAULT_READY_TIMEOUT,
                    should_abort: Callable[[], bool] = lambda: False) -> Child:
@@ -87,7 +122,7 @@ class Starting:
                 line = ""
             if line is None:
                 status = child.process.wait()
-                raise ChildFailed(f"{child.name} exited with status {status} before it was ready")
+                raise ChildFailed(f"{child.name} exited with {signal_name(status)} before it was ready")
             if line:
                 child.ready_fields = line.split()[1:]
                 return child
@@ -100,23 +135,30 @@ class Starting:
 
 
 def launch_child(name: str, argv: Sequence[str], env: Mapping[str, str], ready_prefix: str, *,
-                 out: TextIO | None = None) -> Starting:
+                 out: TextIO | None = None, stderr_lines: Callable[[str], None] | None = None) -> Starting:
     """Start ``argv`` without waiting: its ready line (a line starting with ``ready_prefix``) is awaited by
-    :meth:`Starting.wait_ready`."""
+    :meth:`Starting.wait_ready` or :meth:`Starting.poll`. ``stderr_lines`` is called with each line the child
+    writes to stderr, after it is passed on to this process's stderr."""
     process = subprocess.Popen(
         list(argv),
         env=dict(env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if stderr_lines is not None else None,
         text=True,
         bufsize=1,
     )
+    child = Child(name, process, [])
+    if stderr_lines is not None:
+        child.stderr_reader = threading.Thread(target=_pump_stderr, args=(process, stderr_lines, sys.stderr),
+                                               name=f"{name}-stderr", daemon=True)
+        child.stderr_reader.start()
     ready: queue.Queue[str | None] = queue.Queue()
     threading.Thread(
         target=_pump, args=(process, name, ready_prefix, ready, out or sys.stdout), name=f"{name}-stdout",
         daemon=True,
     ).start()
-    return Starting(Child(name, process, []), ready)
+    return Starting(child, ready)
 
 
 def start_child(

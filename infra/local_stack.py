@@ -5,9 +5,12 @@ anything, and each ``up`` removes only the files it wrote.
 
 Start order: AWS stand-in (unless an endpoint is named), bootstrap of tables/bucket/key, the development
 credential, the replica sets of the storage cluster, its workers (``FERRYMQ_WORKERS``, 3 by default, each
-partition on ``FERRYMQ_REPLICATION_FACTOR`` of them, acknowledged per ``FERRYMQ_ACKS``), the gateway. Then
-one banner and the machine-readable line ``FERRYMQ_READY endpoint=URL``. A worker that dies is restarted
-with backoff (:mod:`ferrymq.infra.worker_pool`) while the others keep serving. SIGTERM or SIGINT stops the children
+partition on ``FERRYMQ_REPLICATION_FACTOR`` of them, acknowledged per ``FERRYMQ_ACKS``), the gateway. The
+stack is ready once the gateway and the workers are, except workers that failed to start as long as a majority
+of each cluster's workers is ready: then one banner (naming any worker that is failing, with its last error) and
+the machine-readable line ``FERRYMQ_READY endpoint=URL``. A worker that fails to start or dies is started again
+with backoff (:mod:`ferrymq.infra.worker_pool`) while the others keep serving; only a cluster without a majority
+of ready workers after ``RESTART_READY_TIMEOUT`` stops start-up. SIGTERM or SIGINT stops the children
 in reverse order (SIGTERM, then SIGKILL after a timeout) and returns 0; a stand-in or gateway that dies on
 its own is reported, the rest are stopped, and the return value is 1.
 
@@ -26,7 +29,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TextIO
@@ -37,6 +40,7 @@ from ferrymq.infra.bootstrap import bootstrap
 from ferrymq.infra.children import (
     Child,
     ChildFailed,
+    Starting,
     child_environment,
     launch_child,
     python_module_argv,
@@ -59,6 +63,7 @@ WORKER_ID = "worker-0"
 READY_PREFIX = "FERRYMQ_READY"
 DEV_USER_NAME = "dev"
 POLL_SECONDS = 0.2
+READY_POLL_SECONDS = 0.02
 
 
 class StartupFailed(RuntimeError):
@@ -119,7 +124,9 @@ def adopt_worker_per_partition_logs(settings: Settings) -> int:
     return moved
 
 
-def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool) -> str:
+def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool, failing: Sequence[str] = ()) -> str:
+    """What ``up`` prints once ready; ``failing`` are the workers not ready, each ``id: why`` (see
+    :meth:`WorkerPool.failing`)."""
     aws_line = f"{aws_endpoint} (stand-in, state in {aws_target.standin_dir(settings)})" if standin else aws_endpoint
     return "\n".join(
         [
@@ -131,6 +138,7 @@ def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool) 
             f"  secret key       {settings.dev_secret_key}",
             f"  AWS services     {aws_line}",
             f"  storage          {_storage_line(settings)}",
+            *[f"  failing          {line}; started again with backoff" for line in failing],
             f"  data             {settings.data_dir}",
             *([f"  dashboard        {endpoint}/dashboard/ (log in with the access key above"
                f"{'' if settings.dashboard_remote else '; served to loopback only'})"]
@@ -309,13 +317,13 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     base_env = child_environment(env, FERRYMQ_DATA_DIR=str(settings.data_dir), **aws_env, **secret_env)
     if standin:
         base_env.pop("AWS_SESSION_TOKEN", None)
-    pool.env = base_env
+    # The pool reads the workers' stderr for their last error: they must keep the format of a terminal if up has one.
+    pool.env = {"FERRYMQ_LOG_FORMAT": "text" if _is_terminal(sys.stderr) else "json", **base_env}
     members = [(layout, sets, w) for layout, sets in zip(layouts, replica_sets, strict=True) for w in layout.workers]
     # Every worker and the gateway start at once and are awaited together: a worker's start (imports, log
     # recovery) does not depend on another's, leadership goes to the preferred replica by the claim stagger
     # whatever the order, and the gateway serves a worker as soon as it answers. Each started child is held
-    # (pool, children) before any wait, so a failed start stops them all.
-    starting = []
+    # (pool, children) before any wait, so a stop or a failed start stops them all.
     for index, (layout, sets, worker_id) in enumerate(members):
         # A worker holding nothing is a spare: the cluster's manager moves replicas of dead workers to it.
         held = [str(p) for p, rs in sorted(sets.items()) if worker_id in rs.replicas]
@@ -328,18 +336,49 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
             argv += ["--replication-port", str(settings.worker_replication_port + index)]
         if settings.worker_admin_port:
             argv += ["--admin-port", str(settings.worker_admin_port + index)]
-        starting.append(pool.launch(worker_id, argv))
+        pool.launch(worker_id, argv, layout.name)
     argv = python_module_argv("ferrymq.infra.gateway", "--host", settings.host, "--port", str(settings.port),
                               "--parent-pid", str(os.getpid()))
     gateway_start = launch_child("gateway", argv, base_env, GATEWAY_READY_PREFIX)
     children.append(gateway_start.child)
-    for worker_start in starting:
-        worker_start.wait_ready(timeout=RESTART_READY_TIMEOUT, should_abort=stop.is_set)
-    gateway = gateway_start.wait_ready(should_abort=stop.is_set)
+    gateway = _await_ready(gateway_start, pool, stop)
+    if gateway is None:
+        return None
     endpoint = gateway.ready_fields[0]
     stack_endpoint.record(settings, endpoint)
-    print(banner(settings, endpoint, aws_endpoint, standin), file=out, flush=True)
+    print(banner(settings, endpoint, aws_endpoint, standin, pool.failing()), file=out, flush=True)
     return endpoint
+
+
+def _await_ready(gateway_start: Starting, pool: WorkerPool, stop: _StopRequest) -> Child | None:
+    """The gateway once it and the workers are ready, or None if a stop was requested meanwhile.
+
+    Every worker is awaited except those that failed to start (started again with backoff, not waited for), as
+    long as a majority of each cluster's workers is ready; past ``RESTART_READY_TIMEOUT`` that majority is enough.
+    Raises ChildFailed if the gateway fails, and StartupFailed if a cluster has no majority by then."""
+    deadline = time.monotonic() + RESTART_READY_TIMEOUT
+    gateway = None
+    while not stop.is_set():
+        if gateway is None:
+            gateway = gateway_start.poll()
+        pool.check()
+        late = time.monotonic() > deadline
+        if gateway is not None and pool.quorum_ready() and (late or pool.settled()):
+            return gateway
+        if late and gateway is not None:
+            raise StartupFailed(
+                f"no majority of the storage workers was ready within {RESTART_READY_TIMEOUT:.0f} s"
+                + (f": {'; '.join(pool.failing())}" if pool.failing() else "")
+            )
+        stop.event.wait(READY_POLL_SECONDS)
+    return None
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _supervise(children: list[Child], pool: WorkerPool, stop: _StopRequest) -> int:

@@ -1,14 +1,23 @@
-"""The storage workers ``ferrymq up`` runs, supervised: one that dies is started again, with backoff.
+"""The storage workers ``ferrymq up`` runs, supervised: one that fails to start or dies is started again, with
+backoff, and never stops the others.
 
 A restarted worker rejoins its cluster as its controller finds it: it follows each partition's current
 leader, cuts what it holds beyond the leader's log, catches up and is taken back into the in-sync set (or,
 as the item's leader whose lease is still live, claims the next epoch at once). The stack keeps serving
 meanwhile from the other replicas. Backoff starts at ``MIN_BACKOFF_SECONDS`` and doubles up to
-``MAX_BACKOFF_SECONDS`` while restarts keep failing or the worker keeps dying within ``STABLE_SECONDS``.
+``MAX_BACKOFF_SECONDS`` while starts keep failing or the worker keeps dying within ``STABLE_SECONDS``.
+
+Starts are never waited on: :meth:`WorkerPool.check`, called from ``up``'s loop, notices ready lines, failed
+starts and deaths, and launches the workers whose backoff is over. Each failure is one line on stderr naming
+the worker and its last error (the message of the last ERROR or CRITICAL log line it wrote, or the last line of
+a traceback). ``up`` is ready once :meth:`WorkerPool.settled` (no worker still on its way up for the first time)
+and :meth:`WorkerPool.quorum_ready` (a majority of each cluster's workers ready).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,17 +30,52 @@ MIN_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 10.0
 STABLE_SECONDS = 30.0
 RESTART_READY_TIMEOUT = 60.0
+_ERROR_LEVELS = frozenset({"ERROR", "CRITICAL"})
+# ferrymq.logs' text format: ``timestamp component LEVEL logger [request id]: message``.
+_TEXT_LOG_LINE = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) \S+(?: \[[^\]]*\])?: (?P<message>.*)$")
+
+
+def error_of(line: str) -> str | None:
+    """What a worker's stderr ``line`` says went wrong, if it says so: an ERROR or CRITICAL log record's message
+    (JSON or text format), or a line of Python's own (a traceback ends with the exception); None for the rest."""
+    text = line.strip()
+    if not text or line[:1].isspace():
+        return None
+    if text.startswith("{"):
+        try:
+            record = json.loads(text)
+        except ValueError:
+            return text
+        if isinstance(record, dict) and "level" in record:
+            return str(record.get("message", "")) if record["level"] in _ERROR_LEVELS else None
+        return text
+    matched = _TEXT_LOG_LINE.match(text)
+    if matched:
+        return matched["message"] if matched["level"] in _ERROR_LEVELS else None
+    if text.startswith("Traceback ") or text.startswith("During handling of") or text.startswith("The above "):
+        return None
+    return text
 
 
 @dataclass
 class _Worker:
     worker_id: str
     argv: list[str]
+    cluster: str
     child: Child | None = None
+    starting: Starting | None = None
     started_at: float = 0.0
     restart_at: float | None = None
     backoff: float = MIN_BACKOFF_SECONDS
     restarts: int = field(default=0)
+    failed_starts: int = 0
+    last_error: str | None = None
+    failure: str | None = None
+    """Why its last start or run ended, until it is ready again."""
+
+    @property
+    def ready(self) -> bool:
+        return self.child is not None and self.starting is None
 
 
 class WorkerPool:
@@ -54,26 +98,24 @@ class WorkerPool:
         self._clock = clock
         self._workers: dict[str, _Worker] = {}
 
-    def launch(self, worker_id: str, argv: Sequence[str]) -> Starting:
-        """Start a worker without waiting for it to be ready: the caller awaits the returned start. The pool
-        holds it from now on, so :meth:`stop` stops it even if it never becomes ready."""
-        worker = self._workers[worker_id] = _Worker(worker_id, list(argv))
-        return self._launch(worker)
+    def launch(self, worker_id: str, argv: Sequence[str], cluster: str = "") -> None:
+        """Start a worker without waiting for it: :meth:`check` notices when it is ready, or failed (then it is
+        started again after its backoff). The pool holds it from now on, so :meth:`stop` stops it."""
+        worker = self._workers[worker_id] = _Worker(worker_id, list(argv), cluster)
+        self._launch(worker)
 
-    def _launch(self, worker: _Worker) -> Starting:
-        starting = launch_child(worker.worker_id, worker.argv, self.env, self._ready_prefix, out=self._out)
-        worker.child = starting.child
+    def _launch(self, worker: _Worker) -> None:
+        def seen(line: str) -> None:
+            error = error_of(line)
+            if error:
+                worker.last_error = error
+
+        worker.last_error = None
+        worker.starting = launch_child(worker.worker_id, worker.argv, self.env, self._ready_prefix, out=self._out,
+                                       stderr_lines=seen)
+        worker.child = worker.starting.child
         worker.started_at = self._clock()
         worker.restart_at = None
-        return starting
-
-    def _start(self, worker: _Worker) -> Child:
-        try:
-            return self._launch(worker).wait_ready(timeout=RESTART_READY_TIMEOUT, should_abort=self._should_abort)
-        except ChildFailed:
-            # Stopped or dead already: check() must not count it as a second death.
-            worker.child = None
-            raise
 
     @property
     def children(self) -> list[Child]:
@@ -82,38 +124,68 @@ class WorkerPool:
     def restarts(self, worker_id: str) -> int:
         return self._workers[worker_id].restarts
 
-    def check(self) -> None:
-        """Notice workers that died and start those whose backoff is over."""
-        now = self._clock()
+    def quorum_ready(self) -> bool:
+        """Whether a majority of each cluster's workers are ready: what a cluster needs to acknowledge writes
+        (replication factor 3 of 3 workers, acks majority) and to keep the leases of its partitions."""
+        clusters: dict[str, list[bool]] = {}
         for worker in self._workers.values():
-            child = worker.child
-            if child is not None:
-                status = child.exit_status()
-                if status is None:
-                    continue
-                if now - worker.started_at >= STABLE_SECONDS:
-                    worker.backoff = MIN_BACKOFF_SECONDS
-                worker.child = None
-                worker.restart_at = now + worker.backoff
-                self._say(
-                    f"ferrymq: {worker.worker_id} (pid {child.pid}) exited with {signal_name(status)}; "
-                    f"restarting it in {worker.backoff:.1f} s"
-                )
-                worker.backoff = min(worker.backoff * 2, MAX_BACKOFF_SECONDS)
-            elif worker.restart_at is not None and now >= worker.restart_at:
+            clusters.setdefault(worker.cluster, []).append(worker.ready)
+        return all(sum(ready) > len(ready) // 2 for ready in clusters.values())
+
+    def settled(self) -> bool:
+        """Whether every worker is ready or has failed at least once (and waits for its next start): nothing is
+        still on its way up for the first time."""
+        return all(w.ready or w.failure is not None for w in self._workers.values())
+
+    def failing(self) -> list[str]:
+        """One line per worker that is not ready because its last start or run failed: its id and why."""
+        return [f"{w.worker_id}: {w.failure}" for w in self._workers.values() if w.failure and not w.ready]
+
+    def check(self) -> None:
+        """Notice workers that became ready, failed to start or died, and start those whose backoff is over."""
+        for worker in self._workers.values():
+            if worker.starting is not None:
+                self._check_start(worker)
+            elif worker.child is not None:
+                status = worker.child.exit_status()
+                if status is not None:
+                    now = self._clock()
+                    if now - worker.started_at >= STABLE_SECONDS:
+                        worker.backoff = MIN_BACKOFF_SECONDS
+                    self._retry_later(worker, f"exited with {signal_name(status)}", worker.child.pid, "restarting it")
+            elif worker.restart_at is not None and self._clock() >= worker.restart_at:
                 worker.restarts += 1
-                try:
-                    self._start(worker)
-                except ChildFailed as exc:
-                    if self._should_abort():
-                        return
-                    worker.restart_at = self._clock() + worker.backoff
-                    self._say(
-                        f"ferrymq: restarting {worker.worker_id} failed ({exc}); next try in {worker.backoff:.1f} s"
-                    )
-                    worker.backoff = min(worker.backoff * 2, MAX_BACKOFF_SECONDS)
-                else:
-                    self._say(f"ferrymq: {worker.worker_id} is back (pid {worker.child.pid if worker.child else '?'})")
+                self._launch(worker)
+
+    def _check_start(self, worker: _Worker) -> None:
+        assert worker.starting is not None
+        pid = worker.starting.child.pid
+        try:
+            child = worker.starting.poll(RESTART_READY_TIMEOUT)
+        except ChildFailed as exc:
+            if self._should_abort():
+                return
+            worker.failed_starts += 1
+            reason = str(exc).removeprefix(f"{worker.worker_id} ").removesuffix(" before it was ready")
+            self._retry_later(worker, f"failed to start: {reason}", pid, "next try")
+            return
+        if child is None:
+            return
+        worker.starting = None
+        if worker.failure is not None:
+            self._say(f"ferrymq: {worker.worker_id} is back (pid {child.pid})")
+            worker.failure = None
+
+    def _retry_later(self, worker: _Worker, what: str, pid: int, next_step: str) -> None:
+        """Schedule the next start after the worker's backoff and say so in one line; doubles the backoff."""
+        if worker.child is not None:
+            worker.child.stderr_read()
+        worker.failure = f"{what}{f' ({worker.last_error})' if worker.last_error else ''}"
+        worker.child = None
+        worker.starting = None
+        worker.restart_at = self._clock() + worker.backoff
+        self._say(f"ferrymq: {worker.worker_id} (pid {pid}) {worker.failure}; {next_step} in {worker.backoff:.1f} s")
+        worker.backoff = min(worker.backoff * 2, MAX_BACKOFF_SECONDS)
 
     def _say(self, line: str) -> None:
         print(line, file=self._err, flush=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -21,7 +21,7 @@ from ferrymq.infra.standin import layout
 from ferrymq.storage.log.lock import locked
 from tests.integration.infra.processes import child_env, children_of, is_alive, running
 from tests.support.ports import consecutive_free_ports
-from tests.support.processes import members_of_group
+from tests.support.waiting import wait_for
 
 FERRYMQ = [sys.executable, "-m", "ferrymq.infra.cli"]
 
@@ -96,26 +96,53 @@ def test_up_stops_the_stack_when_a_child_dies(tmp_path: Path) -> None:
     assert [pid for pid in children if is_alive(pid)] == []
 
 
-def test_a_worker_that_cannot_start_stops_the_whole_start_up(tmp_path: Path) -> None:
-    # given worker-1's directory held by another process (the workers and the gateway start at once)
+def _own_lines(stderr_path: Path, prefix: str) -> list[str]:
+    """``up``'s own lines starting with ``prefix`` (its children's log lines are JSON)."""
+    return [line for line in stderr_path.read_text().splitlines() if line.startswith(prefix)]
+
+
+def test_a_worker_that_cannot_start_is_retried_with_backoff_while_the_stack_serves(tmp_path: Path) -> None:
+    # given worker-1's directory held by another process, so that worker-1 refuses to start
     held = tmp_path / "workers" / "worker-1"
     held.mkdir(parents=True)
     stderr_path = tmp_path / "up.stderr"
-    with locked(held), stderr_path.open("w") as stderr:
-        process = subprocess.Popen([*FERRYMQ, "up"], env=child_env(FERRYMQ_DATA_DIR=str(tmp_path), FERRYMQ_PORT="0"),
-                                   stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
-        try:
-            status = process.wait(90)
-        finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-    # then `up` says which part failed in one line of its own, exits 1, and nothing it started is left
-    own_lines = [line for line in stderr_path.read_text().splitlines() if line.startswith("ferrymq:")]
-    assert status == 1
-    assert own_lines == ["ferrymq: worker-1 exited with status 1 before it was ready"]
-    # (up led its own session: its pid is the group id the rest of the stack kept)
-    assert members_of_group(process.pid) == {}
-    assert not layout.is_locked(tmp_path / "aws")
+    with stderr_path.open("w") as stderr, contextlib.ExitStack() as holding:
+        holding.enter_context(locked(held))
+        with _up(tmp_path, stderr=stderr) as up:
+            # then the stack is ready on the two others, and its banner names the failing worker and why
+            failing = [line for line in up.output if line.startswith("  failing ")]
+            assert len(failing) == 1, up.output
+            assert failing[0].startswith("  failing          worker-1: failed to start: exited with status 1 (")
+            assert f"{held} is in use (is a storage worker running on it?)" in failing[0]
+            # and boto3 sends and receives through it
+            sqs = boto3.client("sqs", endpoint_url=up.url, region_name="us-east-1", aws_access_key_id="test",
+                               aws_secret_access_key="test")
+            url = sqs.create_queue(QueueName="two-of-three")["QueueUrl"]
+            sent = {sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")["MessageId"] for i in range(5)}
+            received: set[str] = set()
+            for _ in range(10):
+                for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                                   WaitTimeSeconds=1).get("Messages", []):
+                    received.add(message["MessageId"])
+                    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+                if received == sent:
+                    break
+            assert received == sent
+            # and `up` keeps starting worker-1 again, each time after a longer wait, one line each with its error
+            def three_tries() -> list[str]:
+                found = _own_lines(stderr_path, "ferrymq: worker-1 ")
+                return found if len(found) >= 3 else []
+
+            tries = wait_for(three_tries, timeout=60)
+            assert all(" failed to start: exited with status 1 (" in line and "is in use" in line for line in tries)
+            assert [line.rsplit("next try in ", 1)[1] for line in tries[:3]] == ["0.5 s", "1.0 s", "2.0 s"]
+            # when the directory is free again, then worker-1 comes back and the cluster has all three
+            holding.close()
+            wait_for(lambda: _own_lines(stderr_path, "ferrymq: worker-1 is back"), timeout=60)
+            status = json.loads(_ferrymq(tmp_path, "cluster", "status", "--json").stdout)
+            assert sorted(w["worker_id"] for w in status["workers"] if w["alive"]) == [
+                "worker-0", "worker-1", "worker-2"]
+            assert up.process.poll() is None
 
 
 def test_standin_and_gateway_stop_when_up_dies_alone(tmp_path: Path) -> None:

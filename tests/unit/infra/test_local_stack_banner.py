@@ -47,3 +47,13 @@ def test_banner_links_the_dashboard_unless_it_is_off() -> None:
            "loopback only)" in text.splitlines()
     assert "loopback" not in banner(Settings(dashboard_remote=True), "http://h", "x", standin=True)
     assert "/dashboard/" not in banner(Settings(dashboard_enabled=False), "http://h", "x", standin=True)
+
+
+def test_the_banner_names_each_failing_worker_with_its_last_error() -> None:
+    text = banner(Settings(), "http://h", "x", standin=True, failing=["worker-1: failed to start: exited with status 1 "
+                                                                      "(the log is damaged)"])
+    lines = text.splitlines()
+    storage = next(i for i, line in enumerate(lines) if line.startswith("  storage "))
+    assert lines[storage + 1] == ("  failing          worker-1: failed to start: exited with status 1 (the log is "
+                                  "damaged); started again with backoff")
+    assert "failing" not in banner(Settings(), "http://h", "x", standin=True)
