@@ -191,7 +191,8 @@ class WorkerPool:
         print(line, file=self._err, flush=True)
 
     def stop(self) -> None:
-        """Stop every worker, last started first."""
+        """Stop every worker, last started first, and pass on the last lines each wrote to stderr."""
         for worker in reversed(list(self._workers.values())):
             if worker.child is not None:
                 worker.child.stop()
+                worker.child.stderr_read()
