@@ -133,6 +133,10 @@ class PartitionReplica:
         except CorruptSegment as exc:
             self._found_damage(exc)
             return
+        except BaseException:
+            # A replica that failed to open is dropped: it must not keep the directory locked against the next try.
+            self._lock.close()
+            raise
         self.engine = engine
         self._use(recovered)
 

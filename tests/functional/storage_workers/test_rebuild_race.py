@@ -200,3 +200,37 @@ def test_host_replays_an_existing_log_off_the_event_loop_and_publishes_the_repli
             await worker.close()
 
     asyncio.run(scenario())
+
+
+def test_a_host_whose_replay_fails_leaves_the_directory_unlocked_for_the_next_try(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a running worker and a log in the directory of a partition it is to host
+    log_of_many_queues(replica_dir(tmp_path, 5))
+    calls = 0
+
+    def failing_once(directory: Path, apply: Callable[[Record], None]) -> RecoveredLog:
+        nonlocal calls
+        if directory.name == "p5":
+            calls += 1
+            if calls == 1:
+                raise OSError("disk read failed")
+        return recover(directory, apply)
+
+    monkeypatch.setattr(replica_module, "recover", failing_once)
+
+    async def scenario() -> None:
+        worker = standing_by(tmp_path, (0,))
+        await worker.start(static_roles=False)
+        try:
+            # when the first replay fails, then host() fails and serves nothing
+            with pytest.raises(OSError, match="disk read failed"):
+                await worker.host(5, RECEIPT_KEY)
+            assert 5 not in worker.replicas
+            # and the next try opens it (the failed one did not keep the directory locked)
+            replica = await worker.host(5, RECEIPT_KEY)
+            assert partition_status(worker, 5)["queues"] == QUEUES and worker.replicas[5] is replica
+        finally:
+            await worker.close()
+
+    asyncio.run(scenario())

@@ -10,8 +10,10 @@ from ferrymq.storage.server.metrics import readiness
 LOG = object()
 
 
-def replica(*, log: Any = LOG, term: Any = None, follower: Any = None, following: Any = None) -> Any:
-    return SimpleNamespace(log=log, term=term, follower=follower, following=following)
+def replica(
+    *, log: Any = LOG, term: Any = None, follower: Any = None, following: Any = None, refusing: bool = False
+) -> Any:
+    return SimpleNamespace(log=log, term=term, follower=follower, following=following, refusing=refusing)
 
 
 def worker(replicas: dict[int, Any], address: tuple[str, int] | None = ("127.0.0.1", 9000)) -> Any:
@@ -38,3 +40,9 @@ def test_a_partition_without_a_role_or_still_recovering_makes_it_unready() -> No
 
 def test_a_worker_not_listening_yet_is_not_ready() -> None:
     assert readiness(worker({0: LEADING}, address=None))[0] is False
+
+
+def test_a_partition_refused_for_a_damaged_log_makes_it_unready_and_says_so() -> None:
+    ready, partitions = readiness(worker({0: LEADING, 1: replica(log=None, refusing=True)}))
+    assert not ready
+    assert partitions == {"0": "leading", "1": "refused: its log is damaged"}
