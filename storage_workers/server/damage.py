@@ -109,11 +109,12 @@ async def repair(replica: PartitionReplica, sets: ReplicaSets, me: str, now_ms: 
             try:
                 await asyncio.to_thread(sets.leave_isr, partition, me, rs, now_ms())
             except NotInSync:
-                pass
+                pass  # a leader shrank the set meanwhile: a lagging follower already
             except CoordinationError as exc:
                 log.info("partition %d: leaving the in-sync set was refused (%s); reading it again", partition, exc)
                 continue
-            log.warning("partition %d: left the in-sync set: its copy here is damaged", partition)
+            else:
+                log.warning("partition %d: left the in-sync set: its copy here is damaged", partition)
         await replica.set_aside()
         return
     replica.refuse("the in-sync set kept changing while this worker tried to leave it")
