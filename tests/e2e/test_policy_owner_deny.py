@@ -110,3 +110,23 @@ def test_the_admin_key_removes_a_lockout_deny_by_its_label(sqs: Any, user: Any) 
     sqs.remove_permission(QueueUrl=url, Label="lockout")
     assert user.send_message(QueueUrl=url, MessageBody="free")["MessageId"]
     user.delete_queue(QueueUrl=url)
+
+
+def test_a_deny_binds_the_owner_for_message_move_tasks_too(sqs: Any, user: Any) -> None:
+    # given a dead-letter queue whose policy denies its own account the move-task actions
+    dlq_url, dlq_arn = _queue(sqs)
+    source_url, _ = _queue(sqs)
+    sqs.set_queue_attributes(QueueUrl=source_url, Attributes={
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "1"})})
+    account = dlq_arn.split(":")[4]
+    _set_policy(sqs, dlq_url, {"Effect": "Deny", "Principal": {"AWS": account},
+                               "Action": ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"],
+                               "Resource": dlq_arn})
+    # then starting or listing its move tasks is refused to the owner, as any other denied action is
+    _denied(lambda: user.start_message_move_task(SourceArn=dlq_arn))
+    _denied(lambda: user.list_message_move_tasks(SourceArn=dlq_arn))
+    # and once the policy is off, the owner starts one
+    sqs.set_queue_attributes(QueueUrl=dlq_url, Attributes={"Policy": ""})
+    assert user.start_message_move_task(SourceArn=dlq_arn)["TaskHandle"]
+    sqs.delete_queue(QueueUrl=source_url)
+    sqs.delete_queue(QueueUrl=dlq_url)

@@ -16,7 +16,7 @@ from typing import Any
 from ferrymq.arn import parse_queue_arn
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.destinations import target_of
-from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ResourceNotFound
+from ferrymq.errors import AccessDenied, InvalidParameterValue, QueueDoesNotExist, ResourceNotFound
 from ferrymq.frontend.context import RequestContext
 from ferrymq.frontend.message_checks import optional_int, require
 from ferrymq.frontend.queue_urls import split_queue_arn
@@ -66,9 +66,13 @@ async def _queue_by_arn(ctx: RequestContext, arn: str, parameter: str) -> QueueR
     if account != ctx.account:
         raise _not_found(parameter)
     try:
-        return await ctx.services.catalog.get(account, name, _region_of_arn(arn))
+        queue = await ctx.services.catalog.get(account, name, _region_of_arn(arn))
     except QueueDoesNotExist:
         raise _not_found(parameter) from None
+    # An explicit Deny in the queue's own policy binds its owner here too, as for every queue action.
+    if not ctx.permitted(queue):
+        raise AccessDenied(f"Access to the resource {arn} is denied.")
+    return queue
 
 
 async def start_message_move_task(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
