@@ -107,7 +107,7 @@ def render(report: dict[str, Any]) -> list[str]:
         rows.append((c["cluster"], _ranges(c["partitions"]), str(c["queues"]), str(c["max_queues"])))
     lines = [*_table(rows), ""] if len(rows) > 1 else []
     lines += [f"cluster {report['cluster']}", ""]
-    rows = [("WORKER", "ADDRESS", "ADMIN", "ALIVE", "ANSWERS", "LEADS")]
+    rows = [("WORKER", "ADDRESS", "ADMIN", "ALIVE", "ANSWERS", "LEADS", "WORST STALL (1 min)")]
     for w in report["workers"]:
         rows.append(
             (
@@ -118,6 +118,7 @@ def render(report: dict[str, Any]) -> list[str]:
                 + (" (leaving)" if w.get("state") == WorkerState.LEAVING.value else ""),
                 "yes" if w["answers"] else "no",
                 ",".join(map(str, w["leads"])) or "-",
+                "-" if w.get("worst_stall_ms") is None else f"{w['worst_stall_ms']} ms",
             )
         )
     lines += [*_table(rows), ""]

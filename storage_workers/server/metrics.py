@@ -17,6 +17,8 @@ ferrymq_worker_queues                      gauge      partition
 ferrymq_worker_messages                    gauge      partition
 ferrymq_worker_replication_lag_records     gauge      partition, follower (led partitions only)
 ferrymq_worker_fsync_seconds               histogram  (none)
+ferrymq_worker_loop_lag_seconds            histogram  (none): how late the event loop woke (:mod:`.loop_lag`)
+ferrymq_worker_loop_lag_worst_seconds      gauge      (none): the longest of those in the last minute
 ========================================== ========== ================================================
 """
 
@@ -29,6 +31,7 @@ from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ferrymq.storage.server.loop_lag import LoopLagMonitor
 from ferrymq.storage.server.replica import PartitionReplica
 
 FSYNC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -40,6 +43,7 @@ class Worker(Protocol):
 
     requests: int
     replicas: dict[int, PartitionReplica]
+    loop_lag: LoopLagMonitor
 
     @property
     def address(self) -> tuple[str, int] | None: ...
@@ -86,6 +90,8 @@ class WorkerCollector(Collector):
         yield GaugeMetricFamily("ferrymq_worker_ready", "1 while the worker is ready (/health/ready).",
                                 value=1 if ready else 0)
         yield CounterMetricFamily("ferrymq_worker_requests", "Worker RPC requests received.", value=worker.requests)
+        yield GaugeMetricFamily("ferrymq_worker_loop_lag_worst_seconds",
+                                "The longest the event loop was held in the last minute.", value=worker.loop_lag.worst)
         yield GaugeMetricFamily("ferrymq_worker_requests_in_flight",
                                 "Requests received and not answered yet: replies waiting for their records to "
                                 "commit, and long polls.", value=sum(_in_flight(r) for r in worker.replicas.values()))
@@ -158,6 +164,7 @@ def worker_registry(worker: Worker) -> tuple[CollectorRegistry, Histogram]:
     """The registry ``/metrics`` renders, and the fsync histogram the logs' I/O threads feed."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkerCollector(worker))
+    registry.register(worker.loop_lag.histogram)
     fsync = Histogram("ferrymq_worker_fsync_seconds", "How long each group commit's fdatasync took.",
                       buckets=FSYNC_BUCKETS, registry=registry)
     ProcessCollector(registry=registry)

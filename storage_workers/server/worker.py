@@ -46,6 +46,7 @@ from ferrymq.storage.server.config import WorkerConfig
 from ferrymq.storage.server.connection import READ_CHUNK, Connection, serve_connection
 from ferrymq.storage.server.handlers import DEFERRED, PARTITION_OPS
 from ferrymq.storage.server.layout import adopt_legacy_log, replica_dir
+from ferrymq.storage.server.loop_lag import LoopLagMonitor
 from ferrymq.storage.server.replica import PartitionReplica
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,8 @@ class StorageWorker:
         """Told, in each log's I/O thread, how long each fdatasync took (the admin listener's fsync metric)."""
         self.stopped = asyncio.Event()
         self.fatal: BaseException | None = None
+        self.loop_lag = LoopLagMonitor()
+        """How late the event loop wakes (metrics, ping): started with the listener."""
         self.replicas: dict[int, PartitionReplica] = {
             partition: self._replica(partition, receipt_keys[partition]) for partition in config.partitions
         }
@@ -148,6 +151,7 @@ class StorageWorker:
         )
         sockname = self._server.sockets[0].getsockname()
         self._address = (self.config.host, int(sockname[1]))
+        self.loop_lag.start()
         if static_roles:
             for replica in self.replicas.values():
                 await replica.take_static_role()
@@ -179,6 +183,7 @@ class StorageWorker:
         """Stop accepting, let what was accepted become durable and be answered, then close everything."""
         if self._server is not None:
             self._server.close()
+        await self.loop_lag.stop()
         for conn in list(self._connections):
             with contextlib.suppress(Exception):
                 conn.transport.pause_reading()
@@ -206,6 +211,7 @@ class StorageWorker:
         return {
             "worker_id": self.config.worker_id,
             "pid": os.getpid(),
+            "loop_lag_worst_ms": round(self.loop_lag.worst * 1000),
             "partitions": {str(partition): replica.status() for partition, replica in self.replicas.items()},
         }
 

@@ -112,6 +112,8 @@ def test_cluster_status_names_workers_partitions_leaders_and_lag(api: Any) -> No
     status = api.get_cluster_status()
     workers = {w["WorkerId"]: w for w in status["Workers"]}
     assert set(workers) == {"worker-0", "worker-1", "worker-2"} and all(w["Answers"] for w in workers.values())
+    # each answering worker reports the longest its event loop was held in the last minute
+    assert all(isinstance(w["WorstStallMillis"], int) and w["WorstStallMillis"] >= 0 for w in workers.values())
     (partition,) = status["Partitions"]
     assert partition["Leader"] in workers and partition["Epoch"] >= 1
     assert sorted(lag["Replica"] for lag in partition["Lag"]) == sorted(partition["Replicas"])

@@ -187,6 +187,9 @@ def test_each_worker_serves_its_health_checks_and_metrics(metrics_stack: Stack) 
         assert all(samples[("ferrymq_worker_log_bytes", frozenset({("partition", p)}))] > 0 for p in "01")
         assert ("ferrymq_worker_requests_in_flight", frozenset()) in samples
         synced += samples[("ferrymq_worker_fsync_seconds_count", frozenset())]
+        # and how late its event loop woke, sampled many times a second since it started
+        assert samples[("ferrymq_worker_loop_lag_seconds_count", frozenset())] > 10
+        assert samples[("ferrymq_worker_loop_lag_worst_seconds", frozenset())] >= 0
         # and every follower of a partition it leads catches up: its lag comes down to no record
         led = [p for p, state in partitions.items() if state == "leading"]
         for partition in led:

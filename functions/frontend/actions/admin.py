@@ -56,7 +56,7 @@ async def get_cluster_status(ctx: RequestContext, params: dict[str, Any]) -> dic
         "Workers": [
             {"WorkerId": w["worker_id"], "Address": w["address"], "Alive": w["alive"], "State": w["state"],
              "HeartbeatAgeMillis": w["heartbeat_age_ms"], "Leads": w["leads"], "Answers": w["answers"],
-             "AdminAddress": w.get("admin")}
+             "AdminAddress": w.get("admin"), "WorstStallMillis": w.get("worst_stall_ms")}
             for w in report["workers"]
         ],
         "Partitions": [

@@ -119,6 +119,8 @@ def assemble(seen: Coordination, pings: dict[str, dict[str, Any] | None]) -> dic
             "heartbeat_age_ms": now_ms - info.heartbeat_at,
             "leads": [rs.partition for rs in sets if rs.leader == info.worker_id and rs.leader_address],
             "answers": pings.get(info.worker_id) is not None,
+            # The longest its event loop was held in the last minute (ms); None if it did not answer.
+            "worst_stall_ms": (pings.get(info.worker_id) or {}).get("loop_lag_worst_ms"),
         }
         for info in sorted([*seen.alive, *seen.dead], key=lambda w: w.worker_id)
     ]

@@ -1,0 +1,55 @@
+"""The worker's event-loop lag monitor on a real loop: a held loop shows as one late wake of about that length,
+in the histogram and as the worst of the last minute, which it forgets a minute later."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ferrymq.storage.server.loop_lag import WINDOW_SECONDS, LoopLagMonitor
+
+
+def _count_above(monitor: LoopLagMonitor, seconds: float) -> float:
+    """Observations of the histogram over ``seconds`` (its +Inf count less the bucket at ``seconds``)."""
+    samples = {(s.name, s.labels.get("le")): s.value for m in monitor.histogram.collect() for s in m.samples}
+    return samples[("ferrymq_worker_loop_lag_seconds_bucket", "+Inf")] - samples[
+        ("ferrymq_worker_loop_lag_seconds_bucket", str(seconds))
+    ]
+
+
+def test_a_loop_held_for_300_ms_is_seen_as_one_late_wake_of_about_that_length() -> None:
+    async def run() -> LoopLagMonitor:
+        monitor = LoopLagMonitor(interval=0.01)
+        monitor.start()
+        await asyncio.sleep(0.05)
+        # given a quiet loop, nothing near 100 ms was seen
+        assert monitor.worst < 0.1
+        # when something holds the loop for 300 ms (as a replay on the loop would)
+        time.sleep(0.3)
+        await asyncio.sleep(0.05)
+        await monitor.stop()
+        return monitor
+
+    monitor = asyncio.run(run())
+    # then the worst of the last minute is that stall, and the histogram has exactly one wake that late
+    assert 0.25 <= monitor.worst < 1.0
+    assert _count_above(monitor, 0.25) == 1
+
+
+def test_the_worst_stall_is_forgotten_a_minute_later() -> None:
+    now = [1000.0]
+    monitor = LoopLagMonitor(clock=lambda: now[0])
+    monitor.record(0.4)
+    now[0] += 15
+    monitor.record(0.02)
+    assert monitor.worst == 0.4
+    # when more than a minute passed since the stall, with quiet wakes meanwhile
+    for _ in range(5):
+        now[0] += 12
+        monitor.record(0.002)
+    # then the worst is the quiet wakes', not the old stall nor the wake 15 s after it
+    assert now[0] - 1015.0 >= WINDOW_SECONDS
+    assert monitor.worst == 0.002
+    # and a minute without any wake recorded leaves nothing
+    now[0] += WINDOW_SECONDS
+    assert monitor.worst == 0.0
