@@ -17,6 +17,7 @@ from ferrymq.frontend.metrics.recorder import FrontendMetrics
 from ferrymq.frontend.queue_urls import parse_queue_url, queue_url
 from ferrymq.metadata import policy
 from ferrymq.metadata.catalog import QueueCatalog
+from ferrymq.metadata.event_source_mappings import MappingStore
 from ferrymq.settings import Settings
 
 
@@ -35,6 +36,8 @@ class Services:
     metrics: FrontendMetrics | None = None
     # What FerryMQ's own actions use (keys, cluster registries, usage bucket); None: they answer unavailable.
     admin: AdminServices | None = None
+    # Event-source mappings (push delivery); None: their actions answer unavailable.
+    mappings: MappingStore | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,10 @@ from ferrymq.frontend.encryption import MessageCipher
 from ferrymq.frontend.metrics.service import build_gateway_metrics
 from ferrymq.frontend.pipeline import Frontend
 from ferrymq.frontend.usage import UsageRecorder, default_instance
+from ferrymq.metadata import event_source_mappings
 from ferrymq.metadata.account_quota import AccountQuota
 from ferrymq.metadata.catalog import QueueCatalog
+from ferrymq.metadata.event_source_mappings import MappingStore
 from ferrymq.metadata.queue_placement import QueuePlacement
 from ferrymq.rpc.leaders import LeaderClients
 from ferrymq.rpc.peer_auth import PeerAuth
@@ -99,6 +101,7 @@ def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thre
         admin=AdminServices(CredentialStore(dynamodb, settings.credentials_table),
                             Registries.from_client(dynamodb, settings), PeerAuth.from_settings(settings),
                             lambda: client("s3", settings)),
+        mappings=MappingStore(dynamodb, event_source_mappings.table_name(settings)),
     )
     authenticator = Authenticator(
         CredentialStore(dynamodb, settings.credentials_table),

@@ -9,6 +9,7 @@ from ferrymq.frontend.actions import (
     access_keys,
     account_limits,
     admin,
+    event_source_mappings,
     messages,
     move_tasks,
     permissions,
@@ -57,4 +58,5 @@ ACTIONS: dict[str, Handler] = {
     "EnableAccessKey": access_keys.enable_access_key,
     "RotateAccessKey": access_keys.rotate_access_key,
     "DeleteAccessKey": access_keys.delete_access_key,
+    **event_source_mappings.ACTIONS,
 }

@@ -54,7 +54,8 @@ def test_bootstrapped_resources_keep_their_names() -> None:
     # the local stack reads these from the template; deployment additions must leave them be
     resources = cfn.load()["Resources"]
     tables = cfn.resources_of_type(cfn.load(), "AWS::DynamoDB::Table")
-    assert set(tables) == {"QueuesTable", "CredentialsTable", "PartitionsTable", "DedupTable", "WorkersTable"}
+    assert set(tables) == {"QueuesTable", "CredentialsTable", "PartitionsTable", "DedupTable", "WorkersTable",
+                           "EventSourceMappingsTable"}
     assert resources["ManagedSseKeyAlias"]["Properties"]["AliasName"] == "alias/ferrymq/managed-sse"
     assert list(cfn.resources_of_type(cfn.load(), "AWS::S3::Bucket")) == ["UsageBucket"]
 
