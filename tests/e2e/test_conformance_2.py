@@ -180,7 +180,7 @@ def test_a_fifo_batch_with_an_entry_missing_a_group_id_fails_as_a_whole(sqs: Any
         {"Id": "ok", "MessageBody": "b", "MessageGroupId": "g", "MessageDeduplicationId": "d-1"},
         {"Id": "bad", "MessageBody": "b", "MessageDeduplicationId": "d-2"},
     ]
-    _error(lambda: sqs.send_message_batch(QueueUrl=url, Entries=entries), "MissingParameter", 400,
+    _error(lambda: sqs.send_message_batch(QueueUrl=url, Entries=entries), "InvalidParameterValue", 400,
            "The request must contain the parameter MessageGroupId.")
     entries[1] = {"Id": "bad", "MessageBody": "b", "MessageGroupId": "g"}
     _error(lambda: sqs.send_message_batch(QueueUrl=url, Entries=entries), "InvalidParameterValue", 400,

@@ -88,7 +88,7 @@ def test_batch_send_on_fifo(sqs: Any) -> None:
     ]
     # an entry without its group fails the whole request, as AWS answers it (issue 9, item 7)
     expect_error(lambda: sqs.send_message_batch(QueueUrl=url, Entries=[
-        *entries, {"Id": "nogroup", "MessageBody": "x", "MessageDeduplicationId": "nd"}]), "MissingParameter", 400,
+        *entries, {"Id": "nogroup", "MessageBody": "x", "MessageDeduplicationId": "nd"}]), "InvalidParameterValue", 400,
         message="The request must contain the parameter MessageGroupId.")
     # an entry that is wrong in itself fails alone
     result = sqs.send_message_batch(QueueUrl=url, Entries=[

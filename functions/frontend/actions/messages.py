@@ -271,6 +271,9 @@ async def send_message_batch(ctx: RequestContext, params: dict[str, Any]) -> dic
         try:
             message, result = _outgoing(ctx, queue, entry)
         except _WholeRequestError as whole:
+            if isinstance(whole.error, MissingParameter):
+                # AWS words a batch entry's missing group id as SendMessage does, under another code.
+                raise InvalidParameterValue(whole.error.message) from None
             raise whole.error from None
         except SqsError as exc:
             failed.append(_failure(entry["Id"], exc))
