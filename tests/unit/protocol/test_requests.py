@@ -153,11 +153,6 @@ def test_query_binary_that_is_not_base64_is_an_invalid_parameter_value() -> None
         _form_request(params)
 
 
-def test_query_without_action_is_missing_a_parameter() -> None:
-    with pytest.raises(MissingParameter, match=re.escape("The request must contain the parameter Action.")):
-        parse_request("GET", "/", "Version=2012-11-05", {}, b"")
-
-
 def test_query_unknown_action_is_invalid() -> None:
     with pytest.raises(InvalidAction) as caught:
         parse_request("GET", "/", "Action=Frobnicate", {}, b"")
@@ -169,6 +164,18 @@ def test_query_get_of_a_queue_url_without_action_is_an_unknown_operation() -> No
     with pytest.raises(UnknownOperation) as caught:
         parse_request("GET", "/000000000000/jobs", "", {}, b"")
     assert (caught.value.status, caught.value.code) == (404, "UnknownOperationException")
+
+
+@pytest.mark.parametrize("path", ["/", ""])
+def test_query_get_of_the_endpoint_without_action_is_an_unknown_operation(path: str) -> None:
+    with pytest.raises(UnknownOperation):
+        parse_request("GET", path, "Version=2012-11-05", {}, b"")
+
+
+def test_query_post_without_action_is_a_missing_parameter() -> None:
+    with pytest.raises(MissingParameter) as caught:
+        parse_request("POST", "/", "", {"content-type": "application/x-www-form-urlencoded"}, b"Version=2012-11-05")
+    assert caught.value.message == "The request must contain the parameter Action."
 
 
 @pytest.mark.parametrize("action", ["CreateQueue", "ListQueues"])
@@ -183,10 +190,11 @@ def test_query_actions_about_no_queue_sent_to_a_queue_url_are_invalid(action: st
 
 @pytest.mark.parametrize(
     ("protocol", "accept", "answer"),
-    [("query", "application/json", "json"), ("query", "text/html, application/json;q=0.9", "json"),
-     ("query", "", "query"), ("query", "*/*", "query"), ("json", "", "json")],
+    [("query", "application/json", "query_json"), ("query", "text/html, application/json;q=0.9", "query_json"),
+     ("query", "", "query"), ("query", "*/*", "query"), ("json", "", "json"), ("json", "application/json", "json")],
 )
-def test_a_query_request_accepting_json_is_answered_in_json(protocol: str, accept: str, answer: str) -> None:
+def test_a_query_request_accepting_json_gets_the_json_form_of_the_query_protocol(protocol: str, accept: str,
+                                                                                 answer: str) -> None:
     assert response_protocol(protocol, {"accept": accept} if accept else {}) == answer
 
 

@@ -74,11 +74,14 @@ def parse_request(method: str, path: str, query_string: str, headers: Mapping[st
     return _parse_query(method, path, query_string, content_type, body)
 
 
-def response_protocol(request_protocol: str, headers: Mapping[str, str]) -> Literal["json", "query"]:
+def response_protocol(request_protocol: str, headers: Mapping[str, str]) -> Literal["json", "query", "query_json"]:
     """The protocol to answer in: a query-protocol request that accepts ``application/json`` (a GET from a
-    browser or curl, say) gets JSON, as AWS answers it; anything else is answered in its own protocol."""
-    if request_protocol == "json" or "application/json" in headers.get("accept", "").lower():
+    browser or curl, say) gets the JSON form of the query response (``query_json``), as AWS answers it;
+    anything else is answered in its own protocol."""
+    if request_protocol == "json":
         return "json"
+    if "application/json" in headers.get("accept", "").lower():
+        return "query_json"
     return "query"
 
 
@@ -212,8 +215,8 @@ def _parse_query(method: str, path: str, query_string: str, content_type: str, b
     action = flat.pop("Action", None)
     queue_path = _queue_path(path)
     if not action:
-        if method == "GET" and queue_path is not None:
-            # A browser opening a queue URL: AWS answers that there is no such operation.
+        if method == "GET":
+            # A browser opening the endpoint or a queue URL: AWS answers that there is no such operation.
             raise UnknownOperation()
         raise MissingParameter("The request must contain the parameter Action.")
     operation = OPERATIONS.get(action)

@@ -5,6 +5,9 @@ absent or None are left out; empty lists and maps are left out too, except the m
 required, which the JSON protocol writes: a batch's ``Successful`` always, its ``Failed`` only when something
 failed (AWS leaves an empty ``Failed`` out).  So a ReceiveMessage that found nothing renders as ``{}``.
 
+A query request that accepts ``application/json`` gets the JSON form of the query response instead
+(:mod:`ferrymq.protocol.query_json`).
+
 Errors render from the class attributes of :mod:`ferrymq.errors`; anything that is not an ``SqsError`` renders
 as ``InternalError`` with its default message, never with the exception's text.
 
@@ -33,13 +36,15 @@ from typing import Any
 
 import orjson
 
-from ferrymq.errors import InternalError, SqsError
-from ferrymq.protocol import ferrymq_model
+from ferrymq.errors import InternalError, SqsError, UnknownOperation
+from ferrymq.protocol import ferrymq_model, query_json
 from ferrymq.protocol.model import LIST, MAP, OPERATIONS, STRUCTURE, XML_NAMESPACE, Operation, Shape
 from ferrymq.protocol.xml import escape_text, write_structure
 
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
 XML_CONTENT_TYPE = "text/xml"
+QUERY_JSON = "query_json"
+"""The protocol name of a query request answered in JSON (:mod:`ferrymq.protocol.query_json`)."""
 # Required members AWS still leaves out of a JSON response when they are empty.
 _LEFT_OUT_WHEN_EMPTY = frozenset({"Failed"})
 _XML_DECLARATION = '<?xml version="1.0"?>'
@@ -64,12 +69,18 @@ def render_result(protocol: str, action: str, result: dict[str, Any], request_id
         return _json_result(operation, result, request_id)
     if protocol == "query":
         return _xml_result(operation, result, request_id)
+    if protocol == QUERY_JSON:
+        return HttpResponse(200, _query_json_headers(request_id), query_json.result_body(operation, result, request_id))
     raise ValueError(f"unknown protocol {protocol!r}")
 
 
 def render_error(protocol: str, error: BaseException, request_id: str) -> HttpResponse:
     sqs_error = error if isinstance(error, SqsError) else InternalError()
     fault = "Sender" if sqs_error.sender else "Receiver"
+    if isinstance(sqs_error, UnknownOperation):
+        # SQS answers a GET naming no action with this bare element, in XML whatever the client accepts.
+        headers = [("content-type", XML_CONTENT_TYPE), ("x-amzn-RequestId", request_id)]
+        return HttpResponse(sqs_error.status, headers, b"<UnknownOperationException/>")
     if protocol == "json":
         body = orjson.dumps({"__type": sqs_error.json_type, "message": _writable(sqs_error.message, _NOT_UTF8)})
         headers = [
@@ -79,6 +90,9 @@ def render_error(protocol: str, error: BaseException, request_id: str) -> HttpRe
         ]
         return HttpResponse(sqs_error.status, headers, body)
     message = sqs_error.message
+    if protocol == QUERY_JSON:
+        body = query_json.error_body(fault, sqs_error.query_code, _writable(message, _NOT_UTF8), request_id)
+        return HttpResponse(sqs_error.status, _query_json_headers(request_id), body)
     if sqs_error.query_default_message is not None and message == sqs_error.default_message:
         message = sqs_error.query_default_message
     message = _writable(message, _NOT_XML)
@@ -89,6 +103,10 @@ def render_error(protocol: str, error: BaseException, request_id: str) -> HttpRe
     )
     headers = [("content-type", XML_CONTENT_TYPE), ("x-amzn-RequestId", request_id)]
     return HttpResponse(sqs_error.status, headers, text.encode("utf-8"))
+
+
+def _query_json_headers(request_id: str) -> list[tuple[str, str]]:
+    return [("content-type", query_json.CONTENT_TYPE), ("x-amzn-RequestId", request_id)]
 
 
 def _writable(message: str, unwritable: re.Pattern[str]) -> str:
