@@ -8,6 +8,10 @@
 #               query-protocol SQS model, and Debian's chromium and chromium-driver where missing), then ruff
 #               and the whole test suite; the tests download nothing
 #   make dist   a wheel in dist/
+#   make deploy-local
+#               deploy template.yaml into MiniStack (a local AWS emulator, installed into .cache/ministack) through
+#               its CloudFormation API, start the storage workers against it, print
+#               FERRYMQ_DEPLOYED endpoint=<API Gateway URL>; runs until interrupted (ferrymq.infra.deploy_local)
 #
 # build-FrontendFunction and build-FerryMQLayer are called by `sam build` (BuildMethod: makefile in
 # template.yaml) with ARTIFACTS_DIR set.
@@ -29,6 +33,9 @@ SQS_QUERY_MODEL := .cache/models/sqs/2012-11-05/service-2.json
 # (tests/e2e/test_dashboard_browser.py), installed only where either is missing; the marker makes it once.
 BROWSER_INSTALLED := .cache/.ferrymq-browser-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# MiniStack, the local AWS emulator of the offline deploy lane, in a venv of its own (its dependencies stay out of
+# FerryMQ's), on the same Python: it runs the function in process, with the layer built for that Python.
+MINISTACK := .cache/ministack/bin/ministack
 
 .PHONY: install install-spark up test lint sqs-query-model browser dist build-FrontendFunction build-FerryMQLayer layer-library
 
@@ -78,8 +85,15 @@ up: $(INSTALLED)
 lint: $(TEST_INSTALLED)
 	$(BIN)/ruff check .
 
-test: lint $(JS_INSTALLED) $(SQS_QUERY_MODEL) $(BROWSER_INSTALLED)
+test: lint $(JS_INSTALLED) $(SQS_QUERY_MODEL) $(BROWSER_INSTALLED) $(MINISTACK)
 	$(BIN)/pytest
+
+$(MINISTACK): | $(BIN)/python
+	$(BIN)/python -m venv .cache/ministack
+	.cache/ministack/bin/python -m pip install 'ministack[full]==1.5.33'
+
+deploy-local: $(INSTALLED) $(MINISTACK)
+	$(BIN)/python -m ferrymq.infra.deploy_local --ministack $(MINISTACK)
 
 # setuptools reuses build/ between builds: a module since moved or removed would otherwise stay in the wheel.
 dist: $(INSTALLED)
