@@ -398,10 +398,13 @@ class Engine(MoveTaskRequests):
     def change_visibility(self, queue_id: str, entries: Sequence[Sequence[Any]]) -> list[BatchResult]:
         """Set new invisibility deadlines, ``timeout`` seconds from now, for received messages.
 
-        Only the handle of the message's latest receive may: an earlier one has expired (it must not move
-        the deadline of another consumer's receive).  That handle works even when its timeout has run out, as
-        long as nobody received the message since (AWS accepts it: heartbeats that run a little late must not
-        fail); the message is then in flight again until the new deadline.
+        The latest receive's handle may, even when its timeout has run out (heartbeats that run a little late
+        must not fail).  On a standard queue so may an earlier receive's, which then changes the message's
+        current receive: AWS accepts ending a later receive's visibility with the first receive's handle,
+        though its DeleteMessage deletes nothing with such a handle (:meth:`delete`).  On a FIFO queue an
+        earlier receive's handle has expired, for both, as AWS expires FIFO handles: a consumer whose receive
+        was superseded must not release a group's message another consumer is working on.  The message is in
+        flight until the new deadline.  A handle whose message is gone fails with that reason.
         """
         q = self.partition.queues.get(queue_id)
         now = self.now_ms()
@@ -416,7 +419,7 @@ class Engine(MoveTaskRequests):
                 results.append(invalid_handle(handle))
             elif m is None:
                 results.append(gone_handle(handle))
-            elif m.receive_count != receipt.receive_no:
+            elif q is not None and q.fifo and m.receive_count != receipt.receive_no:
                 results.append(expired_handle(handle))
             else:
                 results.append(None)

@@ -8,6 +8,7 @@ validated against AWS) and the SQS API Reference where they agree.
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 import uuid
@@ -33,6 +34,86 @@ def _fifo(sqs: Any, **attributes: str) -> str:
 
 def _bodies(response: dict) -> list[str]:
     return [m["Body"] for m in response.get("Messages", [])]
+
+
+# --- 2: ChangeMessageVisibility with an earlier receive's handle ---------------------------------------------
+
+
+def test_change_visibility_with_an_earlier_receives_handle_applies_to_the_message(sqs: Any) -> None:
+    # given a message received twice: first with VisibilityTimeout=0, then for 3 s
+    url = sqs.create_queue(QueueName=_name("c3-vis"))["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    first = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0, WaitTimeSeconds=2)["Messages"][0]
+    second = sqs.receive_message(QueueUrl=url, VisibilityTimeout=3)["Messages"][0]
+    assert first["MessageId"] == second["MessageId"] and first["ReceiptHandle"] != second["ReceiptHandle"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    # when its visibility is ended with the first receive's handle
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0)
+    # then AWS accepts it, and the message can be received at once
+    assert _bodies(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)) == ["m"]
+
+
+def test_change_visibility_batch_with_an_earlier_receives_handle_succeeds(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName=_name("c3-vis"))["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    first = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0, WaitTimeSeconds=2)["Messages"][0]
+    sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)
+    result = sqs.change_message_visibility_batch(QueueUrl=url, Entries=[
+        {"Id": "a", "ReceiptHandle": first["ReceiptHandle"], "VisibilityTimeout": 0}])
+    assert [e["Id"] for e in result["Successful"]] == ["a"] and not result.get("Failed")
+    assert _bodies(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)) == ["m"]
+
+
+def test_a_superseded_handle_of_a_fifo_message_has_expired(sqs: Any) -> None:
+    # FIFO handles expire: a consumer whose receive was superseded cannot release the group's message
+    url = _fifo(sqs, ContentBasedDeduplication="true")
+    sqs.send_message(QueueUrl=url, MessageBody="m", MessageGroupId="g")
+    first = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0, WaitTimeSeconds=2)["Messages"][0]
+    sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)
+    handle = first["ReceiptHandle"]
+    error = expect_error(lambda: sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle,
+                                                               VisibilityTimeout=0),
+                         "InvalidParameterValue", 400).response["Error"]
+    assert error["Message"] == (
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.")
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
+def test_a_superseded_handle_still_deletes_nothing(sqs: Any) -> None:
+    # DeleteMessage keeps its own rule: an old handle succeeds, but the message stays
+    url = sqs.create_queue(QueueName=_name("c3-vis"))["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    first = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0, WaitTimeSeconds=2)["Messages"][0]
+    sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+    assert _bodies(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)) == ["m"]
+
+
+def test_change_visibility_of_a_deleted_message_names_its_reason(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName=_name("c3-vis"))["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    first = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0, WaitTimeSeconds=2)["Messages"][0]
+    latest = sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"][0]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=latest["ReceiptHandle"])
+    for handle in (first["ReceiptHandle"], latest["ReceiptHandle"]):
+        error = expect_error(
+            lambda h=handle: sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=h, VisibilityTimeout=0),
+            "InvalidParameterValue", 400).response["Error"]
+        assert error["Message"] == (
+            f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not "
+            "available for visibility timeout change.")
+
+
+def test_no_receipt_handle_error_has_an_empty_reason(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName=_name("c3-vis"))["QueueUrl"]
+    for handle in ("garbage", "A" * 52, ""):
+        for call in (lambda h=handle: sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=h,
+                                                                     VisibilityTimeout=0),
+                     lambda h=handle: sqs.delete_message(QueueUrl=url, ReceiptHandle=h)):
+            with pytest.raises(Exception) as caught:
+                call()
+            message = caught.value.response["Error"]["Message"]  # type: ignore[attr-defined]
+            assert not re.search(r"Reason:\s*\.?$", message), message
 
 
 # --- 4: a FIFO SendMessageBatch entry without MessageGroupId -----------------------------------------------

@@ -1,4 +1,4 @@
-"""Receipt handles at the engine: superseded handles on standard queues, as SQS documents them, and handles only
+"""Receipt handles at the engine: superseded handles, as SQS documents and answers them, and handles only
 the partition's key can mint."""
 
 from __future__ import annotations
@@ -80,22 +80,48 @@ def test_the_latest_handle_deletes_after_the_visibility_timeout_ran_out(engine: 
     assert engine.stats(Q, RETENTION) == (0, 0, 0)
 
 
-def test_changing_visibility_with_a_superseded_handle_has_expired(
+def test_changing_visibility_with_a_superseded_handle_changes_the_current_receive(
     engine: Engine, clock: ManualClock, records: list
 ) -> None:
     # given a message received twice, the second receive in flight for 30 s
-    first, latest = received_twice(engine, clock)
+    first, _ = received_twice(engine, clock)
+    (seq,) = engine.queues[Q].msgs
     records.clear()
-    # when the first consumer tries to make it visible with its old handle
-    assert engine.change_visibility(Q, [(first["receipt"], 0)]) == [expired(first["receipt"])]
-    # then the second consumer's receive keeps its deadline
-    assert records == []
-    clock.advance(29)
-    assert bodies(engine, Q) == []
-    # while the latest handle may change it
-    assert engine.change_visibility(Q, [(latest["receipt"], 0)]) == [None]
-    assert records[-1][0] == VISIBILITY
+    # when its visibility is ended with the first receive's handle
+    assert engine.change_visibility(Q, [(first["receipt"], 0)]) == [None]
+    # then AWS's rule holds: the message is visible at once
+    assert records == [(VISIBILITY, Q, [(seq, engine.now_ms())])]
     assert bodies(engine, Q) == ["m"]
+
+
+def test_a_superseded_handle_may_extend_the_current_receive(engine: Engine, clock: ManualClock) -> None:
+    first, _ = received_twice(engine, clock)
+    assert engine.change_visibility(Q, [(first["receipt"], 60)]) == [None]
+    clock.advance(59)
+    assert bodies(engine, Q) == []
+    clock.advance(1)
+    assert bodies(engine, Q) == ["m"]
+
+
+def test_a_superseded_handle_of_a_fifo_message_has_expired(engine: Engine, clock: ManualClock) -> None:
+    # FIFO handles expire (AWS): a superseded consumer may not release the message of the group's current one
+    fifo = "000000000000/orders.fifo/1"
+    engine.store(fifo, [("id-1", "m", None, "md5", None, 0, {}, "g", "d", None)], RETENTION, fifo=True)
+    (first,), _ = poll(engine, fifo, visibility=0)
+    (latest,), _ = poll(engine, fifo, visibility=30)
+    assert engine.change_visibility(fifo, [(first["receipt"], 0)]) == [expired(first["receipt"])]
+    assert bodies(engine, fifo) == []
+    assert engine.change_visibility(fifo, [(latest["receipt"], 0)]) == [None]
+    assert bodies(engine, fifo) == ["m"]
+
+
+def test_changing_visibility_of_a_deleted_message_names_the_reason(engine: Engine, clock: ManualClock) -> None:
+    first, latest = received_twice(engine, clock)
+    assert engine.delete(Q, [latest["receipt"]]) == [None]
+    reason = "Reason: Message does not exist or is not available for visibility timeout change."
+    for handle in (first["receipt"], latest["receipt"]):
+        assert engine.change_visibility(Q, [(handle, 0)]) == [
+            (InvalidParameterValue.code, f"Value {handle} for parameter ReceiptHandle is invalid. {reason}")]
 
 
 def test_an_engine_with_another_key_refuses_the_handles(engine: Engine, records: list, clock: ManualClock) -> None:
