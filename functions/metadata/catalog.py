@@ -276,11 +276,6 @@ class QueueCatalog:
                         f"The queue's {SHARD_COUNT} changed meanwhile; send the request again."
                     )
                 changed = changed.evolve(more_shards=(*record.more_shards, *added))
-            if fifo:
-                before = queue_attributes.dedup_scope(record.attributes)
-                if queue_attributes.dedup_scope(merged) != before:
-                    # Ids claimed under the old scope keep deduplicating for the rest of their window (AWS).
-                    changed = changed.evolve(previous_dedup_scope=before, dedup_scope_changed_at=now)
             return changed
 
         try:

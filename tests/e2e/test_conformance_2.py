@@ -317,23 +317,7 @@ def test_sequence_numbers_are_large_increasing_20_digit_numbers(sqs: Any) -> Non
 
 
 # --- 14: a DeduplicationScope change ---------------------------------------------------------------------
-
-
-def test_ids_sent_before_a_scope_change_keep_deduplicating_under_the_old_scope(sqs: Any) -> None:
-    # given a queue-scope FIFO queue with a message (group a, id d-1)
-    url = _fifo(sqs)
-    first = sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="a", MessageDeduplicationId="d-1")
-    # when the scope becomes messageGroup, and the same id comes in another group
-    sqs.set_queue_attributes(QueueUrl=url, Attributes={"DeduplicationScope": "messageGroup"})
-    again = sqs.send_message(QueueUrl=url, MessageBody="b", MessageGroupId="b", MessageDeduplicationId="d-1")
-    # then it is still a duplicate of the first (the old scope's window has not ended)
-    assert again["MessageId"] == first["MessageId"]
-    # while an id never sent before is deduplicated per group from now on
-    one = sqs.send_message(QueueUrl=url, MessageBody="c", MessageGroupId="a", MessageDeduplicationId="d-2")
-    two = sqs.send_message(QueueUrl=url, MessageBody="d", MessageGroupId="b", MessageDeduplicationId="d-2")
-    assert one["MessageId"] != two["MessageId"]
-    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
-    assert sorted(_bodies(got)) == ["a", "c", "d"]
+# Applies at once, as AWS applies it (issue 22 item 3): tests/e2e/test_conformance_3.py.
 
 
 # --- wording ----------------------------------------------------------------------------------------------

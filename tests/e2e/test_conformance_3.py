@@ -116,6 +116,40 @@ def test_no_receipt_handle_error_has_an_empty_reason(sqs: Any) -> None:
             assert not re.search(r"Reason:\s*\.?$", message), message
 
 
+# --- 3: high-throughput FIFO switched on after creation ---------------------------------------------------
+
+
+def test_a_deduplication_scope_change_applies_at_once(sqs: Any) -> None:
+    # given a FIFO queue (queue scope) holding a message of group a with deduplication id d-1
+    url = _fifo(sqs)
+    first = sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="a", MessageDeduplicationId="d-1")
+    # when high throughput is switched on
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"DeduplicationScope": "messageGroup",
+                                                        "FifoThroughputLimit": "perMessageGroupId"})
+    # and d-1 comes again in another group
+    other = sqs.send_message(QueueUrl=url, MessageBody="b", MessageGroupId="b", MessageDeduplicationId="d-1")
+    # then it is a new message, stored and delivered at once
+    assert other["MessageId"] != first["MessageId"]
+    assert int(other["SequenceNumber"]) > int(first["SequenceNumber"])
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+    assert sorted(_bodies(got)) == ["a", "b"]
+    # and from now on a deduplication id counts per group
+    again = sqs.send_message(QueueUrl=url, MessageBody="b2", MessageGroupId="b", MessageDeduplicationId="d-1")
+    assert again["MessageId"] == other["MessageId"]
+
+
+def test_switching_back_to_queue_scope_applies_at_once(sqs: Any) -> None:
+    url = _fifo(sqs, DeduplicationScope="messageGroup", FifoThroughputLimit="perMessageGroupId")
+    sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="a", MessageDeduplicationId="d-1")
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoThroughputLimit": "perQueue",
+                                                        "DeduplicationScope": "queue"})
+    one = sqs.send_message(QueueUrl=url, MessageBody="b", MessageGroupId="b", MessageDeduplicationId="d-2")
+    two = sqs.send_message(QueueUrl=url, MessageBody="c", MessageGroupId="c", MessageDeduplicationId="d-2")
+    assert one["MessageId"] == two["MessageId"]
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+    assert sorted(_bodies(got)) == ["a", "b"]
+
+
 # --- 4: a FIFO SendMessageBatch entry without MessageGroupId -----------------------------------------------
 
 

@@ -34,7 +34,6 @@ from ferrymq.frontend.message_checks import (
 from ferrymq.frontend.metrics.recorder import sizes_of
 from ferrymq.frontend.priorities import level_of, priority_levels
 from ferrymq.limits import (
-    DEDUP_WINDOW_SECONDS,
     MAX_BATCH_BYTES,
     MAX_DELAY_SECONDS,
     MAX_MESSAGES_PER_RECEIVE,
@@ -220,26 +219,17 @@ async def _claim_dedup_ids(ctx: RequestContext, queue: QueueRecord, messages: li
 
     A duplicate thus carries the original's id, and the worker, storing each id once, drops it; a retry of a
     send whose claim was written but which never reached the worker is stored under the claimed id.  Ids
-    claimed before the queue's last purge are forgotten; ids claimed under the queue's previous
-    DeduplicationScope still count until their window ends.
+    claimed before the queue's last purge are forgotten.  The key is the queue's current DeduplicationScope's:
+    a change of scope applies to the next send, as AWS applies it (switching high throughput on, an id used in
+    another group before the change is no duplicate).
     """
     now = ctx.services.clock.now()
-    scope = queue_attributes.dedup_scope(queue.attributes)
-    changed_at = queue.dedup_scope_changed_at
-    previous = queue.previous_dedup_scope
-    if previous == scope or changed_at is None or now - changed_at >= DEDUP_WINDOW_SECONDS:
-        previous = None
+    per_group = queue_attributes.dedup_scope(queue.attributes) == "messageGroup"
     dedup = ctx.services.dedup
 
-    def key(message: dict[str, Any], under: str) -> str:
-        return dedup_key(queue.queue_id, message["group"] if under == "messageGroup" else None, message["dedup_id"])
-
     def settle(message: dict[str, Any]) -> str:
-        if previous is not None and changed_at is not None:
-            earlier = dedup.owner(key(message, previous), now, claimed_before=changed_at, purged_at=queue.purged_at)
-            if earlier is not None:
-                return earlier
-        return dedup.claim(key(message, scope), message["id"], now, purged_at=queue.purged_at)
+        key = dedup_key(queue.queue_id, message["group"] if per_group else None, message["dedup_id"])
+        return dedup.claim(key, message["id"], now, purged_at=queue.purged_at)
 
     owners = await asyncio.gather(*(off_loop(ctx.services.metadata, settle, m) for m in messages))
     for message, owner in zip(messages, owners, strict=True):

@@ -52,19 +52,3 @@ def test_a_claim_written_before_claim_times_were_kept_is_judged_by_its_expiry(
     # then a purge after T frees it and a purge before T does not
     assert store.claim(key, "m-1", T + 2, purged_at=T - 5) == "old"
     assert store.claim(key, "m-2", T + 2, purged_at=T + 1) == "m-2"
-
-
-def test_a_claim_under_the_previous_scope_is_found_until_its_window_ends(store: DedupStore) -> None:
-    # given a claim made under the queue scope at T, the scope changed at T + 10
-    key = _key()
-    store.claim(key, "m-1", T)
-    changed_at = T + 10
-    # then it owns the id for claims made before the change, within its window, and not after a later purge
-    assert store.owner(key, T + 20, claimed_before=changed_at) == "m-1"
-    assert store.owner(key, T + DEDUP_WINDOW_SECONDS + 1, claimed_before=changed_at) is None
-    assert store.owner(key, T + 20, claimed_before=changed_at, purged_at=T + 15) is None
-    # and a claim made after the change is not one of the old scope's
-    later = _key()
-    store.claim(later, "m-2", T + 11)
-    assert store.owner(later, T + 20, claimed_before=changed_at) is None
-    assert store.owner(_key(), T + 20, claimed_before=changed_at) is None

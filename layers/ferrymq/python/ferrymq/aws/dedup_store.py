@@ -81,27 +81,8 @@ class DedupStore:
             return self.claim(key, message_id, now, purged_at=purged_at)
         return str(old["message_id"]["S"])
 
-    def owner(self, key: str, now: float, *, claimed_before: float, purged_at: float | None = None) -> str | None:
-        """The message that owns ``key`` now through a claim made before ``claimed_before`` (and after the last
-        purge), or None; claims nothing.  For deduplication ids claimed under a queue's previous
-        DeduplicationScope, which still deduplicate until their window ends."""
-        with translate_client_errors():
-            item = self._get(key)
-        if item is None or int(item["expires_at"]["N"]) < int(now):
-            return None
-        claimed = _claimed_seconds(item)
-        if claimed >= claimed_before or (purged_at is not None and claimed < purged_at):
-            return None
-        return str(item["message_id"]["S"])
-
     def _get(self, key: str) -> dict[str, Any] | None:
         item: dict[str, Any] | None = self._client.get_item(
             TableName=self._table, Key={"pk": {"S": key}}, ConsistentRead=True
         ).get("Item")
         return item
-
-
-def _claimed_seconds(item: dict[str, Any]) -> float:
-    if "claimed_ms" in item:
-        return int(item["claimed_ms"]["N"]) / 1000
-    return float(int(item["expires_at"]["N"]) - DEDUP_WINDOW_SECONDS)

@@ -20,9 +20,6 @@ Table ``settings.queues_table``, one item per queue name and namespace (owning a
     created_at, modified_at (N)   seconds since the epoch
     purged_at (N, optional)   last PurgeQueue, for the 60-second PurgeQueueInProgress rule, and to tell the
                               deduplication ids claimed before it (forgotten by the purge) from later ones
-    previous_dedup_scope (S, optional), dedup_scope_changed_at (N, optional)
-                              FIFO queues: the DeduplicationScope before its last change, and when it changed;
-                              ids claimed under the old scope deduplicate until their window ends
     deleted_at (N, optional)  tombstone: kept so a create within 60 s can answer QueueDeletedRecently
     expires_at (N, optional)  tombstones only: deleted_at + TOMBSTONE_LIFETIME_SECONDS, the table's TTL
                               attribute, so deleted names do not pile up (a read past it sees no queue, as
@@ -99,8 +96,6 @@ class QueueRecord:
     purged_at: float | None = None
     deleted_at: float | None = None
     version: int = 0
-    previous_dedup_scope: str | None = None
-    dedup_scope_changed_at: float | None = None
     more_shards: tuple[Shard, ...] = ()
     """The shards after the first, for a queue spread over several partitions."""
 
@@ -352,9 +347,6 @@ def _to_item(r: QueueRecord) -> dict[str, Any]:
         item["shards"] = {"L": [{"M": _shard_item(shard)} for shard in r.more_shards]}
     if r.purged_at is not None:
         item["purged_at"] = {"N": repr(r.purged_at)}
-    if r.previous_dedup_scope is not None and r.dedup_scope_changed_at is not None:
-        item["previous_dedup_scope"] = {"S": r.previous_dedup_scope}
-        item["dedup_scope_changed_at"] = {"N": repr(r.dedup_scope_changed_at)}
     if r.deleted_at is not None:
         item["deleted_at"] = {"N": repr(r.deleted_at)}
         item["expires_at"] = {"N": str(int(r.deleted_at) + TOMBSTONE_LIFETIME_SECONDS)}
@@ -377,10 +369,6 @@ def _from_item(item: dict[str, Any]) -> QueueRecord:
         purged_at=float(item["purged_at"]["N"]) if "purged_at" in item else None,
         deleted_at=float(item["deleted_at"]["N"]) if "deleted_at" in item else None,
         version=int(item.get("version", {}).get("N", "0")),
-        previous_dedup_scope=item["previous_dedup_scope"]["S"] if "previous_dedup_scope" in item else None,
-        dedup_scope_changed_at=(
-            float(item["dedup_scope_changed_at"]["N"]) if "dedup_scope_changed_at" in item else None
-        ),
         more_shards=tuple(
             Shard(int(s["M"]["partition"]["N"]), s["M"]["cluster"]["S"] if "cluster" in s["M"] else None)
             for s in item.get("shards", {}).get("L", [])
