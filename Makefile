@@ -12,6 +12,7 @@
 #               deploy template.yaml into MiniStack (a local AWS emulator, installed into .cache/ministack) through
 #               its CloudFormation API, start the storage workers against it, print
 #               FERRYMQ_DEPLOYED endpoint=<API Gateway URL>; runs until interrupted (ferrymq.infra.deploy_local)
+#   make bench  FerryMQ against a null server and LocalStack's SQS (benchmarks/compare.py), with the README's chart
 #
 # build-FrontendFunction and build-FerryMQLayer are called by `sam build` (BuildMethod: makefile in
 # template.yaml) with ARTIFACTS_DIR set.
@@ -37,7 +38,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # FerryMQ's), on the same Python: it runs the function in process, with the layer built for that Python.
 MINISTACK := .cache/ministack/bin/ministack
 
-.PHONY: install install-spark up test lint sqs-query-model browser dist build-FrontendFunction build-FerryMQLayer layer-library
+# LocalStack's SQS on the host, for benchmarks/compare.py: localstack-core needs Python 3.13 (from pyenv here).
+LOCALSTACK_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python) $(shell command -v python3.13))
+LOCALSTACK_VENV := .cache/localstack
+
+.PHONY: bench install install-spark up test lint sqs-query-model browser dist build-FrontendFunction build-FerryMQLayer layer-library
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -119,3 +124,12 @@ layer-library:
 build-FerryMQLayer: layer-library
 	$(PYTHON) -m pip install --requirement layers/ferrymq/requirements.txt --target "$(ARTIFACTS_DIR)/python" \
 		--platform manylinux2014_x86_64 --implementation cp --python-version 3.11 --only-binary=:all: --upgrade
+
+$(LOCALSTACK_VENV)/bin/python:
+	$(LOCALSTACK_PYTHON) -m venv $(LOCALSTACK_VENV)
+	$(LOCALSTACK_VENV)/bin/pip install 'localstack-core[runtime]' 'cbor2<6' 'pyopenssl<26' \
+		'cryptography>=45.0.7,<47' 'service-identity<26'
+
+bench: $(INSTALLED) $(LOCALSTACK_VENV)/bin/python
+	$(BIN)/python -m pip install -e '.[bench]'
+	$(BIN)/python benchmarks/compare.py --localstack-python $(LOCALSTACK_VENV)/bin/python --chart docs/bench/compare.png
