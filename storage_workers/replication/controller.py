@@ -48,7 +48,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -221,15 +221,8 @@ class ClusterController:
         while True:
             await asyncio.sleep(self.times.isr_check_seconds)
             for partition, replica in list(self.replicas.items()):
-                try:
+                with self._own_failures(partition, "the in-sync set check"):
                     await self._check_isr(partition, replica)
-                except CoordinationError as exc:
-                    log.info("partition %d: %s", partition, exc)
-                    self.wake()
-                except SqsError as exc:
-                    log.warning("partition %d: in-sync set change failed: %s", partition, exc.__cause__ or exc)
-                except Exception:
-                    log.exception("partition %d: in-sync set check failed", partition)
 
     async def _heartbeat_loop(self) -> None:
         assert self.registry is not None
@@ -325,18 +318,24 @@ class ClusterController:
         """One partition's part of a pass; its failures are its own."""
         if partition in self._changes:
             return  # its role is changing: the pass after that change looks at it again
-        try:
+        with self._own_failures(partition, "the controller step"):
             if rs is None:
                 rs = await self._create(partition)
             await self._act(partition, replica, rs)
+
+    @contextlib.contextmanager
+    def _own_failures(self, partition: int, what: str) -> Iterator[None]:
+        """One partition's step fails on its own: logged, and the next pass (or loop turn) tries again."""
+        try:
+            yield
         except CoordinationError as exc:
             # Someone else's write came first: the next pass sees it.
             log.info("partition %d: %s", partition, exc)
             self.wake()
         except SqsError as exc:
-            log.warning("partition %d: coordination call failed: %s", partition, exc.__cause__ or exc)
+            log.warning("partition %d: %s failed: %s", partition, what, exc.__cause__ or exc)
         except Exception:
-            log.exception("partition %d: controller step failed", partition)
+            log.exception("partition %d: %s failed", partition, what)
 
     def _change(self, partition: int, what: str, change: Callable[[], Awaitable[Any]]) -> None:
         """Run ``change`` as the partition's role change, unless one is under way."""
@@ -476,14 +475,8 @@ class ClusterController:
 
     async def _renew_lease(self, partition: int, replica: Replica) -> None:
         try:
-            await self.renew_once(partition, replica)
-        except CoordinationError as exc:
-            log.info("partition %d: %s", partition, exc)
-            self.wake()
-        except SqsError as exc:
-            log.warning("partition %d: renewing the lease failed: %s", partition, exc.__cause__ or exc)
-        except Exception:
-            log.exception("partition %d: renewing the lease failed", partition)
+            with self._own_failures(partition, "renewing the lease"):
+                await self.renew_once(partition, replica)
         finally:
             self._renewing.pop(partition, None)
 
