@@ -12,6 +12,8 @@ import re
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,8 @@ from botocore.credentials import Credentials
 
 from tests.e2e.conftest import Stack
 from tests.support.errors import expect_error
+from tests.support.sqs_clients import sqs_client
+from tests.support.stack import started
 
 
 def _name(prefix: str, *, fifo: bool = False) -> str:
@@ -34,6 +38,46 @@ def _fifo(sqs: Any, **attributes: str) -> str:
 
 def _bodies(response: dict) -> list[str]:
     return [m["Body"] for m in response.get("Messages", [])]
+
+
+# --- 1: every AWS region is served by default ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("region", ["eu-central-1", "us-west-1", "ap-southeast-2", "sa-east-1"])
+def test_every_region_botocore_knows_is_served_by_default(stack: Stack, protocol: str, region: str) -> None:
+    # given a client signing for a region nobody listed in FERRYMQ_REGIONS
+    regional = sqs_client(stack.endpoint, protocol, region=region)
+    # when it makes a queue there
+    name = _name("c3-region")
+    url = regional.create_queue(QueueName=name)["QueueUrl"]
+    regional.send_message(QueueUrl=url, MessageBody="hello")
+    # then the queue lives in that region, and only there
+    assert regional.list_queues(QueueNamePrefix=name).get("QueueUrls") == [url]
+    home = sqs_client(stack.endpoint, protocol, region=stack.region)
+    assert "QueueUrls" not in home.list_queues(QueueNamePrefix=name)
+    assert _bodies(regional.receive_message(QueueUrl=url)) == ["hello"]
+
+
+@pytest.mark.parametrize("region", ["eu-fake-1", "xx", "us-east-1x"])
+def test_a_made_up_region_is_still_refused(stack: Stack, protocol: str, region: str) -> None:
+    client = sqs_client(stack.endpoint, protocol, region=region)
+    expect_error(client.list_queues, "SignatureDoesNotMatch", 403,
+                 message=f"Credential should be scoped to a valid region, not '{region}'.")
+
+
+@pytest.fixture(scope="module")
+def narrowed_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A stack whose operator narrowed the regions it serves to eu-central-1 (besides the home one)."""
+    yield from started(Path(tmp_path_factory.mktemp("narrowed-regions")), {"FERRYMQ_REGIONS": "eu-central-1"})
+
+
+def test_ferrymq_regions_narrows_the_regions_served(narrowed_stack: Stack, protocol: str) -> None:
+    for served in ("eu-central-1", narrowed_stack.region):
+        assert "QueueUrls" not in sqs_client(narrowed_stack.endpoint, protocol, region=served).list_queues(
+            QueueNamePrefix="none-")
+    refused = sqs_client(narrowed_stack.endpoint, protocol, region="us-west-1")
+    expect_error(refused.list_queues, "SignatureDoesNotMatch", 403,
+                 message="Credential should be scoped to a valid region, not 'us-west-1'.")
 
 
 # --- 2: ChangeMessageVisibility with an earlier receive's handle ---------------------------------------------

@@ -51,8 +51,9 @@ class Settings:
     credentials_recheck_seconds: float = 2.0
     # How long an access key id found unknown is answered from memory; a key created since works after it.
     credentials_negative_cache_seconds: float = 2.0
-    # Regions served besides `region` (FERRYMQ_REGIONS, comma-separated): a signature scoped to any other region
-    # is refused, as an AWS regional endpoint refuses it.
+    # Regions served besides `region` (FERRYMQ_REGIONS, comma-separated). Unset: every region botocore knows, as
+    # AWS, LocalStack and moto serve them; set, it narrows the regions to these and `region`. A signature scoped
+    # to a region not served is refused, as AWS refuses a made-up one.
     extra_regions: tuple[str, ...] = ()
     max_clock_skew_seconds: int = 900
     # SQS's in-flight quotas; operators of a small deployment may lower them.
@@ -211,7 +212,12 @@ class Settings:
     @property
     def served_regions(self) -> frozenset[str]:
         """The regions a request's SigV4 credential scope may name."""
-        return frozenset((self.region, *self.extra_regions))
+        if self.extra_regions:
+            return frozenset((self.region, *self.extra_regions))
+        # Imported here: botocore's region tables are needed by the front end only, not by every process.
+        from ferrymq.regions import known_regions
+
+        return known_regions() | {self.region}
 
     @property
     def queues_table(self) -> str:
