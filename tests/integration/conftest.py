@@ -8,12 +8,14 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from ferrymq.aws.replica_sets import ReplicaSets
 from ferrymq.settings import Settings
 from tests.support.processes import kill_group
 
@@ -165,3 +167,14 @@ def start_worker(aws_settings: Settings, tmp_path: Path) -> Iterator[Callable[..
                 worker.proc.wait(10)
             if worker.proc.stdout is not None:
                 worker.proc.stdout.close()
+
+
+@pytest.fixture
+def partition() -> int:
+    """A partition number no other test uses, in a table other tests share."""
+    return 1_000_000 + uuid.uuid4().int % 1_000_000_000
+
+
+@pytest.fixture
+def sets(aws_settings: Settings) -> ReplicaSets:
+    return ReplicaSets.from_settings(aws_settings)

@@ -27,13 +27,7 @@ def test_a_follower_that_lost_its_copy_leaves_the_in_sync_set_and_rejoins_only_o
 ) -> None:
     async def scenario() -> dict[str, Any]:
         # given a leader of an idle partition whose followers b and c hold and acknowledged every record
-        writer = LogWriter(tmp_path)
-        stream = LeaderStream(1, "a", LeaderRole(replicas=("a", "b", "c"), acks=Acks.MAJORITY, epoch=1), writer,
-                              now_ms=lambda: 0)
-        for seq in range(1, 6):
-            stream.append(sent(seq))
-        await writer.flush()
-        end = stream.log.end_offset
+        stream, end = await _leading_five_records(tmp_path)
         for replica in ("b", "c"):
             await _done(fetch(stream, replica, end, end))
         seen: dict[str, Any] = {"hw": stream.tracker.high_watermark, "lagging_before": stream.lagging(MAX_LAG_MS)}
@@ -50,7 +44,7 @@ def test_a_follower_that_lost_its_copy_leaves_the_in_sync_set_and_rejoins_only_o
         await _done(fetch(stream, "b", end, end))
         seen["caught_up_after"] = stream.caught_up()
         stream.close(RuntimeError("done"))
-        await writer.close()
+        await stream.log.close()
         return seen
 
     seen = asyncio.run(scenario())
@@ -65,6 +59,17 @@ def test_a_follower_that_lost_its_copy_leaves_the_in_sync_set_and_rejoins_only_o
     assert seen["hw"] >= 5
 
 
+async def _leading_five_records(directory: Path) -> tuple[LeaderStream, int]:
+    """A term of leader a over replicas a, b, c (majority) whose log holds five durable records; its end offset."""
+    writer = LogWriter(directory)
+    stream = LeaderStream(1, "a", LeaderRole(replicas=("a", "b", "c"), acks=Acks.MAJORITY, epoch=1), writer,
+                          now_ms=lambda: 0)
+    for seq in range(1, 6):
+        stream.append(sent(seq))
+    await writer.flush()
+    return stream, stream.log.end_offset
+
+
 async def _done(task: asyncio.Task[None] | None) -> None:
     if task is not None:
         await task
@@ -75,13 +80,7 @@ def test_a_follower_reporting_its_lost_copy_to_a_term_that_counts_it_in_sync_is_
 ) -> None:
     async def scenario() -> dict[str, Any]:
         # given a term begun with b in sync (before b left the item's set) that has no acknowledgement of b yet
-        writer = LogWriter(tmp_path)
-        stream = LeaderStream(1, "a", LeaderRole(replicas=("a", "b", "c"), acks=Acks.MAJORITY, epoch=1), writer,
-                              now_ms=lambda: 0)
-        for seq in range(1, 6):
-            stream.append(sent(seq))
-        await writer.flush()
-        end = stream.log.end_offset
+        stream, end = await _leading_five_records(tmp_path)
         seen: dict[str, Any] = {}
         # when b, its copy set aside, fetches from its empty log reporting offset 0 durable
         await _done(fetch(stream, "b", 1, 0))
@@ -94,7 +93,7 @@ def test_a_follower_reporting_its_lost_copy_to_a_term_that_counts_it_in_sync_is_
         await _done(fetch(stream, "b", end, 0))
         seen["lagging_outside"] = stream.lagging(MAX_LAG_MS)
         stream.close(RuntimeError("done"))
-        await writer.close()
+        await stream.log.close()
         return seen
 
     seen = asyncio.run(scenario())

@@ -38,19 +38,8 @@ def ms(clock: ManualClock) -> int:
 
 
 @pytest.fixture
-def partition() -> int:
-    """A partition number no other test uses, in a table other tests share."""
-    return 1_000_000 + uuid.uuid4().int % 1_000_000_000
-
-
-@pytest.fixture
 def cluster() -> str:
     return f"cluster-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def sets(aws_settings: Settings) -> ReplicaSets:
-    return ReplicaSets.from_settings(aws_settings)
 
 
 @pytest.fixture

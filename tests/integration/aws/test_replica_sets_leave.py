@@ -10,19 +10,8 @@ import pytest
 from ferrymq.aws.replica_sets import Fenced, LastInSync, NoSuchPartition, NotInSync, ReplicaSets
 from ferrymq.clock import ManualClock
 from ferrymq.replication_rules import Acks, ReplicaSet, may_claim
-from ferrymq.settings import Settings
 
 LEASE_MS = 5_000
-
-
-@pytest.fixture
-def partition() -> int:
-    return 1_000_000 + uuid.uuid4().int % 1_000_000_000
-
-
-@pytest.fixture
-def sets(aws_settings: Settings) -> ReplicaSets:
-    return ReplicaSets.from_settings(aws_settings)
 
 
 def led_by_a(sets: ReplicaSets, partition: int, now_ms: int) -> ReplicaSet:

@@ -4,14 +4,10 @@ what it does with the copy depends on the in-sync set, and it never takes the la
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
-
-import pytest
 
 from ferrymq.aws.replica_sets import ReplicaSets
 from ferrymq.replication_rules import Acks
-from ferrymq.settings import Settings
 from ferrymq.storage.server import StorageWorker, WorkerConfig
 from ferrymq.storage.server.damage import repair
 from ferrymq.storage.server.layout import replica_dir
@@ -19,16 +15,6 @@ from tests.functional.storage_workers.test_damaged_replica import damaged_log
 from tests.support.engine_requests import RECEIPT_KEY
 
 LEASE_MS = 5_000
-
-
-@pytest.fixture
-def partition() -> int:
-    return 1_000_000 + uuid.uuid4().int % 1_000_000_000
-
-
-@pytest.fixture
-def sets(aws_settings: Settings) -> ReplicaSets:
-    return ReplicaSets.from_settings(aws_settings)
 
 
 def repaired(data_dir: Path, partition: int, sets: ReplicaSets, me: str) -> dict:
