@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime
 import json
-import uuid
 from typing import Any
 
 import pytest
 
 from tests.support.errors import expect_error
+from tests.support.policies import queue_with_arn, set_policy
 from tests.support.sqs_clients import sqs_client
 
 OTHER = "323232323232"
@@ -24,16 +24,6 @@ def other_keys(stack: Any) -> tuple[str, str]:
 def other(stack: Any, protocol: str, other_keys: tuple[str, str]) -> Any:
     """A client of another account than the ``sqs`` client's."""
     return sqs_client(stack.endpoint, protocol, access_key=other_keys[0], secret_key=other_keys[1])
-
-
-def _queue(sqs: Any) -> tuple[str, str]:
-    url = sqs.create_queue(QueueName=f"cond-{uuid.uuid4().hex[:12]}")["QueueUrl"]
-    return url, sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-
-
-def _set_policy(sqs: Any, url: str, *statements: dict[str, Any]) -> None:
-    sqs.set_queue_attributes(QueueUrl=url, Attributes={
-        "Policy": json.dumps({"Version": "2012-10-17", "Statement": list(statements)})})
 
 
 def _allow(arn: str, condition: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -54,22 +44,22 @@ def _refused(other: Any, url: str) -> None:
 
 
 def test_source_ip_condition_lets_in_only_the_named_addresses(sqs: Any, other: Any) -> None:
-    url, arn = _queue(sqs)
+    url, arn = queue_with_arn(sqs, "cond")
     # given an Allow for requests from the loopback address the client uses
-    _set_policy(sqs, url, _allow(arn, {"IpAddress": {"aws:SourceIp": "127.0.0.1/32"}}))
+    set_policy(sqs, url, _allow(arn, {"IpAddress": {"aws:SourceIp": "127.0.0.1/32"}}))
     # then the other account may send
     assert other.send_message(QueueUrl=url, MessageBody="from loopback")["MessageId"]
     # when the Allow names another network, then it is refused
-    _set_policy(sqs, url, _allow(arn, {"IpAddress": {"aws:SourceIp": "192.0.2.0/24"}}))
+    set_policy(sqs, url, _allow(arn, {"IpAddress": {"aws:SourceIp": "192.0.2.0/24"}}))
     _refused(other, url)
     # and a NotIpAddress on that other network lets it in again
-    _set_policy(sqs, url, _allow(arn, {"NotIpAddress": {"aws:SourceIp": "192.0.2.0/24"}}))
+    set_policy(sqs, url, _allow(arn, {"NotIpAddress": {"aws:SourceIp": "192.0.2.0/24"}}))
     assert other.send_message(QueueUrl=url, MessageBody="not from there")["MessageId"]
 
 
 def test_a_forwarded_for_header_does_not_pass_for_the_callers_address(sqs: Any, other: Any) -> None:
-    url, arn = _queue(sqs)
-    _set_policy(sqs, url, _allow(arn, {"IpAddress": {"aws:SourceIp": "192.0.2.0/24"}}))
+    url, arn = queue_with_arn(sqs, "cond")
+    set_policy(sqs, url, _allow(arn, {"IpAddress": {"aws:SourceIp": "192.0.2.0/24"}}))
 
     def claim_another_address(request: Any, **_: Any) -> None:
         request.headers["X-Forwarded-For"] = "192.0.2.9"
@@ -81,36 +71,36 @@ def test_a_forwarded_for_header_does_not_pass_for_the_callers_address(sqs: Any, 
 
 
 def test_current_time_window_lets_in_only_while_it_is_open(sqs: Any, other: Any) -> None:
-    url, arn = _queue(sqs)
+    url, arn = queue_with_arn(sqs, "cond")
     hour = datetime.timedelta(hours=1)
     # given an Allow for a window around now
-    _set_policy(sqs, url, _allow(arn, {"DateGreaterThan": {"aws:CurrentTime": _iso(-hour)},
+    set_policy(sqs, url, _allow(arn, {"DateGreaterThan": {"aws:CurrentTime": _iso(-hour)},
                                        "DateLessThan": {"aws:CurrentTime": _iso(hour)}}))
     assert other.send_message(QueueUrl=url, MessageBody="in the window")["MessageId"]
     # when the window closed an hour ago, then it is refused
-    _set_policy(sqs, url, _allow(arn, {"DateGreaterThan": {"aws:CurrentTime": _iso(-2 * hour)},
+    set_policy(sqs, url, _allow(arn, {"DateGreaterThan": {"aws:CurrentTime": _iso(-2 * hour)},
                                        "DateLessThan": {"aws:CurrentTime": _iso(-hour)}}))
     _refused(other, url)
 
 
 def test_a_conditional_deny_wins_over_an_allow_only_while_its_condition_holds(sqs: Any, other: Any) -> None:
-    url, arn = _queue(sqs)
+    url, arn = queue_with_arn(sqs, "cond")
     # given an unconditional Allow, and a Deny for requests not over TLS (this stack serves plain HTTP)
     deny_plain = {"Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": arn,
                   "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
-    _set_policy(sqs, url, _allow(arn), deny_plain)
+    set_policy(sqs, url, _allow(arn), deny_plain)
     # then the Deny wins
     _refused(other, url)
     # when the Deny only covers another account, then its condition fails and the Allow stands
     deny_plain["Condition"]["StringEquals"] = {"aws:PrincipalAccount": "999999999999"}
-    _set_policy(sqs, url, _allow(arn), deny_plain)
+    set_policy(sqs, url, _allow(arn), deny_plain)
     assert other.send_message(QueueUrl=url, MessageBody="allowed")["MessageId"]
     # and the owner, which needs no Allow and which this Deny's conditions leave out, still receives
     assert sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
 
 
 def test_an_unknown_condition_operator_is_refused_as_sqs_does(sqs: Any) -> None:
-    url, arn = _queue(sqs)
+    url, arn = queue_with_arn(sqs, "cond")
     for condition in ({"StringSortOf": {"aws:SourceArn": "x"}}, {"IpAddress": {"aws:SourceIp": "300.1.1.1/8"}}):
         policy = json.dumps({"Version": "2012-10-17", "Statement": [_allow(arn, condition)]})
         expect_error(lambda policy=policy: sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy}),

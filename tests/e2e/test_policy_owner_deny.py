@@ -4,13 +4,13 @@ it; the account's admin key can always take the policy off again."""
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import Stack
 from tests.support.errors import expect_error
+from tests.support.policies import queue_with_arn, set_policy
 from tests.support.sqs_clients import sqs_client
 
 OTHER = "525252525252"
@@ -27,25 +27,15 @@ def user(stack: Stack, protocol: str, user_keys: tuple[str, str]) -> Any:
     return sqs_client(stack.endpoint, protocol, access_key=user_keys[0], secret_key=user_keys[1])
 
 
-def _queue(sqs: Any) -> tuple[str, str]:
-    url = sqs.create_queue(QueueName=f"owner-deny-{uuid.uuid4().hex[:10]}")["QueueUrl"]
-    return url, sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-
-
-def _set_policy(sqs: Any, url: str, *statements: dict[str, Any]) -> None:
-    sqs.set_queue_attributes(QueueUrl=url, Attributes={
-        "Policy": json.dumps({"Version": "2012-10-17", "Statement": list(statements)})})
-
-
 def _denied(call: Any) -> None:
     expect_error(call, "AccessDenied", 403, json_code="AccessDeniedException", message="is denied")
 
 
 def test_an_explicit_deny_of_the_owners_account_refuses_its_sends(sqs: Any, user: Any) -> None:
-    url, arn = _queue(sqs)
+    url, arn = queue_with_arn(sqs, "owner-deny")
     account = arn.split(":")[4]
     # given a Deny of SendMessage to the owner's own account
-    _set_policy(sqs, url, {"Effect": "Deny", "Principal": {"AWS": account}, "Action": "sqs:SendMessage",
+    set_policy(sqs, url, {"Effect": "Deny", "Principal": {"AWS": account}, "Action": "sqs:SendMessage",
                            "Resource": arn})
     # then the owner's sends are refused as another account's are, single and batched, whichever key it uses
     _denied(lambda: sqs.send_message(QueueUrl=url, MessageBody="x"))
@@ -61,8 +51,8 @@ def test_an_explicit_deny_of_the_owners_account_refuses_its_sends(sqs: Any, user
 
 
 def test_the_owner_needs_no_allow_in_a_policy_that_allows_only_others(sqs: Any, user: Any) -> None:
-    url, arn = _queue(sqs)
-    _set_policy(sqs, url, {"Effect": "Allow", "Principal": {"AWS": OTHER}, "Action": "sqs:SendMessage",
+    url, arn = queue_with_arn(sqs, "owner-deny")
+    set_policy(sqs, url, {"Effect": "Allow", "Principal": {"AWS": OTHER}, "Action": "sqs:SendMessage",
                            "Resource": arn})
     assert user.send_message(QueueUrl=url, MessageBody="mine")["MessageId"]
     assert [m["Body"] for m in user.receive_message(QueueUrl=url)["Messages"]] == ["mine"]
@@ -71,10 +61,10 @@ def test_the_owner_needs_no_allow_in_a_policy_that_allows_only_others(sqs: Any, 
 
 
 def test_a_deny_of_plain_http_binds_the_owner_and_its_admin_key_can_take_it_off(sqs: Any, user: Any) -> None:
-    url, arn = _queue(sqs)
+    url, arn = queue_with_arn(sqs, "owner-deny")
     name = url.rsplit("/", 1)[1]
     # given the usual "TLS only" Deny (this stack serves plain HTTP)
-    _set_policy(sqs, url, {"Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": arn,
+    set_policy(sqs, url, {"Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": arn,
                            "Condition": {"Bool": {"aws:SecureTransport": "false"}}})
     # then every request of the owner's user is refused, the owner-only ones included
     _denied(lambda: user.send_message(QueueUrl=url, MessageBody="x"))
@@ -98,7 +88,7 @@ def test_a_deny_of_plain_http_binds_the_owner_and_its_admin_key_can_take_it_off(
 
 
 def test_the_admin_key_removes_a_lockout_deny_by_its_label(sqs: Any, user: Any) -> None:
-    url, arn = _queue(sqs)
+    url, arn = queue_with_arn(sqs, "owner-deny")
     # given a Deny on everything, with a Sid, beside a permission AddPermission wrote
     sqs.add_permission(QueueUrl=url, Label="other-sends", AWSAccountIds=[OTHER], Actions=["SendMessage"])
     document = json.loads(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"])["Attributes"]["Policy"])
@@ -114,12 +104,12 @@ def test_the_admin_key_removes_a_lockout_deny_by_its_label(sqs: Any, user: Any) 
 
 def test_a_deny_binds_the_owner_for_message_move_tasks_too(sqs: Any, user: Any) -> None:
     # given a dead-letter queue whose policy denies its own account the move-task actions
-    dlq_url, dlq_arn = _queue(sqs)
-    source_url, _ = _queue(sqs)
+    dlq_url, dlq_arn = queue_with_arn(sqs, "owner-deny")
+    source_url, _ = queue_with_arn(sqs, "owner-deny")
     sqs.set_queue_attributes(QueueUrl=source_url, Attributes={
         "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "1"})})
     account = dlq_arn.split(":")[4]
-    _set_policy(sqs, dlq_url, {"Effect": "Deny", "Principal": {"AWS": account},
+    set_policy(sqs, dlq_url, {"Effect": "Deny", "Principal": {"AWS": account},
                                "Action": ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"],
                                "Resource": dlq_arn})
     # then starting or listing its move tasks is refused to the owner, as any other denied action is
