@@ -58,6 +58,8 @@ from ferrymq.storage.log.lock import locked
 from ferrymq.storage.server.layout import adopt_legacy_log, legacy_segments, replica_dir
 
 WORKER_READY_PREFIX = "FERRYMQ_WORKER_READY"
+PUSH_READY_PREFIX = "FERRYMQ_PUSH_READY"
+PUSH_HOSTS = 2
 WORKER_ID = "worker-0"
 """The first storage worker, which adopts the logs of the layouts before replication."""
 READY_PREFIX = "FERRYMQ_READY"
@@ -344,6 +346,11 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     gateway = _await_ready(gateway_start, pool, stop)
     if gateway is None:
         return None
+    # Push hosts (event-source mappings), supervised like the workers: two, so a kill -9 of one moves its mappings
+    # to the other within a lease. Started once the cluster serves, so they take no CPU from the workers' start.
+    for index in range(PUSH_HOSTS):
+        pool.launch(f"push-{index + 1}", python_module_argv("ferrymq.frontend.push", "--parent-pid", str(os.getpid())),
+                    "push", PUSH_READY_PREFIX)
     endpoint = gateway.ready_fields[0]
     stack_endpoint.record(settings, endpoint)
     print(banner(settings, endpoint, aws_endpoint, standin, pool.failing()), file=out, flush=True)

@@ -62,6 +62,8 @@ class _Worker:
     worker_id: str
     argv: list[str]
     cluster: str
+    ready_prefix: str = ""
+    """Its own ready line's prefix, when not the pool's (the push hosts up runs beside the workers)."""
     child: Child | None = None
     starting: Starting | None = None
     started_at: float = 0.0
@@ -98,10 +100,10 @@ class WorkerPool:
         self._clock = clock
         self._workers: dict[str, _Worker] = {}
 
-    def launch(self, worker_id: str, argv: Sequence[str], cluster: str = "") -> None:
+    def launch(self, worker_id: str, argv: Sequence[str], cluster: str = "", ready_prefix: str = "") -> None:
         """Start a worker without waiting for it: :meth:`check` notices when it is ready, or failed (then it is
         started again after its backoff). The pool holds it from now on, so :meth:`stop` stops it."""
-        worker = self._workers[worker_id] = _Worker(worker_id, list(argv), cluster)
+        worker = self._workers[worker_id] = _Worker(worker_id, list(argv), cluster, ready_prefix)
         self._launch(worker)
 
     def _launch(self, worker: _Worker) -> None:
@@ -111,7 +113,8 @@ class WorkerPool:
                 worker.last_error = error
 
         worker.last_error = None
-        worker.starting = launch_child(worker.worker_id, worker.argv, self.env, self._ready_prefix, out=self._out,
+        worker.starting = launch_child(worker.worker_id, worker.argv, self.env,
+                                       worker.ready_prefix or self._ready_prefix, out=self._out,
                                        stderr_lines=seen)
         worker.child = worker.starting.child
         worker.started_at = self._clock()

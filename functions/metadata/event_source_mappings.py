@@ -82,6 +82,11 @@ class MappingStore:
         self._table = table
         self._box = box or SecretBox.for_region(client.meta.region_name)
 
+    @property
+    def client(self) -> Any:
+        """The DynamoDB client (the push service's leases share it)."""
+        return self._client
+
     @classmethod
     def from_settings(cls, settings: Settings) -> MappingStore:
         return cls(session.client("dynamodb", settings), table_name(settings),
@@ -95,15 +100,16 @@ class MappingStore:
         if secret is not None:
             item["secret"] = {"B": self._box.seal(secret, _bound(mapping.uuid))}
         guard = self._guard_put(account, config, mapping.uuid)
-        put = {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(id)"}}
+        put = {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(#id)",
+                       "ExpressionAttributeNames": {"#id": "id"}}}
         self._transact([guard, put], lambda: self._taken(account, config))
         return mapping, secret
 
     def get(self, account: str, mapping_uuid: str) -> Mapping | None:
         with translate_client_errors():
-            item = self._client.get_item(TableName=self._table, Key=_key(account, MAPPING_PREFIX + mapping_uuid),
+            item = self._client.get_item(TableName=self._table, Key=key(account, MAPPING_PREFIX + mapping_uuid),
                                          ConsistentRead=True).get("Item")
-        return _from_item(item) if item else None
+        return from_item(item) if item else None
 
     def list(self, account: str) -> list[Mapping]:
         """The account's mappings, ordered by UUID."""
@@ -113,11 +119,12 @@ class MappingStore:
         with translate_client_errors():
             for page in self._client.get_paginator("query").paginate(
                 TableName=self._table, ConsistentRead=True,
-                KeyConditionExpression="account = :a AND begins_with(id, :m)",
+                KeyConditionExpression="#a = :a AND begins_with(#id, :m)",
+                ExpressionAttributeNames={"#a": "account", "#id": "id"},
                 ExpressionAttributeValues={":a": {"S": account}, ":m": {"S": MAPPING_PREFIX}},
             ):
                 for item in page.get("Items", []):
-                    yield _from_item(item)
+                    yield from_item(item)
 
     def update(self, old: Mapping, config: MappingConfig) -> Mapping:
         """``old`` changed to ``config``; raises Changed if it changed since read, TargetTaken for a taken target."""
@@ -131,8 +138,8 @@ class MappingStore:
         if removed:
             expression += " REMOVE " + ", ".join(f"#{k}" for k in removed)
             names.update({f"#{k}": k for k in removed})
-        change = {"Update": {"TableName": self._table, "Key": _key(old.account, MAPPING_PREFIX + old.uuid),
-                             "UpdateExpression": expression, "ConditionExpression": "version = :seen",
+        change = {"Update": {"TableName": self._table, "Key": key(old.account, MAPPING_PREFIX + old.uuid),
+                             "UpdateExpression": expression, "ConditionExpression": "#version = :seen",
                              "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}}
         if _guard_id(old.config) == _guard_id(config):
             self._transact([change], lambda: None)
@@ -143,30 +150,32 @@ class MappingStore:
 
     def delete(self, old: Mapping) -> None:
         """Remove ``old`` and its guard; raises Changed if it changed since read."""
-        delete = {"Delete": {"TableName": self._table, "Key": _key(old.account, MAPPING_PREFIX + old.uuid),
-                             "ConditionExpression": "version = :seen",
+        delete = {"Delete": {"TableName": self._table, "Key": key(old.account, MAPPING_PREFIX + old.uuid),
+                             "ConditionExpression": "#version = :seen",
+                             "ExpressionAttributeNames": {"#version": "version"},
                              "ExpressionAttributeValues": {":seen": {"N": str(old.version)}}}}
         self._transact([delete, self._guard_delete(old)], lambda: None)
 
     def secret_of(self, account: str, mapping_uuid: str) -> str | None:
         """The signing secret of an HTTP mapping, opened (for the push service)."""
         with translate_client_errors():
-            item = self._client.get_item(TableName=self._table, Key=_key(account, MAPPING_PREFIX + mapping_uuid),
+            item = self._client.get_item(TableName=self._table, Key=key(account, MAPPING_PREFIX + mapping_uuid),
                                          ConsistentRead=True, ProjectionExpression="secret").get("Item")
         if not item or "secret" not in item:
             return None
         return self._box.open(item["secret"]["B"], _bound(mapping_uuid))
 
     def _guard_put(self, account: str, config: MappingConfig, mapping_uuid: str) -> dict[str, Any]:
-        return {"Put": {"TableName": self._table, "ConditionExpression": "attribute_not_exists(id)",
-                        "Item": {**_key(account, _guard_id(config)), "uuid": {"S": mapping_uuid}}}}
+        return {"Put": {"TableName": self._table, "ConditionExpression": "attribute_not_exists(#id)",
+                        "ExpressionAttributeNames": {"#id": "id"},
+                        "Item": {**key(account, _guard_id(config)), "uuid": {"S": mapping_uuid}}}}
 
     def _guard_delete(self, old: Mapping) -> dict[str, Any]:
-        return {"Delete": {"TableName": self._table, "Key": _key(old.account, _guard_id(old.config))}}
+        return {"Delete": {"TableName": self._table, "Key": key(old.account, _guard_id(old.config))}}
 
     def _taken(self, account: str, config: MappingConfig) -> None:
         with translate_client_errors():
-            item = self._client.get_item(TableName=self._table, Key=_key(account, _guard_id(config)),
+            item = self._client.get_item(TableName=self._table, Key=key(account, _guard_id(config)),
                                          ConsistentRead=True).get("Item")
         raise TargetTaken(item["uuid"]["S"] if item else "")
 
@@ -192,14 +201,14 @@ class MappingStore:
 _OPTIONAL = ("function_arn", "url", "max_concurrency", "filters")
 
 
-def _key(account: str, item_id: str) -> dict[str, Any]:
+def key(account: str, item_id: str) -> dict[str, Any]:
     return {"account": {"S": account}, "id": {"S": item_id}}
 
 
 def _to_item(m: Mapping) -> dict[str, Any]:
     c = m.config
     item: dict[str, Any] = {
-        **_key(m.account, MAPPING_PREFIX + m.uuid),
+        **key(m.account, MAPPING_PREFIX + m.uuid),
         "uuid": {"S": m.uuid},
         "queue_arn": {"S": c.queue_arn},
         "batch_size": {"N": str(c.batch_size)},
@@ -221,7 +230,7 @@ def _to_item(m: Mapping) -> dict[str, Any]:
     return item
 
 
-def _from_item(item: dict[str, Any]) -> Mapping:
+def from_item(item: dict[str, Any]) -> Mapping:
     config = MappingConfig(
         queue_arn=item["queue_arn"]["S"],
         function_arn=item["function_arn"]["S"] if "function_arn" in item else None,

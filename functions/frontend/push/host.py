@@ -1,0 +1,151 @@
+"""A push host: holds leases on event-source mappings and runs a poller for each one it holds.
+
+Every ``lease / 3`` it reads every mapping (one paged Scan), renews the leases it holds, stops the pollers of
+mappings that went, were disabled or changed (a changed one starts again with its new configuration), and
+claims enabled mappings whose lease is free or expired (``until + skew`` behind its clock). A renewal that fails
+means another host claimed the mapping after this one's lease ran out: its poller stops at once. Stopping
+cleanly gives the leases up, so another host takes them at its next pass instead of after expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import urllib3
+
+from ferrymq.bulkhead import off_loop
+from ferrymq.frontend.context import Services
+from ferrymq.frontend.push.poller import MappingPoller, Target
+from ferrymq.frontend.push.targets import HttpTarget
+from ferrymq.metadata.event_source_mappings import Mapping, MappingStore
+from ferrymq.metadata.mapping_leases import Leased, MappingLeases
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_SECONDS = 10.0
+SKEW_ALLOWANCE_MS = 2000
+DELIVERY_THREADS = 64
+
+
+@dataclass
+class _Held:
+    mapping: Mapping
+    epoch: int
+    poller: MappingPoller
+    task: asyncio.Task[None]
+    last_result: str = field(default="")
+
+
+def host_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class PushHost:
+    def __init__(self, services: Services, store: MappingStore, leases: MappingLeases, *,
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS, owner: str | None = None,
+                 make_target: Callable[[Mapping], Target] | None = None) -> None:
+        self.owner = owner or host_id()
+        self._services = services
+        self._store = store
+        self._leases = leases
+        self._lease_ms = int(lease_seconds * 1000)
+        self._threads = ThreadPoolExecutor(DELIVERY_THREADS, thread_name_prefix="push-delivery")
+        self._http = urllib3.PoolManager(num_pools=64, maxsize=8)
+        self._make_target = make_target or self._http_target
+        self.held: dict[str, _Held] = {}
+
+    @property
+    def pass_seconds(self) -> float:
+        return self._lease_ms / 3000
+
+    def _now_ms(self) -> int:
+        return int(self._services.clock.now() * 1000)
+
+    def _http_target(self, mapping: Mapping) -> Target:
+        secret = self._store.secret_of(mapping.account, mapping.uuid)
+        if mapping.config.url is None or secret is None:
+            raise ValueError(f"mapping {mapping.uuid} has no Destination to push to")
+        return HttpTarget(mapping.config.url, mapping.uuid, secret, self._http, self._threads)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    await self.step()
+                except Exception:
+                    log.exception("push host pass failed")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.pass_seconds)
+        finally:
+            await self.close()
+
+    async def step(self) -> None:
+        """One pass: renew, stop, claim."""
+        seen = {leased.mapping.uuid: leased for leased in await off_loop(self._services.metadata, self._leases.scan)}
+        for mapping_uuid, held in list(self.held.items()):
+            now = seen.get(mapping_uuid)
+            mine = now is not None and now.owner == self.owner and now.epoch == held.epoch
+            if not mine or now is None or not now.mapping.config.enabled:
+                await self._stop(mapping_uuid, release=mine)
+                continue
+            renewed = await off_loop(self._services.metadata, self._leases.renew, held.mapping, self.owner,
+                                     held.epoch, self._now_ms() + self._lease_ms)
+            if not renewed:
+                await self._stop(mapping_uuid, release=False)
+            elif now.mapping.version != held.mapping.version:
+                await self._stop(mapping_uuid, release=False)
+                await self._start(now.mapping, held.epoch)
+        for mapping_uuid, leased in seen.items():
+            if mapping_uuid not in self.held and leased.mapping.config.enabled \
+                    and leased.free(self._now_ms(), SKEW_ALLOWANCE_MS):
+                await self._claim(leased)
+
+    async def _claim(self, leased: Leased) -> None:
+        epoch = await off_loop(self._services.metadata, self._leases.claim, leased, self.owner,
+                               self._now_ms() + self._lease_ms)
+        if epoch is not None:
+            log.info("push host %s took mapping %s (epoch %d)", self.owner, leased.mapping.uuid, epoch)
+            await self._start(leased.mapping, epoch)
+
+    async def _start(self, mapping: Mapping, epoch: int) -> None:
+        try:
+            target = await off_loop(self._services.metadata, self._make_target, mapping)
+        except Exception as exc:
+            log.error("mapping %s cannot start: %s", mapping.uuid, exc)
+            await off_loop(self._services.metadata, self._leases.release, mapping, self.owner, epoch)
+            return
+
+        async def report(result: str) -> None:
+            held = self.held.get(mapping.uuid)
+            if held is None or held.last_result == result:
+                return
+            held.last_result = result
+            await off_loop(self._services.metadata, self._leases.report, mapping, self.owner, epoch, result)
+
+        poller = MappingPoller(mapping, self._services, target, report)
+        self.held[mapping.uuid] = _Held(mapping, epoch, poller, asyncio.create_task(poller.run()),
+                                        mapping.last_result)
+
+    async def _stop(self, mapping_uuid: str, *, release: bool) -> None:
+        held = self.held.pop(mapping_uuid)
+        held.task.cancel()
+        await asyncio.gather(held.task, return_exceptions=True)
+        if release:
+            await off_loop(self._services.metadata, self._leases.release, held.mapping, self.owner, held.epoch)
+        log.info("push host %s stopped mapping %s", self.owner, mapping_uuid)
+
+    async def close(self) -> None:
+        for mapping_uuid in list(self.held):
+            try:
+                await self._stop(mapping_uuid, release=True)
+            except Exception:
+                log.exception("giving up mapping %s failed", mapping_uuid)
+        self._threads.shutdown(wait=False, cancel_futures=True)

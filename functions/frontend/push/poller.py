@@ -1,0 +1,196 @@
+"""One mapping's poller: receive a batch, deliver it, delete what succeeded; several such loops at once.
+
+Receives, deletes and the queue's own rules (receive counts, the move to the dead-letter queue after
+``maxReceiveCount``, FIFO group locks, decryption) are the SQS action handlers', run as the mapping's owner: a
+poller is a client of the front end's services that skips HTTP. A message is deleted only after its delivery
+succeeded, so a failed delivery, a dying host or a cancelled loop leaves it to come back after its visibility
+timeout (at least once, never lost).
+
+Concurrency is additive increase, multiplicative decrease: a loop is added after a full batch went through
+while fewer than the cap run; a failed or throttled delivery halves the loops wanted (the extra ones end after
+their batch) and the loop that saw it waits with exponential back-off (full jitter) before it receives again, so
+a failing target stops taking messages instead of churning their receive counts. Mappings never share loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import orjson
+
+from ferrymq.aws.credentials import Credential
+from ferrymq.errors import QueueDoesNotExist, SqsError
+from ferrymq.frontend.actions import messages
+from ferrymq.frontend.context import RequestContext, Services
+from ferrymq.frontend.push.targets import NO_ANSWER, Delivery
+from ferrymq.frontend.queue_urls import queue_url
+from ferrymq.metadata import queue_attributes
+from ferrymq.metadata.event_source_mappings import Mapping
+from ferrymq.push import filters, records
+from ferrymq.push.mapping import MappingConfig, queue_of
+
+log = logging.getLogger(__name__)
+
+LONG_POLL_SECONDS = 20
+RECEIVE_MAX = 10
+DEFAULT_MAX_CONCURRENCY = 20
+MIN_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 1.0, 60.0
+PUSH_PRINCIPAL = "ferrymq-push"
+OK = "OK"
+
+
+class Target(Protocol):
+    async def deliver(self, body: bytes, timeout: float) -> Delivery: ...
+
+
+class MappingPoller:
+    def __init__(self, mapping: Mapping, services: Services, target: Target,
+                 report: Callable[[str], Awaitable[None]], *, rng: random.Random | None = None) -> None:
+        self.mapping = mapping
+        self._config: MappingConfig = mapping.config
+        self._services = services
+        self._target = target
+        self._report = report
+        self._rng = rng or random.Random()
+        self._region, self._queue_account, self._queue_name = queue_of(mapping.config.queue_arn)
+        self._fifo = self._queue_name.endswith(".fifo")
+        settings = services.settings
+        base = settings.queue_url_base or "http://localhost"
+        self._url = queue_url(base, self._queue_account, self._queue_name, region=self._region,
+                              home_region=settings.region, form=settings.queue_url_form)
+        self._base = base
+        self._patterns = [filters.parse_pattern(p) for p in self._config.filters]
+        self._cap = self._config.max_concurrency or DEFAULT_MAX_CONCURRENCY
+        self._wanted = 1
+        self._running = 0
+        self._backoff = 0.0
+        self.in_flight_batches = 0
+        self.most_batches_in_flight = 0
+
+    def _context(self, action: str) -> RequestContext:
+        credential = Credential(access_key_id=PUSH_PRINCIPAL, secret_access_key="", account_id=self.mapping.account,
+                                user_name=PUSH_PRINCIPAL, region=self._region)
+        return RequestContext(services=self._services, credential=credential, base_url=self._base, action=action)
+
+    async def run(self) -> None:
+        """Deliver until cancelled."""
+        loops: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                while self._running < self._wanted:
+                    self._running += 1
+                    loops.add(asyncio.create_task(self._loop()))
+                done, loops = await asyncio.wait(loops, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if not task.cancelled() and task.exception() is not None:
+                        log.error("mapping %s: a delivery loop failed: %r", self.mapping.uuid, task.exception())
+        finally:
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        try:
+            while self._running <= self._wanted:
+                if self._backoff:
+                    await asyncio.sleep(self._rng.uniform(0, self._backoff))
+                await self._once()
+        finally:
+            self._running -= 1
+
+    async def _once(self) -> None:
+        try:
+            received = await self._gather()
+        except SqsError as exc:
+            await self._failed(f"PROBLEM: {self._problem(exc)}", throttled=False)
+            return
+        if not received:
+            return
+        batch = [records.record(m, self._config.queue_arn, self._region) for m in received]
+        passing = [r for r in batch if filters.matches_any(self._patterns, r)]
+        if len(passing) < len(batch):
+            await self._delete([r for r in batch if r not in passing])
+        if not passing:
+            return
+        self.in_flight_batches += 1
+        self.most_batches_in_flight = max(self.most_batches_in_flight, self.in_flight_batches)
+        try:
+            delivery = await self._target.deliver(orjson.dumps(records.event(passing)), await self._timeout())
+        finally:
+            self.in_flight_batches -= 1
+        if not delivery.ok:
+            await self._failed(f"PROBLEM: Function call failed: {delivery.detail}", throttled=delivery.throttled)
+            return
+        try:
+            if self._config.report_failures and delivery.answer is NO_ANSWER:
+                raise records.BatchFailed("the answer is not JSON")
+            kept = records.failed_ids(delivery.answer, passing, report_failures=self._config.report_failures,
+                                      fifo=self._fifo)
+        except records.BatchFailed as exc:
+            await self._report(f"PROBLEM: Function response invalid: {exc}")
+            return
+        await self._delete([r for r in passing if r["messageId"] not in kept])
+        self._backoff = 0.0
+        await self._report(OK)
+        if len(received) >= self._config.batch_size and self._wanted < self._cap:
+            self._wanted += 1
+
+    async def _gather(self) -> list[dict[str, Any]]:
+        """Up to BatchSize messages: what one long poll brings, or with a batching window, what arrives within
+        the window from the first message on."""
+        size, window = self._config.batch_size, self._config.window_seconds
+        loop = asyncio.get_running_loop()
+        got = await self._receive(min(RECEIVE_MAX, size), LONG_POLL_SECONDS)
+        if not got or not window:
+            return got
+        deadline = loop.time() + window
+        while len(got) < size:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            more = await self._receive(min(RECEIVE_MAX, size - len(got)), min(LONG_POLL_SECONDS, int(remaining)))
+            if not more and remaining < 1:
+                await asyncio.sleep(min(remaining, 0.2))
+            got += more
+        return got
+
+    async def _receive(self, count: int, wait: int) -> list[dict[str, Any]]:
+        params = {"QueueUrl": self._url, "MaxNumberOfMessages": count, "WaitTimeSeconds": wait,
+                  "MessageSystemAttributeNames": ["All"], "MessageAttributeNames": ["All"]}
+        answer = await messages.receive_message(self._context("ReceiveMessage"), params)
+        return list(answer.get("Messages", []))
+
+    async def _delete(self, done: list[dict[str, Any]]) -> None:
+        for start in range(0, len(done), RECEIVE_MAX):
+            entries = [{"Id": str(i), "ReceiptHandle": r["receiptHandle"]}
+                       for i, r in enumerate(done[start:start + RECEIVE_MAX])]
+            try:
+                answer = await messages.delete_message_batch(self._context("DeleteMessage"),
+                                                             {"QueueUrl": self._url, "Entries": entries})
+            except SqsError as exc:
+                # Not deleted: they come back after their visibility timeout, delivered again (at least once).
+                log.warning("mapping %s: deleting delivered messages failed: %s", self.mapping.uuid, exc.code)
+                continue
+            for failure in answer.get("Failed") or []:
+                log.warning("mapping %s: a delivered message was not deleted: %s", self.mapping.uuid,
+                            failure.get("Code"))
+
+    async def _timeout(self) -> float:
+        queue = await self._services.catalog.get(self._queue_account, self._queue_name, self._region)
+        return float(queue_attributes.int_value(queue.attributes, "VisibilityTimeout"))
+
+    async def _failed(self, result: str, *, throttled: bool) -> None:
+        self._wanted = max(1, self._wanted // 2)
+        self._backoff = min(MAX_BACKOFF_SECONDS, max(MIN_BACKOFF_SECONDS, self._backoff * 2))
+        log.info("mapping %s: %s (backing off up to %.0f s%s)", self.mapping.uuid, result, self._backoff,
+                 ", throttled" if throttled else "")
+        await self._report(result)
+
+    def _problem(self, exc: SqsError) -> str:
+        if isinstance(exc, QueueDoesNotExist):
+            return "The queue does not exist."
+        return f"Error occurred while ReceiveMessage: {exc.code}"

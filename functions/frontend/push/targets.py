@@ -1,0 +1,83 @@
+"""Where a poller delivers a batch: an HTTP endpoint (signed POST). What came back is a :class:`Delivery`.
+
+HTTP calls are blocking urllib3 calls on a thread pool of the host's (the front end's dependencies carry no
+async HTTP client): one call per batch in flight, so the pool's size bounds a host's concurrent deliveries.
+Redirects are not followed and at most :data:`MAX_ANSWER_BYTES` of an answer are read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import urllib3
+
+from ferrymq.push.signature import DELIVERY_HEADER, MAPPING_HEADER, signed_headers
+
+MAX_ANSWER_BYTES = 1 << 20
+MAX_TIMEOUT_SECONDS = 900.0
+NO_ANSWER = object()
+"""The answer of a target that answered nothing readable as JSON (a failure under ReportBatchItemFailures)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    ok: bool
+    """The target took the batch (a 2xx)."""
+    answer: object = None
+    """The answer's JSON (None when empty; :data:`NO_ANSWER` when not JSON)."""
+    throttled: bool = False
+    """The target asked to slow down (429, or a 5xx)."""
+    detail: str = ""
+
+
+class HttpTarget:
+    def __init__(self, url: str, mapping_uuid: str, secret: str, pool: urllib3.PoolManager,
+                 threads: ThreadPoolExecutor, clock: Callable[[], float] = time.time) -> None:
+        self._url = url
+        self._mapping = mapping_uuid
+        self._secret = secret
+        self._pool = pool
+        self._threads = threads
+        self._clock = clock
+
+    async def deliver(self, body: bytes, timeout: float) -> Delivery:
+        return await asyncio.get_running_loop().run_in_executor(self._threads, self._post, body,
+                                                                min(max(timeout, 1.0), MAX_TIMEOUT_SECONDS))
+
+    def _post(self, body: bytes, timeout: float) -> Delivery:
+        headers = {"Content-Type": "application/json", MAPPING_HEADER: self._mapping,
+                   DELIVERY_HEADER: str(uuid.uuid4()), "User-Agent": "FerryMQ-Push/1",
+                   **signed_headers(self._secret, int(self._clock()), body)}
+        try:
+            answer = self._pool.request("POST", self._url, body=body, headers=headers, redirect=False, retries=False,
+                                        timeout=urllib3.Timeout(connect=min(timeout, 10.0), read=timeout),
+                                        preload_content=False)
+        except urllib3.exceptions.HTTPError as exc:
+            return Delivery(False, detail=f"{type(exc).__name__} posting to the destination")
+        try:
+            text = answer.read(MAX_ANSWER_BYTES + 1)
+        except urllib3.exceptions.HTTPError as exc:
+            return Delivery(False, detail=f"{type(exc).__name__} reading the destination's answer")
+        finally:
+            answer.release_conn()
+        status = answer.status
+        if not 200 <= status < 300:
+            return Delivery(False, throttled=status == 429 or status >= 500, detail=f"HTTP {status}")
+        return Delivery(True, _parsed(text))
+
+
+def _parsed(text: bytes) -> object:
+    if not text.strip():
+        return None
+    if len(text) > MAX_ANSWER_BYTES:
+        return NO_ANSWER
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return NO_ANSWER

@@ -1,0 +1,176 @@
+"""HTTP push delivery against the session's stack: a real receiver on loopback gets Lambda's SQS event, signed;
+a 2xx deletes the batch; with ReportBatchItemFailures only the listed messages stay, come back after their
+visibility timeout and reach the dead-letter queue after maxReceiveCount."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import ferrymq
+from ferrymq.push.signature import MAPPING_HEADER, verify
+from tests.e2e.conftest import Stack, new_queue
+from tests.support.push_receiver import Push, receiving
+from tests.support.waiting import wait_for
+
+
+@pytest.fixture
+def api(stack: Stack) -> Any:
+    return ferrymq.client("ferrymq", endpoint_url=stack.endpoint, region_name=stack.region,
+                          aws_access_key_id=stack.access_key, aws_secret_access_key=stack.secret_key)
+
+
+def arn_of(sdk: Any, url: str) -> str:
+    return str(sdk.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
+
+
+def left(sdk: Any, url: str) -> int:
+    counts = sdk.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    return int(counts["ApproximateNumberOfMessages"]) + int(counts["ApproximateNumberOfMessagesNotVisible"])
+
+
+@pytest.fixture
+def mapped(api: Any) -> Iterator[list[str]]:
+    """UUIDs of the mappings a test made, deleted after it."""
+    made: list[str] = []
+    yield made
+    for mapping_id in made:
+        api.delete_event_source_mapping(UUID=mapping_id)
+
+
+def test_a_receiver_gets_lambdas_sqs_event_signed_and_a_2xx_deletes_the_batch(
+    stack: Stack, api: Any, sdk: Any, mapped: list[str]
+) -> None:
+    with receiving() as receiver:
+        # given a queue mapped to the receiver
+        url = new_queue(sdk, "pushed")
+        arn = arn_of(sdk, url)
+        created = api.create_event_source_mapping(EventSourceArn=arn, Destination={"Url": receiver.url})
+        mapped.append(created["UUID"])
+        # when messages are sent
+        bodies = {f"message {i} \u00e9\U0001f680" for i in range(3)}
+        for body in bodies:
+            sdk.send_message(QueueUrl=url, MessageBody=body, MessageAttributes={
+                "kind": {"DataType": "String", "StringValue": "demo"},
+                "blob": {"DataType": "Binary", "BinaryValue": b"\x00\x01"}})
+        # then the receiver gets each in Lambda's record format, with the body's MD5
+        got = wait_for(lambda: len(receiver.records()) >= 3 and receiver.records(), timeout=60)
+        assert {r["body"] for r in got} == bodies
+        for r in got:
+            assert r["md5OfBody"] == hashlib.md5(r["body"].encode()).hexdigest()
+            assert (r["eventSource"], r["eventSourceARN"], r["awsRegion"]) == ("aws:sqs", arn, stack.region)
+            assert set(r["attributes"]) >= {"ApproximateReceiveCount", "SentTimestamp", "SenderId",
+                                            "ApproximateFirstReceiveTimestamp"}
+            assert r["messageAttributes"]["kind"] == {"stringValue": "demo", "binaryValue": None,
+                                                      "stringListValues": [], "binaryListValues": [],
+                                                      "dataType": "String"}
+            assert r["messageAttributes"]["blob"]["binaryValue"] == "AAE="
+            assert r["messageId"] and r["receiptHandle"]
+        # each push is signed with the mapping's secret over timestamp and body
+        with receiver.lock:
+            pushes = list(receiver.pushes)
+        for push in pushes:
+            assert push.headers[MAPPING_HEADER] == created["UUID"]
+            assert verify(created["SigningSecret"], push.headers, push.body, time.time())
+            assert not verify(created["SigningSecret"] + "x", push.headers, push.body, time.time())
+            assert not verify(created["SigningSecret"], push.headers, push.body + b" ", time.time())
+        # and what was delivered is deleted
+        wait_for(lambda: left(sdk, url) == 0, timeout=30)
+
+
+def test_reported_failures_stay_come_back_and_reach_the_dead_letter_queue(
+    api: Any, sdk: Any, mapped: list[str]
+) -> None:
+    # given a queue whose messages go to a dead-letter queue after 2 receives, mapped with ReportBatchItemFailures
+    dlq = new_queue(sdk, "pushed-dlq")
+    url = new_queue(sdk, "pushed", VisibilityTimeout="1", RedrivePolicy=json.dumps(
+        {"deadLetterTargetArn": arn_of(sdk, dlq), "maxReceiveCount": 2}))
+    poison = {f"poison {i}" for i in range(10)}
+    good = {f"good {i}" for i in range(90)}
+
+    def answer(push: Push) -> tuple[int, bytes]:
+        failures = [{"itemIdentifier": r["messageId"]} for r in push.records if r["body"] in poison]
+        return 200, json.dumps({"batchItemFailures": failures}).encode()
+
+    with receiving(answer) as receiver:
+        mapped.append(api.create_event_source_mapping(
+            EventSourceArn=arn_of(sdk, url), Destination={"Url": receiver.url},
+            FunctionResponseTypes=["ReportBatchItemFailures"])["UUID"])
+        # when 100 messages are sent, 10 of which the receiver always reports failed
+        everything = sorted(good | poison)
+        for start in range(0, 100, 10):
+            sdk.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": b}
+                                                          for i, b in enumerate(everything[start:start + 10])])
+        # then the 90 are delivered and deleted, and the 10 reach the dead-letter queue after 2 deliveries each
+        wait_for(lambda: left(sdk, url) == 0 and left(sdk, dlq) == 10, timeout=90)
+        delivered = [r["body"] for r in receiver.records()]
+        assert good <= set(delivered)
+        assert all(delivered.count(body) == 2 for body in poison)
+        in_dlq: set[str] = set()
+        while len(in_dlq) < 10:
+            in_dlq |= {m["Body"] for m in sdk.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10,
+                                                              WaitTimeSeconds=1).get("Messages", [])}
+        assert in_dlq == poison
+
+
+def test_an_unknown_item_identifier_fails_the_whole_batch(api: Any, sdk: Any, mapped: list[str]) -> None:
+    # given a receiver that names a message of no batch the first time it is called
+    calls: list[int] = []
+
+    def answer(push: Push) -> tuple[int, bytes]:
+        calls.append(1)
+        if len(calls) == 1:
+            return 200, json.dumps({"batchItemFailures": [{"itemIdentifier": "not-a-message-id"}]}).encode()
+        return 200, b"{}"
+
+    url = new_queue(sdk, "pushed", VisibilityTimeout="1")
+    with receiving(answer) as receiver:
+        mapped.append(api.create_event_source_mapping(
+            EventSourceArn=arn_of(sdk, url), Destination={"Url": receiver.url},
+            FunctionResponseTypes=["ReportBatchItemFailures"])["UUID"])
+        sdk.send_message(QueueUrl=url, MessageBody="again")
+        # then the message is delivered again (nothing of the batch was deleted), and deleted after that success
+        wait_for(lambda: len(receiver.records()) >= 2 and left(sdk, url) == 0, timeout=60)
+        assert [r["body"] for r in receiver.records()] == ["again", "again"]
+        assert receiver.records()[1]["attributes"]["ApproximateReceiveCount"] == "2"
+        state = api.get_event_source_mapping(UUID=mapped[0])
+        assert state["LastProcessingResult"] == "OK"
+
+
+def test_a_failing_receiver_keeps_messages_until_it_recovers(api: Any, sdk: Any, mapped: list[str]) -> None:
+    # given a receiver answering 500 until told otherwise
+    status = {"code": 500}
+    url = new_queue(sdk, "pushed", VisibilityTimeout="1")
+    with receiving(lambda push: (status["code"], b"")) as receiver:
+        mapped.append(api.create_event_source_mapping(EventSourceArn=arn_of(sdk, url),
+                                                      Destination={"Url": receiver.url})["UUID"])
+        sdk.send_message(QueueUrl=url, MessageBody="kept")
+        # then nothing is deleted while it fails, and the mapping says why
+        wait_for(lambda: len(receiver.pushes) >= 2, timeout=60)
+        assert left(sdk, url) == 1
+        wait_for(lambda: "HTTP 500" in api.get_event_source_mapping(UUID=mapped[0])["LastProcessingResult"])
+        # when it recovers, the message is delivered and deleted
+        status["code"] = 204
+        wait_for(lambda: left(sdk, url) == 0, timeout=90)
+        assert {r["body"] for r in receiver.records()} == {"kept"}
+
+
+def test_a_disabled_mapping_delivers_nothing_until_enabled(api: Any, sdk: Any, mapped: list[str]) -> None:
+    url = new_queue(sdk, "pushed")
+    with receiving() as receiver:
+        mapped.append(api.create_event_source_mapping(EventSourceArn=arn_of(sdk, url), Enabled=False,
+                                                      Destination={"Url": receiver.url})["UUID"])
+        sdk.send_message(QueueUrl=url, MessageBody="waits")
+        # the message stays receivable by anyone while the mapping is disabled
+        seen = wait_for(lambda: sdk.receive_message(QueueUrl=url, VisibilityTimeout=0).get("Messages"))
+        assert seen[0]["Body"] == "waits" and receiver.pushes == []
+        api.update_event_source_mapping(UUID=mapped[0], Enabled=True)
+        wait_for(lambda: left(sdk, url) == 0, timeout=60)
+        assert [r["body"] for r in receiver.records()] == ["waits"]
+
+
