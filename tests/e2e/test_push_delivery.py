@@ -174,3 +174,41 @@ def test_a_disabled_mapping_delivers_nothing_until_enabled(api: Any, sdk: Any, m
         assert [r["body"] for r in receiver.records()] == ["waits"]
 
 
+
+
+def test_a_fifo_queue_keeps_each_groups_order_under_partial_failures(api: Any, sdk: Any, mapped: list[str]) -> None:
+    # given a FIFO queue mapped with ReportBatchItemFailures, and a receiver that reports "a 1" failed once
+    url = new_queue(sdk, "pushed", fifo=True, VisibilityTimeout="1", ContentBasedDeduplication="true")
+    failed_once: set[str] = set()
+    accepted: dict[str, list[int]] = {"a": [], "b": []}
+
+    def answer(push: Push) -> tuple[int, bytes]:
+        failures: list[dict[str, str]] = []
+        stopped: set[str] = set()
+        for r in push.records:
+            group, index = r["body"].split()
+            if group in stopped:
+                continue
+            if r["body"] == "a 1" and r["body"] not in failed_once:
+                failed_once.add(r["body"])
+                stopped.add(group)
+                failures.append({"itemIdentifier": r["messageId"]})
+                continue
+            accepted[group].append(int(index))
+        return 200, json.dumps({"batchItemFailures": failures}).encode()
+
+    with receiving(answer) as receiver:
+        mapped.append(api.create_event_source_mapping(
+            EventSourceArn=arn_of(sdk, url), Destination={"Url": receiver.url}, BatchSize=10,
+            FunctionResponseTypes=["ReportBatchItemFailures"])["UUID"])
+        # when two groups' messages are sent interleaved
+        sdk.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": f"{g}{i}", "MessageBody": f"{g} {i}", "MessageGroupId": g} for i in range(4) for g in "ab"])
+        # then each group is taken in order: "a" from its failure on is delivered again, in order
+        wait_for(lambda: left(sdk, url) == 0, timeout=60)
+        assert accepted == {"a": [0, 1, 2, 3], "b": [0, 1, 2, 3]}
+        assert [r["body"] for r in receiver.records()].count("a 1") == 2
+        for push in receiver.pushes:
+            for group in "ab":
+                order = [int(r["body"].split()[1]) for r in push.records if r["body"].startswith(group)]
+                assert order == sorted(order)
