@@ -12,7 +12,7 @@ import signal
 import sys
 
 from ferrymq import logs
-from ferrymq.frontend.push.host import DEFAULT_LEASE_SECONDS, PushHost
+from ferrymq.frontend.push.host import PushHost
 from ferrymq.frontend.wiring import build_frontend
 from ferrymq.metadata import event_source_mappings
 from ferrymq.metadata.event_source_mappings import MappingStore
@@ -53,13 +53,13 @@ async def serve(settings: Settings, lease_seconds: float, parent_pid: int | None
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ferrymq.frontend.push",
                                      description="Deliver queues' messages to their event-source mappings' targets.")
-    parser.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE_SECONDS,
-                        help="how long a mapping's lease lasts without renewal (default %(default)s)")
+    parser.add_argument("--lease-seconds", type=float,
+                        help="how long a mapping's lease lasts without renewal (default FERRYMQ_PUSH_LEASE_SECONDS)")
     parser.add_argument("--parent-pid", type=int, help="stop (cleanly) once this process is no longer the parent")
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     logs.configure("push", settings)
-    asyncio.run(serve(settings, args.lease_seconds, args.parent_pid))
+    asyncio.run(serve(settings, args.lease_seconds or settings.push_lease_seconds, args.parent_pid))
     return 0
 
 

@@ -119,6 +119,8 @@ class Settings:
     # Replica sets: a leader renews its lease well within it; another in-sync replica may claim the partition
     # once it has lapsed. Workers heartbeat every interval, and one silent for the grace period is dead.
     leader_lease_seconds: float = 5.0
+    # How long a push host's lease on an event-source mapping lasts unrenewed (docs/design/push-delivery.md).
+    push_lease_seconds: float = 10.0
     worker_heartbeat_seconds: float = 1.0
     worker_grace_seconds: float = 10.0
     # The cluster a worker belongs to, and the shape `ferrymq up` gives a new one: how many workers, how many
@@ -310,6 +312,7 @@ class Settings:
                 get("WORKER_REQUEST_TIMEOUT_SECONDS", str(defaults.worker_request_timeout_seconds))
             ),
             leader_lease_seconds=float(get("LEADER_LEASE_SECONDS", str(defaults.leader_lease_seconds))),
+            push_lease_seconds=float(get("PUSH_LEASE_SECONDS", str(defaults.push_lease_seconds))),
             worker_heartbeat_seconds=float(get("WORKER_HEARTBEAT_SECONDS", str(defaults.worker_heartbeat_seconds))),
             worker_grace_seconds=float(get("WORKER_GRACE_SECONDS", str(defaults.worker_grace_seconds))),
             cluster=get("CLUSTER", defaults.cluster),
