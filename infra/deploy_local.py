@@ -338,10 +338,22 @@ class ApiFront:
         await asyncio.gather(requests_up(), answers_down())
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
+        """Close the listener, end every connection's tasks, then the loop."""
+
+        async def shut() -> None:
+            if self._server is not None:
+                self._server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(shut(), self._loop).result(10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 def _content_length(head: list[bytes]) -> int:
