@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -212,3 +213,63 @@ def test_a_fifo_queue_keeps_each_groups_order_under_partial_failures(api: Any, s
             for group in "ab":
                 order = [int(r["body"].split()[1]) for r in push.records if r["body"].startswith(group)]
                 assert order == sorted(order)
+
+
+def test_the_batching_window_holds_a_small_batch_until_the_window_or_the_batch_size(
+    api: Any, sdk: Any, mapped: list[str]
+) -> None:
+    url = new_queue(sdk, "pushed")
+    with receiving() as receiver:
+        # given a mapping that gathers up to 20 records for up to 3 s
+        mapped.append(api.create_event_source_mapping(EventSourceArn=arn_of(sdk, url), BatchSize=20,
+                                                      MaximumBatchingWindowInSeconds=3,
+                                                      Destination={"Url": receiver.url})["UUID"])
+        # when messages trickle in, one every 0.3 s
+        for i in range(4):
+            sdk.send_message(QueueUrl=url, MessageBody=f"trickle {i}")
+            time.sleep(0.3)
+        # then they arrive together, in one push, once the window has passed
+        wait_for(lambda: len(receiver.records()) >= 4, timeout=60)
+        assert [sorted(r["body"] for r in p.records) for p in receiver.pushes] == [[f"trickle {i}" for i in range(4)]]
+    full = new_queue(sdk, "pushed")
+    with receiving() as receiver:
+        # and with a window of 300 s, a full batch goes at once
+        mapped.append(api.create_event_source_mapping(EventSourceArn=arn_of(sdk, full), BatchSize=20,
+                                                      MaximumBatchingWindowInSeconds=300,
+                                                      Destination={"Url": receiver.url})["UUID"])
+        for start in range(0, 20, 10):
+            sdk.send_message_batch(QueueUrl=full, Entries=[{"Id": str(i), "MessageBody": f"full {start + i}"}
+                                                           for i in range(10)])
+        wait_for(lambda: len(receiver.records()) >= 20, timeout=60)
+        assert [len(p.records) for p in receiver.pushes] == [20]
+
+
+def test_concurrency_ramps_up_to_maximum_concurrency_and_no_further_while_the_receiver_is_slow(
+    api: Any, sdk: Any, mapped: list[str]
+) -> None:
+    # given a receiver that takes 0.5 s per push and counts the pushes it is handling at once
+    lock = threading.Lock()
+    now = {"in": 0, "most": 0}
+
+    def slow(push: Push) -> tuple[int, bytes]:
+        with lock:
+            now["in"] += 1
+            now["most"] = max(now["most"], now["in"])
+        time.sleep(0.5)
+        with lock:
+            now["in"] -= 1
+        return 200, b""
+
+    url = new_queue(sdk, "pushed")
+    for start in range(0, 40, 10):
+        sdk.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"slow {start + i}"}
+                                                      for i in range(10)])
+    with receiving(slow) as receiver:
+        # when a mapping of batches of one, at most three at once, delivers a backlog
+        mapped.append(api.create_event_source_mapping(EventSourceArn=arn_of(sdk, url), BatchSize=1,
+                                                      ScalingConfig={"MaximumConcurrency": 3},
+                                                      Destination={"Url": receiver.url})["UUID"])
+        wait_for(lambda: left(sdk, url) == 0, timeout=90)
+        # then it ramped up to three batches at once, and never past them
+        assert now["most"] == 3
+        assert len({r["body"] for r in receiver.records()}) == 40
