@@ -20,11 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import urllib3
+from botocore.config import Config
 
+from ferrymq.aws import session
 from ferrymq.bulkhead import off_loop
 from ferrymq.frontend.context import Services
 from ferrymq.frontend.push.poller import MappingPoller, Target
-from ferrymq.frontend.push.targets import HttpTarget
+from ferrymq.frontend.push.targets import MAX_TIMEOUT_SECONDS, HttpTarget, LambdaTarget
 from ferrymq.metadata.event_source_mappings import Mapping, MappingStore
 from ferrymq.metadata.mapping_leases import Leased, MappingLeases
 
@@ -33,6 +35,10 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_SECONDS = 10.0
 SKEW_ALLOWANCE_MS = 2000
 DELIVERY_THREADS = 64
+# One attempt per batch (a failed batch comes back after its visibility timeout), and long enough to wait for a
+# function that runs to Lambda's limit.
+_LAMBDA_CONFIG = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=5,
+                        read_timeout=MAX_TIMEOUT_SECONDS + 10, max_pool_connections=DELIVERY_THREADS)
 
 
 @dataclass
@@ -59,7 +65,8 @@ class PushHost:
         self._lease_ms = int(lease_seconds * 1000)
         self._threads = ThreadPoolExecutor(DELIVERY_THREADS, thread_name_prefix="push-delivery")
         self._http = urllib3.PoolManager(num_pools=64, maxsize=8)
-        self._make_target = make_target or self._http_target
+        self._make_target = make_target or self._target
+        self._lambda: object = None
         self.held: dict[str, _Held] = {}
 
     @property
@@ -69,7 +76,11 @@ class PushHost:
     def _now_ms(self) -> int:
         return int(self._services.clock.now() * 1000)
 
-    def _http_target(self, mapping: Mapping) -> Target:
+    def _target(self, mapping: Mapping) -> Target:
+        if mapping.config.function_arn is not None:
+            if self._lambda is None:
+                self._lambda = session.client("lambda", self._services.settings, config=_LAMBDA_CONFIG)
+            return LambdaTarget(self._lambda, mapping.config.function_arn, self._threads)
         secret = self._store.secret_of(mapping.account, mapping.uuid)
         if mapping.config.url is None or secret is None:
             raise ValueError(f"mapping {mapping.uuid} has no Destination to push to")

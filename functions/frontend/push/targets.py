@@ -1,8 +1,9 @@
-"""Where a poller delivers a batch: an HTTP endpoint (signed POST). What came back is a :class:`Delivery`.
+"""Where a poller delivers a batch: an HTTP endpoint (signed POST) or a Lambda function (Invoke, through a boto3
+client that honours ``AWS_ENDPOINT_URL_LAMBDA``). What came back is a :class:`Delivery`.
 
-HTTP calls are blocking urllib3 calls on a thread pool of the host's (the front end's dependencies carry no
-async HTTP client): one call per batch in flight, so the pool's size bounds a host's concurrent deliveries.
-Redirects are not followed and at most :data:`MAX_ANSWER_BYTES` of an answer are read.
+Calls are blocking (urllib3, boto3) on a thread pool of the host's (the front end's dependencies carry no async
+HTTP client): one call per batch in flight, so the pool's size bounds a host's concurrent deliveries. Redirects
+are not followed and at most :data:`MAX_ANSWER_BYTES` of an answer are read.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import urllib3
+from botocore.exceptions import BotoCoreError, ClientError
 
 from ferrymq.push.signature import DELIVERY_HEADER, MAPPING_HEADER, signed_headers
 
 MAX_ANSWER_BYTES = 1 << 20
 MAX_TIMEOUT_SECONDS = 900.0
+# Lambda's answers that mean "slow down" (beside any 429 or 5xx).
+_LAMBDA_THROTTLES = frozenset({"TooManyRequestsException", "ThrottlingException", "EC2ThrottledException",
+                               "ServiceException", "ResourceNotReadyException"})
 NO_ANSWER = object()
 """The answer of a target that answered nothing readable as JSON (a failure under ReportBatchItemFailures)."""
 
@@ -70,6 +75,34 @@ class HttpTarget:
         if not 200 <= status < 300:
             return Delivery(False, throttled=status == 429 or status >= 500, detail=f"HTTP {status}")
         return Delivery(True, _parsed(text))
+
+
+class LambdaTarget:
+    """Invokes ``function_arn`` synchronously with the event; a FunctionError fails the batch."""
+
+    def __init__(self, client: object, function_arn: str, threads: ThreadPoolExecutor) -> None:
+        self._client = client
+        self._function = function_arn
+        self._threads = threads
+
+    async def deliver(self, body: bytes, timeout: float) -> Delivery:
+        return await asyncio.get_running_loop().run_in_executor(self._threads, self._invoke, body)
+
+    def _invoke(self, body: bytes) -> Delivery:
+        try:
+            answer = self._client.invoke(  # type: ignore[attr-defined]
+                FunctionName=self._function, InvocationType="RequestResponse", Payload=body)
+            payload = answer["Payload"].read(MAX_ANSWER_BYTES + 1)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            return Delivery(False, throttled=code in _LAMBDA_THROTTLES or status == 429 or status >= 500,
+                            detail=f"Lambda {code or status}")
+        except BotoCoreError as exc:
+            return Delivery(False, detail=f"{type(exc).__name__} invoking the function")
+        if answer.get("FunctionError"):
+            return Delivery(False, detail=f"Function error ({answer['FunctionError']})")
+        return Delivery(True, _parsed(payload))
 
 
 def _parsed(text: bytes) -> object:
