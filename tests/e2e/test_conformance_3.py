@@ -279,3 +279,64 @@ def test_a_query_error_accepting_json_gets_the_json_form_of_the_query_error(stac
     assert document["Error"] == {"Type": "Sender", "Code": "AWS.SimpleQueueService.NonExistentQueue",
                                  "Message": "The specified queue does not exist."}
     assert document["RequestId"]
+
+
+# --- 6: FIFO sequence numbers ----------------------------------------------------------------------------
+
+
+def _assert_aws_like(numbers: list[str]) -> None:
+    for number in numbers:
+        assert re.fullmatch(r"1[0-9]{19}", number), number
+        # the old ones embedded twelve zeros (18000000000000057600)
+        assert "0" * 8 not in number, number
+
+
+def test_sequence_numbers_look_and_sort_like_aws(sqs: Any) -> None:
+    # given a FIFO queue and two groups
+    url = _fifo(sqs, ContentBasedDeduplication="true")
+    sent: dict[str, list[str]] = {"g": [], "h": []}
+    # when messages are sent alone and in batches, the groups interleaved
+    for i in range(3):
+        for group in ("g", "h"):
+            sent[group].append(sqs.send_message(QueueUrl=url, MessageBody=f"{group}{i}",
+                                                MessageGroupId=group)["SequenceNumber"])
+    batch = sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": f"{group}{i}", "MessageBody": f"{group}b{i}", "MessageGroupId": group}
+        for i in range(2) for group in ("g", "h")])
+    for entry in sorted(batch["Successful"], key=lambda e: int(e["Id"][1:])):
+        sent[entry["Id"][0]].append(entry["SequenceNumber"])
+    # then each is a 20-digit number without a long run of zeros, increasing within its group, and strings sort
+    # as the numbers do
+    for numbers in sent.values():
+        _assert_aws_like(numbers)
+        assert [int(n) for n in numbers] == sorted(int(n) for n in numbers) and len(set(numbers)) == len(numbers)
+        assert sorted(numbers) == numbers
+    # and received messages carry the same numbers
+    got: dict[str, list[str]] = {"g": [], "h": []}
+    for _ in range(10):
+        response = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])
+        for message in response.get("Messages", []):
+            got[message["Attributes"]["MessageGroupId"]].append(message["Attributes"]["SequenceNumber"])
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        if sum(map(len, got.values())) == 10:
+            break
+    assert got == sent
+
+
+def test_sequence_numbers_keep_increasing_across_a_restart(private_stack: Stack) -> None:
+    # (one protocol: the numbers are the worker's, whichever protocol carries them)
+    def client() -> Any:
+        return sqs_client(private_stack.endpoint, "json", access_key=private_stack.access_key,
+                          secret_key=private_stack.secret_key, region=private_stack.region)
+
+    sqs = client()
+    url = _fifo(sqs, ContentBasedDeduplication="true")
+    before = [sqs.send_message(QueueUrl=url, MessageBody=f"a{i}", MessageGroupId="g")["SequenceNumber"]
+              for i in range(2)]
+    private_stack.restart()
+    sqs = client()
+    after = [sqs.send_message(QueueUrl=url, MessageBody=f"b{i}", MessageGroupId="g")["SequenceNumber"]
+             for i in range(2)]
+    numbers = before + after
+    _assert_aws_like(numbers)
+    assert [int(n) for n in numbers] == sorted(int(n) for n in numbers) and len(set(numbers)) == 4

@@ -19,18 +19,25 @@ RECEIVED_MESSAGE_FIELDS = (
 """Positions of a standard queue's message in a receive result."""
 
 FIFO_RECEIVED_MESSAGE_FIELDS = (*RECEIVED_MESSAGE_FIELDS, "seq", "group", "dedup_id")
-"""Positions of a FIFO queue's message; ``seq`` is the 20-digit SequenceNumber."""
+"""Positions of a FIFO queue's message; ``seq`` is the partition's counter, zero-padded to 20 digits
+(:func:`sequence_number` makes the SequenceNumber of it)."""
 
-SEQUENCE_NUMBER_BASE = 18_000_000_000_000_000_000
-SEQUENCE_NUMBER_STEP = 256
+SEQUENCE_NUMBER_BASE = 18_902_576_384_211_053_147
+SEQUENCE_NUMBER_STEP = 65_537
+_GAP_HASH = 2_654_435_761
+"""Knuth's multiplicative constant, applied to the counter's square (a linear hash would give two gaps only):
+spreads each number's place inside its step, so gaps vary as AWS's do."""
 
 
 def sequence_number(seq: int | str) -> str:
     """The SequenceNumber clients see for a FIFO message's partition sequence number ``seq`` (an int, or the
     zero-padded form the worker RPC carries).
 
-    AWS's are 20-digit numbers around 1.8e19 that grow, with gaps, from one message to the next; clients that
-    parse or compare them expect that shape, so the partition's counter is mapped onto it (order-preserving,
-    the same for every front end, and far from 20 digits' end: 3e17 messages fit).
+    AWS's are 20-digit numbers around 1.89e19 that grow, with uneven gaps, from one message of a group to the
+    next; clients parse, compare and sort them as strings. The partition's counter (dense, carried by the log, so
+    it grows across restarts and failovers) is mapped onto that shape: a base with no run of zeros, a step per
+    message, and a place inside the step drawn from the counter, below the step so the order is kept. The same
+    for every front end; 20 digits for the first 1.2e15 messages of a partition.
     """
-    return str(SEQUENCE_NUMBER_BASE + int(seq) * SEQUENCE_NUMBER_STEP)
+    n = int(seq)
+    return str(SEQUENCE_NUMBER_BASE + n * SEQUENCE_NUMBER_STEP + n * n * _GAP_HASH % SEQUENCE_NUMBER_STEP)
