@@ -33,26 +33,27 @@ async def hand_over_leaderships(replicas: Mapping[int, PartitionReplica], sets: 
     the wall time (ms) the controller writes into coordination items."""
     released = []
     for partition, replica in sorted(replicas.items()):
-        epoch = replica.leading_epoch
-        if epoch is None:
+        term = replica.term
+        if term is None:
             continue
-        try:
-            rs = await asyncio.to_thread(sets.get, partition)
-        except SqsError as exc:
-            log.warning("partition %d: could not read its replica set to hand it over: %s", partition,
-                        exc.__cause__ or exc.message)
-            continue
-        if rs is None or rs.leader != me or rs.epoch != epoch:
-            continue
-        successors = [r for r in rs.replicas if r in rs.isr and r != me]
+        # The leader's own view of its replica set, which it keeps as the coordination item has it: no read
+        # of DynamoDB, which may be what is going away; the release below is a lease write, on the client
+        # whose calls end within a fraction of a lease.
+        tracker = term.stream.tracker
+        successors = [r for r in tracker.replicas if r in tracker.isr and r != me]
         if not successors:
             log.info("partition %d: no other replica in sync; its lease runs out instead", partition)
             continue
+        epoch = term.epoch
         await replica.stand_by(f"this worker is stopping; the in-sync replicas ({','.join(successors)}) take over")
         try:
             await asyncio.to_thread(sets.release, partition, me, epoch, now_ms())
         except (CoordinationError, SqsError) as exc:
             log.warning("partition %d: could not end its lease: %s", partition, exc)
+            continue
+        except Exception:
+            # Stopping goes on whatever failed here: the lease then simply runs out.
+            log.exception("partition %d: could not end its lease", partition)
             continue
         log.info("partition %d: lease ended in epoch %d; %s claims first", partition, epoch, successors[0])
         released.append(partition)
