@@ -27,7 +27,7 @@ from ferrymq import logs
 from ferrymq.accounts import ACCOUNT_ID_RULE, is_account_id
 from ferrymq.aws.credentials import DEFAULT_TEMPORARY_SECONDS, MAX_TEMPORARY_SECONDS
 from ferrymq.errors import ServiceUnavailable, SqsError
-from ferrymq.infra import admin, aws_target, cli_keys, cli_queues
+from ferrymq.infra import admin, aws_target, cli_keys, cli_push, cli_queues
 from ferrymq.infra.bootstrap import bootstrap
 from ferrymq.infra.children import ChildFailed
 from ferrymq.infra.cli_env import ALL_FIELDS, ENDPOINT_FIELDS, STATE_FIELDS, epilog
@@ -40,7 +40,7 @@ SPARK_JOBS = ("billing", "analytics", "report")
 SPARK_PACKAGES = ("pyspark", "pyarrow")
 """What the usage jobs import beyond FerryMQ's runtime (the ``spark`` extra), checked before anything starts."""
 SPARK_INSTALL = "pip install 'ferrymq[spark]' (in a checkout: make install-spark)"
-API_COMMANDS = ("queues", "accounts", "keys", "usage")
+API_COMMANDS = ("queues", "accounts", "keys", "usage", "push")
 _CLUSTER_FIELDS = (*STATE_FIELDS, "cluster", "clusters", "workers", "partitions", "replication_factor", "acks",
                    "worker_grace_seconds", "cluster_secret")
 _COMMAND_FIELDS: dict[str, tuple[str, ...]] = {
@@ -176,6 +176,7 @@ def _build_parser() -> argparse.ArgumentParser:
     spark_job.add_argument("--master", help="Spark master (default local[2])")
     cli_queues.add_parsers(commands)
     cli_keys.add_parsers(commands, _account_id, _duration)
+    cli_push.add_parsers(commands)
     return parser
 
 
@@ -274,6 +275,8 @@ def _api(settings: Settings, args: argparse.Namespace, out: TextIO, err: TextIO)
         endpoint = stack.endpoint
         if args.command == "queues":
             return cli_queues.run(stack, args, output, sys.stdin)
+        if args.command == "push":
+            return cli_push.run(stack, args, output, sys.stdin)
         return cli_keys.run(stack, args, output, sys.stdin)
     except NoStack as exc:
         error(err, str(exc))
