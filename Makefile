@@ -12,6 +12,8 @@
 #               deploy template.yaml into MiniStack (a local AWS emulator, installed into .cache/ministack) through
 #               its CloudFormation API, start the storage workers against it, print
 #               FERRYMQ_DEPLOYED endpoint=<API Gateway URL>; runs until interrupted (ferrymq.infra.deploy_local)
+#   make image  the storage-worker image (storage_workers/Dockerfile) as ferrymq-worker: docker where it runs, else
+#               buildah with chroot isolation (no container runtime needed); PYTHON_IMAGE names the base
 #   make bench  FerryMQ against a null server and LocalStack's SQS (benchmarks/compare.py), with the README's chart
 #
 # build-FrontendFunction and build-FerryMQLayer are called by `sam build` (BuildMethod: makefile in
@@ -37,6 +39,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # MiniStack, the local AWS emulator of the offline deploy lane, in a venv of its own (its dependencies stay out of
 # FerryMQ's), on the same Python: it runs the function in process, with the layer built for that Python.
 MINISTACK := .cache/ministack/bin/ministack
+# The storage-worker image's base; where no registry is reachable, a local one (docs/design/deployable-shape.md
+# says how one was made from Debian's packages with debootstrap).
+PYTHON_IMAGE ?= python:3.11-slim-bookworm
 
 # LocalStack's SQS on the host, for benchmarks/compare.py: localstack-core needs Python 3.13 (from pyenv here).
 LOCALSTACK_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python) $(shell command -v python3.13))
@@ -99,6 +104,14 @@ $(MINISTACK): | $(BIN)/python
 
 deploy-local: $(INSTALLED) $(MINISTACK)
 	$(BIN)/python -m ferrymq.infra.deploy_local --ministack $(MINISTACK)
+
+image:
+	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
+		docker build --build-arg PYTHON_IMAGE=$(PYTHON_IMAGE) -f storage_workers/Dockerfile -t ferrymq-worker . ; \
+	else \
+		buildah bud --isolation chroot --build-arg PYTHON_IMAGE=$(PYTHON_IMAGE) -f storage_workers/Dockerfile \
+			-t ferrymq-worker . ; \
+	fi
 
 # setuptools reuses build/ between builds: a module since moved or removed would otherwise stay in the wheel.
 dist: $(INSTALLED)

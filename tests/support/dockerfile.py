@@ -30,10 +30,13 @@ def final_stage() -> list[tuple[str, str]]:
 
 
 def image_env() -> dict[str, str]:
+    """The final stage's ENV, but PATH."""
     env: dict[str, str] = {}
     for keyword, rest in final_stage():
         if keyword == "ENV":
             env.update(part.split("=", 1) for part in shlex.split(rest))
+    # PATH names the image's venv; a test puts the image's packages on PYTHONPATH instead.
+    env.pop("PATH", None)
     return env
 
 
