@@ -16,7 +16,6 @@ SQS itself describes attribute propagation (up to 60 s).
 
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -137,11 +136,14 @@ class QueueCatalog:
 
     async def held(self, account: str, regions: Iterable[str]) -> tuple[int, int]:
         """The live queues ``account`` holds in ``regions``, and their shards (a first count for its quota)."""
-        # Every region botocore knows is served by default: read them together, not one after the other.
-        listed = await asyncio.gather(
-            *(self._io(self._store.list, account, "", None, None, self._ns(region)) for region in regions))
-        records = [record for records in listed for record in records]
-        return len(records), sum(len(record.shards) for record in records)
+        queues = shards = 0
+        # One region after the other: every region botocore knows is served by default, and reading them at once
+        # would take every slot of the metadata bulkhead from the requests waiting for one.
+        for region in regions:
+            for record in await self._io(self._store.list, account, "", None, None, self._ns(region)):
+                queues += 1
+                shards += len(record.shards)
+        return queues, shards
 
     async def scan(self, limit: int, start: dict[str, Any] | None) -> tuple[list[QueueRecord], dict[str, Any] | None]:
         """Live queues of every account and region, a page at a time (``QueueStore.scan``); bypasses the cache."""
