@@ -435,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
         with deployed(args.data_dir, args.ministack, function_dir=args.function_dir, layer_dir=args.layer_dir,
                       partitions=args.partitions):
             stopping.wait()
-    except (RuntimeError, subprocess.CalledProcessError) as exc:
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+        # OSError: MiniStack's command missing (make deploy-local installs it), a port taken, a folder unreadable.
         print(f"ferrymq deploy-local: {exc}", file=sys.stderr)
         return 1
     return 0

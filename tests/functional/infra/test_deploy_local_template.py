@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 from ferrymq.infra import template as cfn
 from ferrymq.infra.deploy_local import KEPT_TYPES, emulator_template, to_json
@@ -60,3 +63,13 @@ def _refs(value: object) -> set[str]:
     if isinstance(value, list):
         return set().union(*(_refs(v) for v in value)) if value else set()
     return set()
+
+
+def test_a_missing_emulator_is_one_line_and_status_1(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "ferrymq.infra.deploy_local", "--ministack", str(tmp_path / "no-such-ministack"),
+         "--function-dir", str(tmp_path), "--layer-dir", str(tmp_path), "--data-dir", str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 1
+    assert run.stderr.startswith("ferrymq deploy-local: ") and "no-such-ministack" in run.stderr
+    assert len(run.stderr.splitlines()) == 1
