@@ -207,7 +207,9 @@ class MiniStack:
         for name in [n for n in env if n.startswith("AWS_ENDPOINT_URL")]:
             del env[name]
         self._log = (state_dir / "ministack.log").open("ab")
-        self.process = subprocess.Popen([executable], cwd=state_dir, env=env, stdout=self._log,
+        # Resolved before it runs in its own folder: a relative command (the Makefile's) names one from here.
+        command = shutil.which(executable) if os.sep not in executable else str(Path(executable).resolve())
+        self.process = subprocess.Popen([command or executable], cwd=state_dir, env=env, stdout=self._log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
