@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from ferrymq.infra.deploy_local import MiniStack
 from tests.support.bundles import link_third_party, requirement_closure
+from tests.support.ports import consecutive_free_ports
 from tests.support.processes import group_members, terminate_group
 from tests.support.sqs_clients import sqs_client
 
@@ -136,3 +138,17 @@ def test_sends_succeed_with_one_worker_killed(lane: Lane) -> None:
                 "Messages", []):
             received.add(message["Body"])
     assert received == bodies
+
+
+def test_the_makefiles_relative_command_for_ministack_starts_it(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make deploy-local` names MiniStack as .cache/ministack/bin/ministack, from the repository's root.
+    if not MINISTACK.exists():
+        pytest.fail(f"MiniStack is not installed: run `make test` or `make deploy-local` (it goes to {MINISTACK})")
+    monkeypatch.chdir(REPO)
+    emulator = MiniStack(str(MINISTACK.relative_to(REPO)), consecutive_free_ports(1), tmp_path / "ministack")
+    try:
+        emulator.wait_ready()
+        assert emulator.client("s3").list_buckets()["Buckets"] == []
+    finally:
+        emulator.stop()
