@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_SECONDS = 10.0
 SKEW_ALLOWANCE_MS = 2000
 DELIVERY_THREADS = 64
+# How long a stopped poller may finish the batches it has under way before it is cancelled.
+DRAIN_SECONDS = 60.0
 # One attempt per batch (a failed batch comes back after its visibility timeout), and long enough to wait for a
 # function that runs to Lambda's limit.
 _LAMBDA_CONFIG = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=5,
@@ -68,6 +70,7 @@ class PushHost:
         self._make_target = make_target or self._target
         self._lambda: object = None
         self.held: dict[str, _Held] = {}
+        self._draining: set[asyncio.Task[None]] = set()
 
     @property
     def pass_seconds(self) -> float:
@@ -146,17 +149,34 @@ class PushHost:
                                         mapping.last_result)
 
     async def _stop(self, mapping_uuid: str, *, release: bool) -> None:
+        """Stop a poller: it finishes its batches under way in the background (at least once: another host may
+        deliver them again), up to DRAIN_SECONDS."""
         held = self.held.pop(mapping_uuid)
-        held.task.cancel()
-        await asyncio.gather(held.task, return_exceptions=True)
+        held.poller.stop()
+        drain = asyncio.create_task(self._drain(held.task))
+        self._draining.add(drain)
+        drain.add_done_callback(self._draining.discard)
         if release:
             await off_loop(self._services.metadata, self._leases.release, held.mapping, self.owner, held.epoch)
         log.info("push host %s stopped mapping %s", self.owner, mapping_uuid)
 
+    @staticmethod
+    async def _drain(task: asyncio.Task[None]) -> None:
+        try:
+            await asyncio.wait_for(task, DRAIN_SECONDS)
+        except TimeoutError:
+            pass
+        except Exception:
+            log.exception("a stopped poller failed")
+
     async def close(self) -> None:
+        """Give every lease up; batches under way are cancelled (they come back after their visibility timeout)."""
         for mapping_uuid in list(self.held):
             try:
                 await self._stop(mapping_uuid, release=True)
             except Exception:
                 log.exception("giving up mapping %s failed", mapping_uuid)
+        for drain in list(self._draining):
+            drain.cancel()
+        await asyncio.gather(*self._draining, return_exceptions=True)
         self._threads.shutdown(wait=False, cancel_futures=True)

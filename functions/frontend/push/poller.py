@@ -67,6 +67,9 @@ class MappingPoller:
         self._cap = self._config.max_concurrency or DEFAULT_MAX_CONCURRENCY
         self._wanted = 1
         self._running = 0
+        # Set when more loops are wanted, so they start at once rather than at run()'s next look.
+        self._grow = asyncio.Event()
+        self._stopping = False
         self._backoff = 0.0
         self.in_flight_batches = 0
         self.most_batches_in_flight = 0
@@ -76,15 +79,26 @@ class MappingPoller:
                                 user_name=PUSH_PRINCIPAL, region=self._region)
         return RequestContext(services=self._services, credential=credential, base_url=self._base, action=action)
 
+    def stop(self) -> None:
+        """Finish the batches under way (a long poll ends within 20 s) and start no more: a receive cancelled
+        mid-way could hold its messages in flight, undelivered, for a whole visibility timeout."""
+        self._stopping = True
+        self._grow.set()
+
     async def run(self) -> None:
-        """Deliver until cancelled."""
+        """Deliver until cancelled, or until stopped and the batches under way are done."""
         loops: set[asyncio.Task[None]] = set()
         try:
-            while True:
-                while self._running < self._wanted:
+            while not (self._stopping and not loops):
+                while self._running < self._wanted and not self._stopping:
                     self._running += 1
                     loops.add(asyncio.create_task(self._loop()))
-                done, loops = await asyncio.wait(loops, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+                self._grow.clear()
+                grow = asyncio.create_task(self._grow.wait())
+                done, _ = await asyncio.wait({*loops, grow}, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+                grow.cancel()
+                done.discard(grow)
+                loops -= done
                 for task in done:
                     if not task.cancelled() and task.exception() is not None:
                         log.error("mapping %s: a delivery loop failed: %r", self.mapping.uuid, task.exception())
@@ -95,7 +109,7 @@ class MappingPoller:
 
     async def _loop(self) -> None:
         try:
-            while self._running <= self._wanted:
+            while self._running <= self._wanted and not self._stopping:
                 if self._backoff:
                     await asyncio.sleep(self._rng.uniform(0, self._backoff))
                 await self._once()
@@ -138,6 +152,7 @@ class MappingPoller:
         await self._report(OK)
         if len(received) >= self._config.batch_size and self._wanted < self._cap:
             self._wanted += 1
+            self._grow.set()
 
     async def _gather(self) -> list[dict[str, Any]]:
         """Up to BatchSize messages: what one long poll brings, or with a batching window, what arrives within
@@ -148,7 +163,7 @@ class MappingPoller:
         if not got or not window:
             return got
         deadline = loop.time() + window
-        while len(got) < size:
+        while len(got) < size and not self._stopping:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
