@@ -43,9 +43,12 @@ MINISTACK := .cache/ministack/bin/ministack
 # says how one was made from Debian's packages with debootstrap).
 PYTHON_IMAGE ?= python:3.11-slim-bookworm
 
-# LocalStack's SQS on the host, for benchmarks/compare.py: localstack-core needs Python 3.13 (from pyenv here).
+# LocalStack on the host, for tests/e2e/test_localstack_host.py and benchmarks/compare.py: localstack-core needs
+# Python 3.13 (from pyenv here). `make test` installs it where such a Python exists; elsewhere that test says it
+# was skipped and why.
 LOCALSTACK_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python) $(shell command -v python3.13))
 LOCALSTACK_VENV := .cache/localstack
+LOCALSTACK := $(if $(LOCALSTACK_PYTHON),$(LOCALSTACK_VENV)/bin/python)
 
 .PHONY: bench install install-spark up test lint sqs-query-model browser dist build-FrontendFunction build-FerryMQLayer layer-library
 
@@ -95,7 +98,7 @@ up: $(INSTALLED)
 lint: $(TEST_INSTALLED)
 	$(BIN)/ruff check .
 
-test: lint $(JS_INSTALLED) $(SQS_QUERY_MODEL) $(BROWSER_INSTALLED) $(MINISTACK)
+test: lint $(JS_INSTALLED) $(SQS_QUERY_MODEL) $(BROWSER_INSTALLED) $(MINISTACK) $(LOCALSTACK)
 	$(BIN)/pytest
 
 $(MINISTACK): | $(BIN)/python
