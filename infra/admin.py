@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 import sys
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from ferrymq.aws.credentials import Credential, CredentialStore
-from ferrymq.infra import cluster, membership
+from ferrymq.infra import cli_keys, cluster, membership
 from ferrymq.infra.bootstrap import bootstrap
+from ferrymq.infra.cli_output import Output, utc
 from ferrymq.settings import Settings
-
-
-def _created(credential: Credential) -> str:
-    return datetime.datetime.fromtimestamp(credential.created_at, datetime.UTC).isoformat(timespec="seconds")
-
-
-def _expiration(credential: Credential) -> str:
-    if credential.expires_at is None:
-        return "-"
-    return datetime.datetime.fromtimestamp(credential.expires_at, datetime.UTC).isoformat(timespec="seconds")
 
 
 def _as_json(credential: Credential, with_secret: bool, session_token: str | None = None) -> dict[str, object]:
@@ -31,11 +21,11 @@ def _as_json(credential: Credential, with_secret: bool, session_token: str | Non
     if session_token is not None:
         document["SessionToken"] = session_token
     document.update(
-        {"AccountId": credential.account_id, "UserName": credential.user_name, "CreatedAt": _created(credential),
+        {"AccountId": credential.account_id, "UserName": credential.user_name, "CreatedAt": utc(credential.created_at),
          "Status": credential.status}
     )
     if credential.expires_at is not None:
-        document["Expiration"] = _expiration(credential)
+        document["Expiration"] = utc(credential.expires_at)
     if credential.admin:
         document["Admin"] = True
     return document
@@ -51,31 +41,16 @@ def create_credentials(settings: Settings, account_id: str, user_name: str, as_j
         credential = store.create(account_id, user_name, admin=admin)
     else:
         credential, token = store.create_temporary(account_id, user_name, duration_seconds, admin=admin)
-    if as_json:
-        print(json.dumps(_as_json(credential, with_secret=True, session_token=token)), file=out)
-    else:
-        print(f"access key id      {credential.access_key_id}", file=out)
-        print(f"secret access key  {credential.secret_access_key}", file=out)
-        if token is not None:
-            print(f"session token      {token}", file=out)
-            print(f"expires            {_expiration(credential)}", file=out)
-        print(f"account            {credential.account_id}", file=out)
-        print(f"user               {credential.user_name}", file=out)
-        if credential.admin:
-            print("admin              yes", file=out)
-    return 0
+    # Printed as `ferrymq keys create` prints the keys it makes.
+    return cli_keys.print_created(_as_json(credential, with_secret=True, session_token=token),
+                                  Output(as_json, out, sys.stderr))
 
 
 def list_credentials(settings: Settings, as_json: bool, out: TextIO) -> int:
     credentials = CredentialStore.from_settings(settings).list()
-    if as_json:
-        print(json.dumps([_as_json(c, with_secret=False) for c in credentials]), file=out)
-        return 0
-    rows = [("ACCESS KEY ID", "ACCOUNT", "USER", "STATUS", "EXPIRES", "CREATED")]
-    rows += [(c.access_key_id, c.account_id, c.user_name, c.status, _expiration(c), _created(c)) for c in credentials]
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    for row in rows:
-        print("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[5]]), file=out)
+    keys = [_as_json(c, with_secret=False) for c in credentials]
+    # The same table as `ferrymq keys list`; the JSON stays the array it has always been.
+    Output(as_json, out, sys.stderr).table(keys, cli_keys.KEY_COLUMNS, cli_keys.key_rows(keys), empty="no access keys")
     return 0
 
 
@@ -160,10 +135,19 @@ def cluster_status(settings: Settings, as_json: bool, out: TextIO, name: str | N
     report = cluster.status(settings, cluster=name)
     if as_json:
         print(json.dumps(report), file=out)
-    else:
-        for line in cluster.render(report):
-            print(line, file=out)
+        return 0
+    print_cluster_status(report, out)
     return 0
+
+
+def print_cluster_status(report: dict[str, Any], out: TextIO) -> None:
+    """``report`` in the tables every admin command prints, then the notes on damaged copies."""
+    output = Output(False, out, sys.stderr)
+    tables, notes = cluster.render(report)
+    for table in tables:
+        output.table(None, table.columns, table.rows, title=table.title)
+    for note in notes:
+        print(note, file=out)
 
 
 def cluster_init(settings: Settings, out: TextIO) -> int:

@@ -82,12 +82,12 @@ def run(clients: StackClients, args: argparse.Namespace, output: Output, stdin: 
     return _key_change(api, args, output)
 
 
-def _key_rows(keys: list[dict]) -> list[tuple]:
+def key_rows(keys: list[dict]) -> list[tuple]:
     return [(k["AccessKeyId"], k["AccountId"], k["UserName"], k["Status"], "yes" if k.get("Admin") else "no",
              k.get("Expiration"), k.get("CreatedAt")) for k in keys]
 
 
-def _created(key: dict, output: Output) -> int:
+def print_created(key: dict, output: Output) -> int:
     pairs = [("access key id", key["AccessKeyId"]), ("secret access key", key["SecretAccessKey"])]
     if key.get("SessionToken"):
         pairs += [("session token", key["SessionToken"]), ("expires", key.get("Expiration"))]
@@ -102,13 +102,13 @@ def _keys_create(api: Any, args: argparse.Namespace, output: Output) -> int:
     request: dict[str, Any] = {"AccountId": args.account, "UserName": args.user, "Admin": args.admin}
     if args.temporary:
         request["DurationSeconds"] = args.duration_seconds or 43_200
-    return _created(api.create_access_key(**request)["AccessKey"], output)
+    return print_created(api.create_access_key(**request)["AccessKey"], output)
 
 
 def _keys_list(api: Any, args: argparse.Namespace, output: Output) -> int:
     request = {"AccountId": args.account} if args.account else {}
     keys = [k for page in api.get_paginator("list_access_keys").paginate(**request) for k in page["AccessKeys"]]
-    output.table({"AccessKeys": keys}, KEY_COLUMNS, _key_rows(keys), empty="no access keys")
+    output.table({"AccessKeys": keys}, KEY_COLUMNS, key_rows(keys), empty="no access keys")
     return 0
 
 
@@ -120,7 +120,7 @@ def _key_change(api: Any, args: argparse.Namespace, output: Output) -> int:
         if output.as_json:
             output.document({"AccessKey": key, "DisabledAccessKeyId": rotated["DisabledAccessKeyId"]})
             return 0
-        return _created(key, output)
+        return print_created(key, output)
     call = {"disable": api.disable_access_key, "enable": api.enable_access_key, "delete": api.delete_access_key}
     call[args.action](AccessKeyId=args.key_id)
     done = {"disable": "disabled", "enable": "enabled", "delete": "deleted"}[args.action]
@@ -150,7 +150,7 @@ def _accounts_create(api: Any, args: argparse.Namespace, output: Output) -> int:
     elif account in taken:
         raise ValueError(f"account {account} exists already; `ferrymq keys create --account {account}` adds a key")
     key = api.create_access_key(AccountId=account, UserName=args.user, Admin=args.admin)["AccessKey"]
-    return _created(key, output)
+    return print_created(key, output)
 
 
 def _accounts_limits(api: Any, args: argparse.Namespace, output: Output) -> int:

@@ -72,6 +72,19 @@ class Output:
                         console=_console(self.err), transient=False)
 
 
+def utc(seconds: float | None) -> str | None:
+    """A POSIX time as the CLI shows every time: UTC, to the second, with ``Z`` (None stays None)."""
+    if seconds is None:
+        return None
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 message``, ``2 messages``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def error(err: TextIO, message: str) -> None:
     """An error, as one line (messages from the server may span several)."""
     print(f"ferrymq: {' '.join(message.split())}", file=err)

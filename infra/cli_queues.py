@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ferrymq.infra.cli_output import Output, confirmed
+from ferrymq.infra.cli_output import Output, confirmed, counted, utc
 from ferrymq.infra.stack_client import StackClients
 from ferrymq.limits import MAX_PEEK_MESSAGES
 
@@ -79,8 +79,8 @@ def _list(clients: StackClients, args: argparse.Namespace, output: Output, stdin
     for page in clients.sqs.get_paginator("list_queues").paginate(QueueNamePrefix=args.prefix,
                                                                   PaginationConfig={"PageSize": 1000}):
         urls.extend(page.get("QueueUrls", []))
-    rows = [(_name(u), "fifo" if u.endswith(".fifo") else "standard", u) for u in urls]
-    output.table({"QueueUrls": urls}, ("NAME", "TYPE", "URL"), rows, empty="no queues")
+    queues = [{"Name": _name(u), "Type": "fifo" if u.endswith(".fifo") else "standard", "QueueUrl": u} for u in urls]
+    output.table({"Queues": queues}, ("NAME", "TYPE", "URL"), [tuple(q.values()) for q in queues], empty="no queues")
     return 0
 
 
@@ -109,10 +109,6 @@ def _stats(clients: StackClients, args: argparse.Namespace, output: Output, stdi
     return 0
 
 
-def _sent(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(timespec="seconds")
-
-
 def _peek(clients: StackClients, args: argparse.Namespace, output: Output, stdin: TextIO) -> int:
     messages = clients.ferrymq.peek_messages(QueueUrl=queue_url(clients, args.queue),
                                              MaxNumberOfMessages=args.max)["Messages"]
@@ -121,8 +117,8 @@ def _peek(clients: StackClients, args: argparse.Namespace, output: Output, stdin
         flat = " ".join(text.split())
         return flat if len(flat) <= BODY_COLUMN else flat[: BODY_COLUMN - 1] + "…"
 
-    rows = [(m["MessageId"], _sent(m["SentTimestamp"]), m["ReceiveCount"], m.get("MessageGroupId"), body(m["Body"]))
-            for m in messages]
+    rows = [(m["MessageId"], utc(m["SentTimestamp"] / 1000), m["ReceiveCount"], m.get("MessageGroupId"),
+             body(m["Body"])) for m in messages]
     output.table({"Messages": messages}, ("MESSAGE ID", "SENT", "RECEIVES", "GROUP", "BODY"), rows,
                  empty="no visible messages")
     return 0
@@ -135,8 +131,9 @@ def _total(stats: dict) -> int:
 def _purge(clients: StackClients, args: argparse.Namespace, output: Output, stdin: TextIO) -> int:
     url = queue_url(clients, args.queue)
     before = _total(clients.ferrymq.get_queue_statistics(QueueUrl=url))
-    if not args.yes and not confirmed(f"purge queue {_name(url)}, deleting its {before} messages?",
-                                      f"purging {_name(url)} deletes its {before} messages", stdin, output.err):
+    messages = counted(before, "message")
+    if not args.yes and not confirmed(f"purge queue {_name(url)}, deleting its {messages}?",
+                                      f"purging {_name(url)} deletes its {messages}", stdin, output.err):
         return 1
     clients.sqs.purge_queue(QueueUrl=url)
     left, steady = before, 0

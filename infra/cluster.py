@@ -100,16 +100,26 @@ def status(settings: Settings, now_ms: int | None = None, cluster: str | None = 
     return cluster_status.status(settings, now_ms, cluster)
 
 
-def render(report: dict[str, Any]) -> list[str]:
-    """``status`` as plain tables."""
-    rows = [("CLUSTER", "PARTITIONS", "QUEUES", "CAPACITY")]
-    for c in report["clusters"]:
-        rows.append((c["cluster"], _ranges(c["partitions"]), str(c["queues"]), str(c["max_queues"])))
-    lines = [*_table(rows), ""] if len(rows) > 1 else []
-    lines += [f"cluster {report['cluster']}", ""]
-    rows = [("WORKER", "ADDRESS", "ADMIN", "ALIVE", "ANSWERS", "LEADS", "WORST STALL (1 min)")]
+@dataclass(frozen=True)
+class StatusTable:
+    """One table of ``ferrymq cluster status``."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+
+
+def render(report: dict[str, Any]) -> tuple[list[StatusTable], list[str]]:
+    """``status`` as tables, then notes on damaged copies. Partition ids read ``p0``, ``p0-p3``, so that a column
+    of them is not taken for a count."""
+    tables = []
+    if report["clusters"]:
+        tables.append(StatusTable("clusters", ("CLUSTER", "PARTITIONS", "QUEUES", "CAPACITY (queues)"), [
+            (c["cluster"], _ranges(c["partitions"]) or "none", str(c["queues"]), str(c["max_queues"]))
+            for c in report["clusters"]]))
+    workers = []
     for w in report["workers"]:
-        rows.append(
+        workers.append(
             (
                 w["worker_id"],
                 w["address"],
@@ -117,34 +127,33 @@ def render(report: dict[str, Any]) -> list[str]:
                 ("yes" if w["alive"] else f"no ({w['heartbeat_age_ms'] // 1000} s silent)")
                 + (" (leaving)" if w.get("state") == WorkerState.LEAVING.value else ""),
                 "yes" if w["answers"] else "no",
-                ",".join(map(str, w["leads"])) or "-",
+                ",".join(f"p{n}" for n in w["leads"]) or "none",
                 "-" if w.get("worst_stall_ms") is None else f"{w['worst_stall_ms']} ms",
             )
         )
-    lines += [*_table(rows), ""]
-    rows = [("PARTITION", "LEADER", "EPOCH", "ISR", "REPLICAS", "ACKS", "LAG (records)")]
+    tables.append(StatusTable(f"cluster {report['cluster']}: workers",
+                              ("WORKER", "ADDRESS", "ADMIN", "ALIVE", "ANSWERS", "LEADER OF", "WORST STALL (1 min)"),
+                              workers))
+    partitions = []
     for p in report["partitions"]:
         lag = " ".join(f"{r}={'?' if n is None else n}" for r, n in p["lag"].items() if r != p["leader"])
-        rows.append(
-            (str(p["partition"]), p["leader"], str(p["epoch"]), ",".join(p["isr"]), ",".join(p["replicas"]),
+        partitions.append(
+            (f"p{p['partition']}", p["leader"], str(p["epoch"]), ",".join(p["isr"]), ",".join(p["replicas"]),
              p["acks"], lag or "-")
         )
+    tables.append(StatusTable(f"cluster {report['cluster']}: partitions",
+                              ("PARTITION", "LEADER", "EPOCH", "ISR", "REPLICAS", "ACKS", "LAG (records)"), partitions))
     notes = [f"partition {p['partition']} on {r}: {note}" for p in report["partitions"]
              for r, note in sorted(p.get("damage", {}).items())]
-    return lines + _table(rows) + (["", *notes] if notes else [])
+    return tables, notes
 
 
 def _ranges(numbers: list[int]) -> str:
-    """``[0, 1, 2, 5]`` as ``0-2,5``."""
-    out: list[str] = []
+    """``[0, 1, 2, 5]`` as ``p0-p2,p5``."""
+    spans: list[list[int]] = []
     for n in sorted(numbers):
-        if out and out[-1].split("-")[-1] == str(n - 1):
-            out[-1] = f"{out[-1].split('-')[0]}-{n}"
+        if spans and spans[-1][1] == n - 1:
+            spans[-1][1] = n
         else:
-            out.append(str(n))
-    return ",".join(out)
-
-
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+            spans.append([n, n])
+    return ",".join(f"p{a}" if a == b else f"p{a}-p{b}" for a, b in spans)

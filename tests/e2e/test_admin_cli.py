@@ -60,7 +60,8 @@ def test_queue_commands_print_tables_and_json(stack: Stack, sdk: Any) -> None:
     name = name_of(url)
     # then the list has it, as a table row and in JSON
     assert any(line.split()[:3] == [name, "standard", url] for line in stack.ferrymq("queues", "list").splitlines())
-    assert url in json_of(stack, "queues", "list", "--prefix", "cli-list")["QueueUrls"]
+    assert {"Name": name, "Type": "standard", "QueueUrl": url} in json_of(
+        stack, "queues", "list", "--prefix", "cli-list")["Queues"]
     # and describe shows its attributes
     described = json_of(stack, "queues", "describe", name)
     assert (described["QueueUrl"], described["Attributes"]["ApproximateNumberOfMessages"]) == (url, "2")
@@ -76,6 +77,8 @@ def test_queue_commands_print_tables_and_json(stack: Stack, sdk: Any) -> None:
     assert [m["Body"] for m in json_of(stack, "queues", "peek", name)["Messages"]] == ["two", "three"]
     table = stack.ferrymq("queues", "peek", name, "-n", "1").splitlines()
     assert [line.split()[-1] for line in table if line.strip().endswith(("two", "three"))] == ["two"]
+    sent = next(line.split()[1] for line in table if line.strip().endswith("two"))
+    assert sent.endswith("Z") and datetime.datetime.fromisoformat(sent).tzinfo == datetime.UTC
 
 
 def test_delete_asks_first_and_is_refused_without_a_terminal(stack: Stack, sdk: Any) -> None:
@@ -106,6 +109,9 @@ def test_purge_asks_first_then_empties_the_queue(stack: Stack, sdk: Any) -> None
     purged = json_of(stack, "queues", "purge", name, "--yes")
     assert (purged["Purged"], purged["Left"]) == (10, 0)
     assert json_of(stack, "queues", "stats", name)["Visible"] == 0
+    # and one message is "1 message"
+    sdk.send_message(QueueUrl=url, MessageBody="last")
+    refused_in_one_line(cli(stack, "queues", "purge", name), 1, f"purging {name} deletes its 1 message;")
 
 
 def test_redrive_moves_a_dead_letter_queue_back_and_reports_the_task(stack: Stack, sdk: Any) -> None:

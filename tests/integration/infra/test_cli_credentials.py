@@ -24,6 +24,7 @@ def test_temporary_credentials_disable_and_enable(tmp_path: Path) -> None:
                     "--duration-seconds", "900", "--json")
     assert made.returncode == 0, made.stderr
     created = json.loads(made.stdout)
+    assert created["Expiration"].endswith("Z") and created["CreatedAt"].endswith("Z")
     assert created["AccessKeyId"].startswith("ASIA") and len(created["SessionToken"]) > 100
     expires = datetime.datetime.fromisoformat(created["Expiration"])
     assert 800 < (expires - datetime.datetime.now(datetime.UTC)).total_seconds() <= 900
@@ -35,9 +36,13 @@ def test_temporary_credentials_disable_and_enable(tmp_path: Path) -> None:
                        "CreatedAt": created["CreatedAt"], "Status": "Inactive", "Expiration": created["Expiration"]}]
     # and enabled again, it is active
     assert _ferrymq(tmp_path, "credentials", "enable", created["AccessKeyId"]).returncode == 0
-    table = _ferrymq(tmp_path, "credentials", "list").stdout.splitlines()
-    assert table[0].split() == ["ACCESS", "KEY", "ID", "ACCOUNT", "USER", "STATUS", "EXPIRES", "CREATED"]
-    assert table[1].split()[3] == "Active"
+    # and the table is `keys list`'s: an ADMIN column, and times in UTC with Z
+    table = [line for line in _ferrymq(tmp_path, "credentials", "list").stdout.splitlines() if line.strip()]
+    assert table[0].split() == ["ACCESS", "KEY", "ID", "ACCOUNT", "USER", "STATUS", "ADMIN", "EXPIRES", "CREATED"]
+    assert set(table[1].strip()) == {"─"}
+    row = table[2].split()
+    assert row[3:5] == ["Active", "no"] and row[5] == created["Expiration"]
+    assert row[5].endswith("Z") and row[6].endswith("Z") and "+00:00" not in "".join(table)
 
 
 def test_refusals(tmp_path: Path) -> None:
