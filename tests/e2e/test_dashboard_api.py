@@ -120,18 +120,37 @@ def test_a_plain_key_sees_its_own_account_only(stack: Stack) -> None:
     wait_for(lambda: client.get("queues").status_code == 401)
 
 
-def test_recent_errors_show_failed_requests_with_their_request_id(stack: Stack) -> None:
-    sqs = sqs_client(stack.endpoint, "json", access_key=stack.access_key, secret_key=stack.secret_key,
-                     region=stack.region)
-    with pytest.raises(ClientError) as failed:
-        sqs.get_queue_url(QueueName="dashboard-missing-queue")
-    request_id = failed.value.response["ResponseMetadata"]["RequestId"]
+def test_recent_errors_show_the_codes_sdks_see_with_their_request_ids(stack: Stack, sqs: Any) -> None:
+    url = sqs.create_queue(QueueName=f"{unique_prefix('dash-errors')}.fifo",
+                           Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+    failing = {
+        "GetQueueUrl": lambda: sqs.get_queue_url(QueueName="dashboard-missing-queue"),
+        "ReceiveMessage": lambda: sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=11),
+        "SendMessage": lambda: sqs.send_message(QueueUrl=url, MessageBody="no group"),
+    }
+    seen: dict[str, tuple[str, str]] = {}
+    for action, call in failing.items():
+        with pytest.raises(ClientError) as failed:
+            call()
+        response = failed.value.response
+        seen[action] = (response["Error"]["Code"], response["ResponseMetadata"]["RequestId"])
+    assert [code for code, _ in seen.values()] == [
+        "AWS.SimpleQueueService.NonExistentQueue", "InvalidParameterValue", "MissingParameter"]
     client = _logged_in(stack)
     errors = client.get("errors").json()["errors"]
-    mine = [e for e in errors if e["request_id"] == request_id]
-    assert len(mine) == 1
-    assert mine[0]["action"] == "GetQueueUrl" and mine[0]["code"] == "QueueDoesNotExist"
-    assert mine[0]["account"] == "000000000000"
+    for action, (code, request_id) in seen.items():
+        mine = [e for e in errors if e["request_id"] == request_id]
+        assert len(mine) == 1, action
+        assert (mine[0]["action"], mine[0]["code"], mine[0]["account"]) == (action, code, "000000000000")
+
+
+def test_the_apis_own_refusals_carry_the_codes_sdks_see(stack: Stack) -> None:
+    client = _logged_in(stack)
+    missing = client.post("redrive", {})
+    absent = client.post("redrive", {"queueArn": "arn:aws:sqs:us-east-1:000000000000:x"})
+    assert (missing.status_code, missing.json()["error"]) == (400, "InvalidParameterValue")
+    assert client.post("login", {}).json()["error"] == "MissingParameter"
+    assert absent.json()["error"] == "ResourceNotFoundException", absent.text
 
 
 def test_the_cluster_view_lists_workers_and_partitions(stack: Stack) -> None:

@@ -30,7 +30,9 @@ class RecentErrors:
 
     def add(self, at: float, account: str | None, action: str | None, error: BaseException, request_id: str) -> None:
         if isinstance(error, SqsError):
-            code, message = error.code, error.message or ""
+            # The code an SDK shows its user (the query code, which the JSON protocol sends in x-amzn-query-error
+            # and botocore reports), so the row can be matched with what the client logged.
+            code, message = error.query_code, error.message or ""
         else:
             # An unexpected error's text is for the log, not for every key holder: its code says enough.
             code, message = "InternalFailure", "We encountered an internal error. Please try again."

@@ -25,7 +25,7 @@ from ferrymq.errors import AccessDenied, InternalError, InvalidParameterValue, M
 from ferrymq.frontend.actions import ACTIONS
 from ferrymq.frontend.auth import Authenticator
 from ferrymq.frontend.context import RequestContext, Services
-from ferrymq.frontend.dashboard import access, refusals, sessions
+from ferrymq.frontend.dashboard import access, queue_actions, refusals, sessions
 from ferrymq.frontend.dashboard.errors import RecentErrors
 from ferrymq.frontend.dashboard.history import QueueHistory
 from ferrymq.frontend.http import HttpRequest
@@ -65,6 +65,11 @@ def _json(status: int, document: Any, headers: list[tuple[str, str]] | None = No
                         orjson.dumps(document))
 
 
+def _refused(error: SqsError) -> HttpResponse:
+    # The code SDKs show (botocore reads it from x-amzn-query-error), not the JSON protocol's __type name.
+    return _json(error.status, {"error": error.query_code, "message": error.message})
+
+
 def _static(name: str) -> bytes:
     return (importlib.resources.files("ferrymq") / "data" / "dashboard" / name).read_bytes()
 
@@ -97,8 +102,7 @@ class Dashboard:
         if not self._settings.dashboard_remote and not (
             access.is_loopback(request.peer) and access.host_is_loopback(request.headers.get("host"))
         ):
-            refused = refusals.Forbidden("The dashboard is served to loopback only.")
-            return _json(refused.status, {"error": refused.code, "message": refused.message})
+            return _refused(refusals.Forbidden("The dashboard is served to loopback only."))
         path = request.path.split("?", 1)[0]
         try:
             if request.method == "GET":
@@ -108,11 +112,10 @@ class Dashboard:
                 return await self._post(request, path, body)
             raise refusals.MethodNotAllowed(f"{request.method} is not served here.")
         except SqsError as failed:
-            return _json(failed.status, {"error": failed.code, "message": failed.message})
+            return _refused(failed)
         except Exception:
             log.exception("dashboard: %s %s failed", request.method, path)
-            failed = InternalError()
-            return _json(failed.status, {"error": failed.code, "message": failed.message})
+            return _refused(InternalError())
 
     # --- routes -----------------------------------------------------------------------------------------
 
@@ -178,6 +181,11 @@ class Dashboard:
             account = _account(credential, parsed.account)
             ctx = self._context(request, credential, "StartMessageMoveTask", account)
             return _json(200, await ACTIONS["StartMessageMoveTask"](ctx, {"SourceArn": arn}))
+        route = path.removeprefix(f"{PREFIX}/api/")
+        if route in queue_actions.PATHS:
+            return _json(200, await queue_actions.run(
+                route, document, credential,
+                lambda action, account: self._context(request, credential, action, account)))
         raise refusals.NotFound(f"Nothing is served at {path}.")
 
     # --- the caller ---------------------------------------------------------------------------------------
