@@ -63,9 +63,10 @@ def apply_environment(aws_env: Mapping[str, str]) -> None:
 
 
 def start_standin(settings: Settings, env: Mapping[str, str], should_abort: Callable[[], bool] = lambda: False,
-                  timeout: float = 60.0) -> tuple[Child, str]:
-    """Start the stand-in on ``standin_dir(settings)``; returns it with its endpoint URL."""
-    argv = python_module_argv("ferrymq.infra.standin", "--host", STANDIN_HOST, "--port", "0",
+                  timeout: float = 60.0, port: int = 0) -> tuple[Child, str]:
+    """Start the stand-in on ``standin_dir(settings)`` and ``port`` (0: any free one); returns it with its
+    endpoint URL."""
+    argv = python_module_argv("ferrymq.infra.standin", "--host", STANDIN_HOST, "--port", str(port),
                               "--data-dir", str(standin_dir(settings)), "--parent-pid", str(os.getpid()))
     child_env = child_environment(env, **standin_key_pair(settings).environment())
     child = start_child("aws", argv, child_env, layout.READY_PREFIX, should_abort=should_abort, timeout=timeout)

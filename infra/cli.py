@@ -85,9 +85,12 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ferrymq", description="FerryMQ, a message queue that speaks the SQS API.")
     parser.add_argument("--version", action="version", version=f"ferrymq {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("up", help="run the whole stack locally, in the foreground",
-                        description="Run the whole stack locally, in the foreground: the AWS stand-in, the storage "
-                        "workers and the gateway. Everything is set through the environment.")
+    up = commands.add_parser("up", help="run the whole stack locally, in the foreground",
+                             description="Run the whole stack locally, in the foreground: the AWS stand-in, the "
+                             "storage workers and the gateway. Everything else is set through the environment.")
+    up.add_argument("--queues", type=Path, metavar="FILE",
+                    help="a YAML file of queues (attributes, deadLetterQueue, tags) to create or update once the "
+                    "stack serves; a bad entry stops up before anything starts (default FERRYMQ_QUEUES_FILE)")
     commands.add_parser("bootstrap", help="create FerryMQ's tables, bucket and key (idempotent)")
     cluster = commands.add_parser("cluster", help="the storage cluster")
     cluster_actions = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -316,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "up":
         from ferrymq.infra.local_stack import run_up
 
+        if args.queues is not None:
+            settings = settings.with_(queues_file=args.queues)
         return run_up(settings, os.environ, out)
     if args.command in API_COMMANDS:
         return _api(settings, args, out, err)

@@ -35,7 +35,7 @@ from types import FrameType
 from typing import TextIO
 
 from ferrymq.aws.credentials import Credential, CredentialStore
-from ferrymq.infra import aws_target, stack_endpoint, tls
+from ferrymq.infra import aws_target, declared_queues, stack_endpoint, tls
 from ferrymq.infra.bootstrap import bootstrap
 from ferrymq.infra.children import (
     Child,
@@ -237,13 +237,14 @@ def check_cluster_shape(settings: Settings) -> None:
 
 def check_fixed_ports(settings: Settings) -> None:
     """Refuse fixed ports that would collide: the workers take consecutive ports from FERRYMQ_WORKER_PORT and
-    FERRYMQ_WORKER_ADMIN_PORT (one each per worker of every cluster), which must not overlap each other or the
-    gateway's FERRYMQ_PORT."""
+    FERRYMQ_WORKER_ADMIN_PORT (one each per worker of every cluster), which must not overlap each other, the
+    gateway's FERRYMQ_PORT or the stand-in's FERRYMQ_STANDIN_PORT."""
     count = settings.workers * settings.clusters
     ranges = [
         (name, range(first, first + size))
         for name, first, size in (
             ("FERRYMQ_PORT", settings.port, 1),
+            ("FERRYMQ_STANDIN_PORT", settings.standin_port, 1),
             ("FERRYMQ_WORKER_PORT", settings.worker_port, count),
             ("FERRYMQ_WORKER_ADMIN_PORT", settings.worker_admin_port, count),
         )
@@ -263,8 +264,8 @@ def _span(ports: range) -> str:
     return str(ports.start) if len(ports) == 1 else f"{ports.start}-{ports.stop - 1}"
 
 
-def check_port_free(host: str, port: int) -> None:
-    """Refuse at once, before any child starts, when the gateway's fixed port is taken (another stack, or
+def check_port_free(host: str, port: int, variable: str = "FERRYMQ_PORT") -> None:
+    """Refuse at once, before any child starts, when a fixed port (``variable``'s) is taken (another stack, or
     anything else): otherwise the gateway would fail only after the stand-in and the workers had started."""
     if port == 0:
         return
@@ -274,7 +275,7 @@ def check_port_free(host: str, port: int) -> None:
     except OSError as exc:
         raise StartupFailed(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}. Is another FerryMQ (or anything else) using "
-            "it? Stop it, or choose another port with FERRYMQ_PORT (0 picks a free one)."
+            f"it? Stop it, or choose another port with {variable} (0 picks a free one)."
         ) from None
 
 
@@ -283,7 +284,10 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     """Start every part in order; returns the gateway's URL, or None if a stop was requested meanwhile."""
     check_cluster_shape(settings)
     check_fixed_ports(settings)
+    declared = _declared_queues(settings)
     check_port_free(settings.host, settings.port)
+    if aws_target.named_endpoint(env) is None:
+        check_port_free(aws_target.STANDIN_HOST, settings.standin_port, "FERRYMQ_STANDIN_PORT")
     # Owner-only from here on, for this process and every child (they inherit the umask); files left with wider
     # modes by earlier versions are brought down to the same.
     restrict_umask()
@@ -295,7 +299,8 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
         settings = with_local_secret(settings)
     named = aws_target.named_endpoint(env)
     if named is None:
-        child, aws_endpoint = aws_target.start_standin(settings, env, should_abort=stop.is_set)
+        child, aws_endpoint = aws_target.start_standin(settings, env, should_abort=stop.is_set,
+                                                       port=settings.standin_port)
         children.append(child)
         aws_target.write_endpoint_file(settings, aws_endpoint)
         aws_env = aws_target.standin_environment(aws_endpoint, settings.region, aws_target.standin_key_pair(settings))
@@ -352,9 +357,34 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
         pool.launch(f"push-{index + 1}", python_module_argv("ferrymq.frontend.push", "--parent-pid", str(os.getpid())),
                     "push", PUSH_READY_PREFIX)
     endpoint = gateway.ready_fields[0]
+    if declared is not None:
+        _apply_declared(settings, endpoint, declared, out)
     stack_endpoint.record(settings, endpoint)
     print(banner(settings, endpoint, aws_endpoint, standin, pool.failing()), file=out, flush=True)
     return endpoint
+
+
+def _declared_queues(settings: Settings) -> list[declared_queues.DeclaredQueue] | None:
+    """The queues file's entries, checked before anything starts (None without a file)."""
+    if settings.queues_file is None:
+        return None
+    try:
+        return declared_queues.load(settings.queues_file, region=settings.region, account=settings.account_id)
+    except declared_queues.QueuesFileError as exc:
+        raise StartupFailed(str(exc)) from None
+
+
+def _apply_declared(settings: Settings, endpoint: str, declared: list[declared_queues.DeclaredQueue],
+                    out: TextIO) -> None:
+    """Create or update the declared queues before the stack says it is ready, so READY means they exist."""
+    from ferrymq.infra.stack_client import clients
+
+    sqs = clients(settings.with_(endpoint_url=endpoint)).sqs
+    try:
+        applied = declared_queues.apply(sqs, declared)
+    except declared_queues.QueuesFileError as exc:
+        raise StartupFailed(f"queues file {settings.queues_file}: {exc}") from None
+    print(f"queues from {settings.queues_file}: {applied.summary()}", file=out, flush=True)
 
 
 def _await_ready(gateway_start: Starting, pool: WorkerPool, stop: _StopRequest) -> Child | None:

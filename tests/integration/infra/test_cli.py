@@ -16,6 +16,7 @@ from typing import Any
 import boto3
 import pytest
 
+from ferrymq.infra import declared_queues
 from ferrymq.infra.local_stack import READY_PREFIX
 from ferrymq.infra.standin import layout
 from ferrymq.storage.log.lock import locked
@@ -218,24 +219,109 @@ def test_version() -> None:
     assert shown.stdout.strip() == f"ferrymq {importlib.metadata.version('ferrymq')}"
 
 
-def test_with_a_fixed_worker_port_up_s_workers_take_it_and_the_ports_after_it(tmp_path: Path) -> None:
-    base = consecutive_free_ports(3)
-    # given `up` with a fixed worker port
-    with _up(tmp_path, FERRYMQ_WORKER_PORT=str(base)) as up:
-        assert up.process.poll() is None
-        # then the three workers listen on consecutive ports, not all on the one given
-        status = json.loads(_ferrymq(tmp_path, "cluster", "status", "--json").stdout)
-        assert sorted(w["address"] for w in status["workers"]) == [f"127.0.0.1:{base + i}" for i in range(3)]
+QUEUES_FILE = """
+queues:
+  jobs:
+    attributes:
+      VisibilityTimeout: 60
+    deadLetterQueue: {name: jobs-dlq, maxReceiveCount: 3}
+    tags: {team: billing}
+  jobs-dlq: {}
+  orders.fifo:
+    attributes: {ContentBasedDeduplication: true}
+"""
 
 
-def test_with_a_fixed_admin_port_up_s_workers_take_it_and_the_ports_after_it(tmp_path: Path) -> None:
-    base = consecutive_free_ports(3)
-    # given `up` with a fixed admin port
-    with _up(tmp_path, FERRYMQ_WORKER_ADMIN_PORT=str(base)) as up:
-        assert up.process.poll() is None
-        # then each worker's admin listener has a port of its own, registered for `cluster status`
-        status = json.loads(_ferrymq(tmp_path, "cluster", "status", "--json").stdout)
-        assert sorted(w["admin"] for w in status["workers"]) == [f"127.0.0.1:{base + i}" for i in range(3)]
+def _queues(sqs: Any) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
+    """Every queue's attributes (timestamps included: a queue changed again would show it) and tags."""
+    out = {}
+    for url in sqs.list_queues().get("QueueUrls", []):
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        out[url.rsplit("/", 1)[1]] = (attributes, sqs.list_queue_tags(QueueUrl=url).get("Tags", {}))
+    return out
+
+
+def test_up_with_every_port_fixed_and_declared_queues_applied_on_each_start(tmp_path: Path) -> None:
+    # given fixed ports for the gateway, the stand-in, and the three workers' client and admin ports
+    base = consecutive_free_ports(8)
+    ports = {"FERRYMQ_PORT": base, "FERRYMQ_STANDIN_PORT": base + 1, "FERRYMQ_WORKER_PORT": base + 2,
+             "FERRYMQ_WORKER_ADMIN_PORT": base + 5}
+    queues_file = tmp_path / "queues.yaml"
+    queues_file.write_text(QUEUES_FILE)
+    data_dir = tmp_path / "data"
+    env = child_env(FERRYMQ_DATA_DIR=str(data_dir), **{k: str(v) for k, v in ports.items()})
+    seen = []
+    # when up starts twice, once with --queues and once with FERRYMQ_QUEUES_FILE
+    starts = ((["up", "--queues", str(queues_file)], {}), (["up"], {"FERRYMQ_QUEUES_FILE": str(queues_file)}))
+    for argv, extra in starts:
+        with running([*FERRYMQ, *argv], READY_PREFIX, {**env, **extra}, new_session=True) as up:
+            # then everything listens where it was told to
+            assert up.url == f"http://127.0.0.1:{base}"
+            assert (data_dir / "aws" / layout.ENDPOINT_FILE).read_text().strip() == f"http://127.0.0.1:{base + 1}"
+            status = json.loads(_ferrymq(data_dir, "cluster", "status", "--json").stdout)
+            assert sorted(w["address"] for w in status["workers"]) == [f"127.0.0.1:{base + 2 + i}" for i in range(3)]
+            assert sorted(w["admin"] for w in status["workers"]) == [f"127.0.0.1:{base + 5 + i}" for i in range(3)]
+            # and the declared queues are there once it is ready
+            sqs = boto3.client("sqs", endpoint_url=up.url, region_name="us-east-1", aws_access_key_id="test",
+                               aws_secret_access_key="test")
+            seen.append(_queues(sqs))
+            if len(seen) == 2:
+                _changed_by_hand_then_applied_again(sqs, queues_file)
+    first, second = seen
+    assert sorted(first) == ["jobs", "jobs-dlq", "orders.fifo"]
+    jobs, tags = first["jobs"]
+    assert jobs["VisibilityTimeout"] == "60" and tags == {"team": "billing"}
+    assert json.loads(jobs["RedrivePolicy"]) == {"deadLetterTargetArn": first["jobs-dlq"][0]["QueueArn"],
+                                                 "maxReceiveCount": 3}
+    assert (first["orders.fifo"][0]["FifoQueue"], first["orders.fifo"][0]["ContentBasedDeduplication"]) == (
+        "true", "true")
+    # and applying the same file again changed nothing, not even a queue's last-modified time
+    assert second == first
+
+
+def _changed_by_hand_then_applied_again(sqs: Any, queues_file: Path) -> None:
+    # given a declared queue changed by hand since start-up
+    url = sqs.get_queue_url(QueueName="jobs")["QueueUrl"]
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "5", "DelaySeconds": "7"})
+    sqs.tag_queue(QueueUrl=url, Tags={"team": "other", "extra": "kept"})
+    before = _queues(sqs)
+    # when the file is applied again
+    applied = declared_queues.apply(sqs, declared_queues.load(queues_file, region="us-east-1", account="000000000000"))
+    # then only that queue is updated: declared values back, undeclared ones kept
+    assert (applied.created, applied.updated, sorted(applied.unchanged)) == ([], ["jobs"], ["jobs-dlq", "orders.fifo"])
+    after = _queues(sqs)
+    assert (after["jobs"][0]["VisibilityTimeout"], after["jobs"][0]["DelaySeconds"]) == ("60", "7")
+    assert after["jobs"][1] == {"team": "billing", "extra": "kept"}
+    assert {k: after[k] for k in ("jobs-dlq", "orders.fifo")} == {k: before[k] for k in ("jobs-dlq", "orders.fifo")}
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    ("queues:\n  jobs:\n    attributes: {VisibilityTimeout: 43201}\n",
+     "queue 'jobs': InvalidAttributeValue: Invalid value for the parameter VisibilityTimeout."),
+    ("queues:\n  jobs:\n    deadLetterQueue: {name: gone, maxReceiveCount: 3}\n",
+     "queue 'jobs': its dead-letter queue 'gone' is not declared in the file"),
+    (None, "No such file or directory"),
+])
+def test_a_bad_queues_file_is_refused_in_one_line_before_anything_starts(tmp_path: Path, content: str | None,
+                                                                        words: str) -> None:
+    queues_file = tmp_path / "queues.yaml"
+    if content is not None:
+        queues_file.write_text(content)
+    refused = _ferrymq(tmp_path / "data", "up", "--queues", str(queues_file))
+    assert refused.returncode == 1
+    lines = refused.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ferrymq: queues file {queues_file}: "), refused.stderr
+    assert words in refused.stderr and "Traceback" not in refused.stderr
+    assert not (tmp_path / "data" / "aws").exists()
+
+
+def test_up_on_a_taken_stand_in_port_says_so_before_starting_anything(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        refused = _ferrymq(tmp_path, "up", FERRYMQ_STANDIN_PORT=str(port))
+    assert refused.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in refused.stderr and "FERRYMQ_STANDIN_PORT" in refused.stderr
+    assert not (tmp_path / "aws").exists()
 
 
 def test_up_refuses_fixed_worker_and_admin_ports_that_overlap(tmp_path: Path) -> None:

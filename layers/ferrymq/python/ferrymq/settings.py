@@ -83,6 +83,10 @@ class Settings:
 
     # AWS resources.
     aws_endpoint_url: str | None = None
+    # The port of the AWS stand-in `ferrymq up` starts (0: any free one), for firewalls and compose files.
+    standin_port: int = 0
+    # Queues `ferrymq up` creates or updates once it serves (`--queues`; infra/declared_queues.py).
+    queues_file: Path | None = None
     table_prefix: str = "ferrymq-"
     usage_bucket: str = "ferrymq-usage"
 
@@ -298,6 +302,8 @@ class Settings:
             usage_bucket=get("USAGE_BUCKET", defaults.usage_bucket),
             data_dir=Path(get("DATA_DIR", str(defaults.data_dir))),
             worker_host=get("WORKER_HOST", defaults.worker_host),
+            standin_port=int(get("STANDIN_PORT", str(defaults.standin_port))),
+            queues_file=Path(env["FERRYMQ_QUEUES_FILE"]) if env.get("FERRYMQ_QUEUES_FILE") else None,
             worker_port=int(get("WORKER_PORT", str(defaults.worker_port))),
             worker_replication_port=int(get("WORKER_REPLICATION_PORT", str(defaults.worker_replication_port))),
             worker_admin_host=get("WORKER_ADMIN_HOST", defaults.worker_admin_host),
