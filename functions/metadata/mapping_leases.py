@@ -17,6 +17,9 @@ from botocore.exceptions import ClientError
 from ferrymq.aws.errors import translate_client_errors
 from ferrymq.metadata.event_source_mappings import MAPPING_PREFIX, Mapping, from_item, key
 
+HOSTS_ACCOUNT = "~push-hosts"
+"""The key under which push hosts write their heartbeat items (no account id starts with ``~``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Leased:
@@ -77,6 +80,25 @@ class MappingLeases:
         return self._write(mapping, "SET last_result = :r",
                            "attribute_exists(#id) AND lease_epoch = :e AND lease_owner = :o",
                            {":o": {"S": owner}, ":r": {"S": result}, ":e": {"N": str(epoch)}})
+
+    def heartbeat(self, owner: str, metrics_url: str, now_ms: int) -> None:
+        """Say push host ``owner`` lives, and where its metrics are."""
+        with translate_client_errors():
+            self._client.put_item(TableName=self._table, Item={
+                **key(HOSTS_ACCOUNT, owner), "metrics_url": {"S": metrics_url}, "heartbeat_ms": {"N": str(now_ms)}})
+
+    def hosts(self) -> list[dict[str, Any]]:
+        """Every push host's item: ``owner``, ``metrics_url``, ``heartbeat_ms``."""
+        with translate_client_errors():
+            items = [i for page in self._client.get_paginator("query").paginate(
+                TableName=self._table, KeyConditionExpression="#a = :h", ExpressionAttributeNames={"#a": "account"},
+                ExpressionAttributeValues={":h": {"S": HOSTS_ACCOUNT}}) for i in page.get("Items", [])]
+        return [{"owner": i["id"]["S"], "metrics_url": i.get("metrics_url", {}).get("S", ""),
+                 "heartbeat_ms": int(i.get("heartbeat_ms", {}).get("N", "0"))} for i in items]
+
+    def forget_host(self, owner: str) -> None:
+        with translate_client_errors():
+            self._client.delete_item(TableName=self._table, Key=key(HOSTS_ACCOUNT, owner))
 
     def _write(self, mapping: Mapping, update: str, condition: str, values: dict[str, Any]) -> bool:
         try:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -273,3 +274,31 @@ def test_concurrency_ramps_up_to_maximum_concurrency_and_no_further_while_the_re
         # then it ramped up to three batches at once, and never past them
         assert now["most"] == 3
         assert len({r["body"] for r in receiver.records()}) == 40
+
+
+def test_the_host_delivering_a_mapping_exports_its_series(stack: Stack, api: Any, sdk: Any,
+                                                          mapped: list[str]) -> None:
+    url = new_queue(sdk, "pushed")
+    with receiving() as receiver:
+        mapping_id = api.create_event_source_mapping(EventSourceArn=arn_of(sdk, url),
+                                                     Destination={"Url": receiver.url})["UUID"]
+        mapped.append(mapping_id)
+        sdk.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"counted {i}"}
+                                                      for i in range(5)])
+        wait_for(lambda: len(receiver.records()) >= 5 and left(sdk, url) == 0, timeout=60)
+        # the host holding the mapping's lease names its metrics in its heartbeat item
+        dynamodb = stack.aws_client("dynamodb")
+        table = f"{stack.env.get('FERRYMQ_TABLE_PREFIX', 'ferrymq-')}event-source-mappings"
+        items = [i for p in dynamodb.get_paginator("scan").paginate(TableName=table) for i in p["Items"]]
+        owner = next(i["lease_owner"]["S"] for i in items if i["id"]["S"] == f"m#{mapping_id}")
+        metrics_url = next(i["metrics_url"]["S"] for i in items if i["id"]["S"] == owner)
+        with urllib.request.urlopen(metrics_url, timeout=10) as answer:
+            text = answer.read().decode()
+        series = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                  if f'mapping="{mapping_id}"' in line}
+        label = f'mapping="{mapping_id}"'
+        assert series[f'ferrymq_push_records_total{{{label},outcome="delivered"}}'] == 5
+        assert series[f'ferrymq_push_batches_total{{{label},outcome="delivered"}}'] >= 1
+        assert series[f"ferrymq_push_invoke_seconds_count{{{label}}}"] >= 1
+        assert f"ferrymq_push_concurrency{{{label}}}" in series
+        assert series[f"ferrymq_push_oldest_message_age_seconds{{{label}}}"] >= 0

@@ -59,7 +59,7 @@ def test_killing_the_push_host_of_a_mapping_loses_nothing_and_another_host_takes
             sdk.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": b}
                                                           for i, b in enumerate(bodies)])
             sent.extend(bodies)
-            time.sleep(0.05)
+            time.sleep(0.1)
 
     with receiving() as receiver:
         mapping_id = api.create_event_source_mapping(EventSourceArn=arn, Destination={"Url": receiver.url})["UUID"]
@@ -67,7 +67,7 @@ def test_killing_the_push_host_of_a_mapping_loses_nothing_and_another_host_takes
         sender = threading.Thread(target=send_all)
         sender.start()
         try:
-            wait_for(lambda: len(receiver.records()) >= 50, timeout=60)
+            wait_for(lambda: len(receiver.records()) >= 50, timeout=90)
             owner = lease_owner(push_stack, mapping_id)
             assert owner is not None
             # when the push host holding its lease is killed

@@ -25,6 +25,7 @@ from botocore.config import Config
 from ferrymq.aws import session
 from ferrymq.bulkhead import off_loop
 from ferrymq.frontend.context import Services
+from ferrymq.frontend.push.metrics import PushMetrics
 from ferrymq.frontend.push.poller import MappingPoller, Target
 from ferrymq.frontend.push.targets import MAX_TIMEOUT_SECONDS, HttpTarget, LambdaTarget
 from ferrymq.metadata.event_source_mappings import Mapping, MappingStore
@@ -59,8 +60,11 @@ def host_id() -> str:
 class PushHost:
     def __init__(self, services: Services, store: MappingStore, leases: MappingLeases, *,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS, owner: str | None = None,
-                 make_target: Callable[[Mapping], Target] | None = None) -> None:
+                 make_target: Callable[[Mapping], Target] | None = None, metrics: PushMetrics | None = None,
+                 metrics_url: str = "") -> None:
         self.owner = owner or host_id()
+        self.metrics = metrics or PushMetrics()
+        self._metrics_url = metrics_url
         self._services = services
         self._store = store
         self._leases = leases
@@ -102,7 +106,9 @@ class PushHost:
             await self.close()
 
     async def step(self) -> None:
-        """One pass: renew, stop, claim."""
+        """One pass: say this host lives, renew, stop, claim."""
+        await off_loop(self._services.metadata, self._leases.heartbeat, self.owner, self._metrics_url,
+                       self._now_ms())
         seen = {leased.mapping.uuid: leased for leased in await off_loop(self._services.metadata, self._leases.scan)}
         for mapping_uuid, held in list(self.held.items()):
             now = seen.get(mapping_uuid)
@@ -144,7 +150,7 @@ class PushHost:
             held.last_result = result
             await off_loop(self._services.metadata, self._leases.report, mapping, self.owner, epoch, result)
 
-        poller = MappingPoller(mapping, self._services, target, report)
+        poller = MappingPoller(mapping, self._services, target, report, metrics=self.metrics)
         self.held[mapping.uuid] = _Held(mapping, epoch, poller, asyncio.create_task(poller.run()),
                                         mapping.last_result)
 
@@ -153,21 +159,26 @@ class PushHost:
         deliver them again), up to DRAIN_SECONDS."""
         held = self.held.pop(mapping_uuid)
         held.poller.stop()
-        drain = asyncio.create_task(self._drain(held.task))
+        drain = asyncio.create_task(self._drain(held.task, lambda: self._forget(mapping_uuid)))
         self._draining.add(drain)
         drain.add_done_callback(self._draining.discard)
         if release:
             await off_loop(self._services.metadata, self._leases.release, held.mapping, self.owner, held.epoch)
         log.info("push host %s stopped mapping %s", self.owner, mapping_uuid)
 
+    def _forget(self, mapping_uuid: str) -> None:
+        if mapping_uuid not in self.held:
+            self.metrics.forget(mapping_uuid)
+
     @staticmethod
-    async def _drain(task: asyncio.Task[None]) -> None:
+    async def _drain(task: asyncio.Task[None], then: Callable[[], None]) -> None:
         try:
             await asyncio.wait_for(task, DRAIN_SECONDS)
         except TimeoutError:
             pass
         except Exception:
             log.exception("a stopped poller failed")
+        then()
 
     async def close(self) -> None:
         """Give every lease up; batches under way are cancelled (they come back after their visibility timeout)."""
@@ -179,4 +190,8 @@ class PushHost:
         for drain in list(self._draining):
             drain.cancel()
         await asyncio.gather(*self._draining, return_exceptions=True)
+        try:
+            await off_loop(self._services.metadata, self._leases.forget_host, self.owner)
+        except Exception:
+            log.exception("removing push host %s's item failed", self.owner)
         self._threads.shutdown(wait=False, cancel_futures=True)

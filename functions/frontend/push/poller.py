@@ -26,6 +26,7 @@ from ferrymq.aws.credentials import Credential
 from ferrymq.errors import QueueDoesNotExist, SqsError
 from ferrymq.frontend.actions import messages
 from ferrymq.frontend.context import RequestContext, Services
+from ferrymq.frontend.push.metrics import PushMetrics
 from ferrymq.frontend.push.targets import NO_ANSWER, Delivery
 from ferrymq.frontend.queue_urls import queue_url
 from ferrymq.metadata import queue_attributes
@@ -49,8 +50,10 @@ class Target(Protocol):
 
 class MappingPoller:
     def __init__(self, mapping: Mapping, services: Services, target: Target,
-                 report: Callable[[str], Awaitable[None]], *, rng: random.Random | None = None) -> None:
+                 report: Callable[[str], Awaitable[None]], *, rng: random.Random | None = None,
+                 metrics: PushMetrics | None = None) -> None:
         self.mapping = mapping
+        self._metrics = metrics or PushMetrics()
         self._config: MappingConfig = mapping.config
         self._services = services
         self._target = target
@@ -108,6 +111,7 @@ class MappingPoller:
             await asyncio.gather(*loops, return_exceptions=True)
 
     async def _loop(self) -> None:
+        self._metrics.concurrency(self.mapping.uuid, self._running)
         try:
             while self._running <= self._wanted and not self._stopping:
                 if self._backoff:
@@ -115,28 +119,40 @@ class MappingPoller:
                 await self._once()
         finally:
             self._running -= 1
+            self._metrics.concurrency(self.mapping.uuid, self._running)
 
     async def _once(self) -> None:
         try:
             received = await self._gather()
         except SqsError as exc:
+            self._metrics.failure(self.mapping.uuid, "receive")
             await self._failed(f"PROBLEM: {self._problem(exc)}", throttled=False)
             return
         if not received:
             return
+        uuid = self.mapping.uuid
         batch = [records.record(m, self._config.queue_arn, self._region) for m in received]
         passing = [r for r in batch if filters.matches_any(self._patterns, r)]
         if len(passing) < len(batch):
             await self._delete([r for r in batch if r not in passing])
+            self._metrics.records(uuid, "filtered", len(batch) - len(passing))
         if not passing:
             return
+        loop = asyncio.get_running_loop()
+        sent = [int(r["attributes"].get("SentTimestamp", 0)) for r in passing]
+        self._metrics.oldest(uuid, self._services.clock.now() - min(sent) / 1000)
         self.in_flight_batches += 1
         self.most_batches_in_flight = max(self.most_batches_in_flight, self.in_flight_batches)
+        started = loop.time()
         try:
             delivery = await self._target.deliver(orjson.dumps(records.event(passing)), await self._timeout())
         finally:
             self.in_flight_batches -= 1
+        took = loop.time() - started
         if not delivery.ok:
+            self._metrics.batch(uuid, "failed", took)
+            self._metrics.failure(uuid, "throttled" if delivery.throttled else "target")
+            self._metrics.records(uuid, "kept", len(passing))
             await self._failed(f"PROBLEM: Function call failed: {delivery.detail}", throttled=delivery.throttled)
             return
         try:
@@ -145,8 +161,14 @@ class MappingPoller:
             kept = records.failed_ids(delivery.answer, passing, report_failures=self._config.report_failures,
                                       fifo=self._fifo)
         except records.BatchFailed as exc:
+            self._metrics.batch(uuid, "invalid", took)
+            self._metrics.failure(uuid, "answer")
+            self._metrics.records(uuid, "kept", len(passing))
             await self._report(f"PROBLEM: Function response invalid: {exc}")
             return
+        self._metrics.batch(uuid, "delivered", took)
+        self._metrics.records(uuid, "delivered", len(passing) - len(kept))
+        self._metrics.records(uuid, "kept", len(kept))
         await self._delete([r for r in passing if r["messageId"] not in kept])
         self._backoff = 0.0
         await self._report(OK)
