@@ -302,3 +302,29 @@ def test_the_host_delivering_a_mapping_exports_its_series(stack: Stack, api: Any
         assert series[f"ferrymq_push_invoke_seconds_count{{{label}}}"] >= 1
         assert f"ferrymq_push_concurrency{{{label}}}" in series
         assert series[f"ferrymq_push_oldest_message_age_seconds{{{label}}}"] >= 0
+
+
+@pytest.mark.parametrize(("status", "answer"), [
+    (302, b""),                                                   # a redirect is not followed: not delivered
+    (200, b"<html>ok</html>"),                                    # not JSON, under ReportBatchItemFailures
+    (200, b'{"batchItemFailures": [{"itemIdentifier": ""}]}'),    # an empty identifier
+    (200, b"[" * 100_000 + b"]" * 100_000),                       # nested past any parser's depth
+    (200, b'{"batchItemFailures": []}' + b" " * (2 << 20)),       # past the 1 MiB read of an answer
+])
+def test_hostile_answers_keep_the_batch(api: Any, sdk: Any, mapped: list[str], status: int,
+                                        answer: bytes) -> None:
+    url = new_queue(sdk, "pushed", VisibilityTimeout="1")
+    calls: list[int] = []
+
+    def reply(push: Push) -> tuple[int, bytes]:
+        calls.append(1)
+        return (status, answer) if len(calls) == 1 else (200, b"")
+
+    with receiving(reply) as receiver:
+        mapped.append(api.create_event_source_mapping(
+            EventSourceArn=arn_of(sdk, url), Destination={"Url": receiver.url + "?redirect=1"},
+            FunctionResponseTypes=["ReportBatchItemFailures"])["UUID"])
+        sdk.send_message(QueueUrl=url, MessageBody="kept once")
+        # the first answer keeps the message, which is delivered again and then deleted
+        wait_for(lambda: len(receiver.records()) >= 2 and left(sdk, url) == 0, timeout=60)
+        assert [r["body"] for r in receiver.records()] == ["kept once", "kept once"]
