@@ -8,7 +8,10 @@ Threat model. The dashboard is an operator's tool on the machine that runs the l
 - Local users and processes without a key: every API call needs a session, which only a login with an
   access key id and its secret opens (checked against the credential store by the gateway's authenticator);
   a disabled, deleted or rotated key ends its sessions at the next call. Non-admin keys see and redrive only
-  their own account's queues; the cluster view and other accounts need an admin key.
+  their own account's queues; the cluster view and other accounts need an admin key. The queue actions (peek,
+  send, purge, delete) run as the key's own signed request would, so a queue's owner or policy decides.
+- Message bodies and every other client-supplied string reach the page as text (``textContent``), never as
+  markup, and the page's Content-Security-Policy allows no inline script.
 - Other sites in the operator's browser: the session cookie is HttpOnly and SameSite=Strict, every POST must be
   JSON (a cross-site form cannot send that without a preflight that is never granted) with a matching Origin
   when one is sent, and state-changing POSTs carry a CSRF token bound to the session in a header.

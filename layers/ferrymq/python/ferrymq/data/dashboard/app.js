@@ -4,7 +4,7 @@
 
 const POLL_MS = 2000;
 const SVG = "http://www.w3.org/2000/svg";
-const state = { who: null, account: null, prefix: "", timer: null, redriving: new Set() };
+const state = { who: null, account: null, prefix: "", timer: null, redriving: new Set(), selected: null };
 
 const $ = (id) => document.getElementById(id);
 
@@ -27,6 +27,11 @@ function age(seconds) {
   if (seconds < 120) return `${seconds} s`;
   if (seconds < 7200) return `${Math.floor(seconds / 60)} min`;
   return `${Math.floor(seconds / 3600)} h`;
+}
+
+// UTC, to the second, as the CLI prints times: 2026-11-26T04:15:13Z.
+function utc(milliseconds) {
+  return new Date(milliseconds).toISOString().replace(/\.\d{3}Z$/, "Z");
 }
 
 function rate(value) {
@@ -60,6 +65,7 @@ function showLogin(message) {
   $("login").hidden = false;
   $("who").textContent = "";
   $("login-error").textContent = message || "";
+  closePanel();
 }
 
 function showMain(who) {
@@ -68,8 +74,10 @@ function showMain(who) {
   $("login").hidden = true;
   $("main").hidden = false;
   $("who").textContent = `${who.accessKeyId} · account ${who.account}${who.admin ? " · admin" : ""}`;
+  // Only an admin key may look at another account: a plain key's account is in the header, not in a box.
   $("account-label").hidden = !who.admin;
-  $("account").value = state.account;
+  $("account").disabled = !who.admin;
+  $("account").value = who.admin ? state.account : "";
   $("cluster").hidden = !who.admin;
   poll();
 }
@@ -155,12 +163,137 @@ function drawQueues(data) {
     cell(row, latest ? rate(latest[1]) : "–", "num sent-rate");
     cell(row, latest ? rate(latest[2]) : "–", "num received-rate");
     cell(row, chart(q.history), "rates");
+    cell(row, queueActions(q), "actions");
     rows.push(row);
     if (q.deadLetterSources) dlqRows.push(dlqRow(q));
   }
   fill("queues", rows, "queues-empty");
   fill("dlqs", dlqRows, "dlqs-empty");
 }
+
+function actionButton(text, className, onClick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = className;
+  b.textContent = text;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+function queueActions(q) {
+  const span = document.createElement("span");
+  span.append(
+    actionButton("Peek", "peek", () => openPanel(q)),
+    actionButton("Send…", "send", () => openPanel(q, true)),
+    actionButton("Purge", "purge danger", () => purge(q)),
+    actionButton("Delete", "delete danger", () => deleteQueue(q)),
+  );
+  return span;
+}
+
+function actionResult(text, ok) {
+  $("action-result").textContent = text;
+  $("action-result").className = `status ${ok ? "ok" : "bad"}`;
+}
+
+async function purge(q) {
+  if (!window.confirm(`Purge ${q.name}? Every message in it is deleted.`)) return;
+  try {
+    await api("purge", { body: { queueUrl: q.url } });
+    actionResult(`Purged ${q.name}.`, true);
+    if (state.selected && state.selected.url === q.url) peek();
+  } catch (error) {
+    actionResult(`Purge of ${q.name} failed: ${error.message}`, false);
+  }
+  poll();
+}
+
+async function deleteQueue(q) {
+  if (!window.confirm(`Delete the queue ${q.name} and its messages? This cannot be undone.`)) return;
+  try {
+    await api("delete", { body: { queueUrl: q.url } });
+    actionResult(`Deleted ${q.name}.`, true);
+    if (state.selected && state.selected.url === q.url) closePanel();
+  } catch (error) {
+    actionResult(`Delete of ${q.name} failed: ${error.message}`, false);
+  }
+  poll();
+}
+
+// --- one queue: peek and send ------------------------------------------------------------------------------
+
+function openPanel(q, sending) {
+  state.selected = { name: q.name, url: q.url, fifo: q.fifo };
+  $("panel-queue").textContent = q.name;
+  $("send-fifo").hidden = !q.fifo;
+  $("send-result").textContent = "";
+  $("queue-panel").hidden = false;
+  peek();
+  if (sending) $("send-body").focus(); else $("queue-panel").scrollIntoView({ block: "nearest" });
+}
+
+function closePanel() {
+  state.selected = null;
+  $("queue-panel").hidden = true;
+  fill("peek", [], null);
+}
+
+async function peek() {
+  const selected = state.selected;
+  if (!selected) return;
+  $("peek-error").textContent = "";
+  try {
+    const data = await api("peek", { body: { queueUrl: selected.url, maxNumberOfMessages: 10 } });
+    if (state.selected !== selected) return;
+    fill("peek", data.Messages.map((m) => {
+      const row = document.createElement("tr");
+      row.dataset.message = m.MessageId;
+      cell(row, m.MessageId, "message-id");
+      cell(row, utc(m.SentTimestamp), "time");
+      cell(row, m.ReceiveCount, "num receives");
+      cell(row, m.MessageGroupId, "group");
+      // A body is whatever a client sent: text, never markup.
+      const pre = document.createElement("pre");
+      pre.textContent = m.Body;
+      cell(row, pre, "body");
+      return row;
+    }), "peek-empty");
+  } catch (error) {
+    fill("peek", [], null);
+    $("peek-empty").hidden = true;
+    $("peek-error").textContent = `Peek failed: ${error.message}`;
+  }
+}
+
+function randomId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+$("send-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const selected = state.selected;
+  if (!selected) return;
+  const body = { queueUrl: selected.url, messageBody: $("send-body").value };
+  if (selected.fifo) {
+    body.messageGroupId = $("send-group").value.trim();
+    body.messageDeduplicationId = randomId();
+  }
+  const result = $("send-result");
+  try {
+    const sent = await api("send", { body });
+    result.textContent = `Sent message ${sent.MessageId}.`;
+    result.className = "status ok";
+    peek();
+    poll();
+  } catch (error) {
+    result.textContent = `Send failed: ${error.message}`;
+    result.className = "status bad";
+  }
+});
+
+$("peek-refresh").addEventListener("click", () => peek());
+$("panel-close").addEventListener("click", () => closePanel());
 
 function dlqRow(q) {
   const row = document.createElement("tr");
@@ -241,12 +374,12 @@ function drawCluster(data) {
 function drawErrors(data) {
   fill("errors", data.errors.map((e) => {
     const row = document.createElement("tr");
-    cell(row, new Date(e.at * 1000).toLocaleTimeString());
+    cell(row, utc(e.at * 1000), "time");
     cell(row, e.account);
     cell(row, e.action);
     cell(row, e.code, "code");
-    cell(row, e.message);
-    cell(row, e.request_id, "muted");
+    cell(row, e.message, "message");
+    cell(row, e.request_id, "request-id muted");
     return row;
   }), "errors-empty");
 }
@@ -264,7 +397,7 @@ async function poll() {
   if (!state.who) return;
   const failed = results.find((r) => r.status === "rejected");
   $("poll-error").textContent = failed ? failed.reason.message : "";
-  $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+  $("updated").textContent = `updated ${utc(Date.now())}`;
   document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
   state.timer = setTimeout(poll, POLL_MS);
 }
