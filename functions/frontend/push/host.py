@@ -75,6 +75,7 @@ class PushHost:
         self._lambda: object = None
         self.held: dict[str, _Held] = {}
         self._draining: set[asyncio.Task[None]] = set()
+        self._passes = 0
 
     @property
     def pass_seconds(self) -> float:
@@ -106,9 +107,11 @@ class PushHost:
             await self.close()
 
     async def step(self) -> None:
-        """One pass: say this host lives, renew, stop, claim."""
-        await off_loop(self._services.metadata, self._leases.heartbeat, self.owner, self._metrics_url,
-                       self._now_ms())
+        """One pass: say this host lives (every third pass: once a lease), renew, stop, claim."""
+        if self._passes % 3 == 0:
+            await off_loop(self._services.metadata, self._leases.heartbeat, self.owner, self._metrics_url,
+                           self._now_ms())
+        self._passes += 1
         seen = {leased.mapping.uuid: leased for leased in await off_loop(self._services.metadata, self._leases.scan)}
         for mapping_uuid, held in list(self.held.items()):
             now = seen.get(mapping_uuid)
