@@ -297,6 +297,29 @@ class ClusterController:
         await self._pass()
         await self.settled()
 
+    async def start_up(self, within_seconds: float) -> None:
+        """Passes until every partition this worker holds a replica of is led by someone (this worker's claim may
+        have failed on a slow coordination call), for at most ``within_seconds``: what a ready worker promises."""
+        deadline = self.clock.monotonic() + within_seconds
+        await self.poll_once()
+        while self.leaderless() and self.clock.monotonic() < deadline:
+            await asyncio.sleep(self.times.trouble_pause_seconds)
+            await self.poll_once()
+
+    def leaderless(self) -> list[int]:
+        """The partitions with a replica here (not one refusing its damaged log) that the last scan found without
+        a replica set, or with one naming this worker and no live lease."""
+        now = self.now_ms()
+        scanned = {rs.partition: rs for rs in self._scanned}
+        out = []
+        for partition, replica in self.replicas.items():
+            rs = scanned.get(partition)
+            if getattr(replica, "refusing", False) or (rs is not None and self.me not in rs.replicas):
+                continue
+            if rs is None or rs.lease_until <= now:
+                out.append(partition)
+        return out
+
     async def settled(self) -> None:
         """Return once no role change is under way."""
         while self._changes:

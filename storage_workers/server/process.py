@@ -114,7 +114,7 @@ async def run_worker(
                 if replica.refusing:
                     await repair(replica, sets, config.worker_id, lambda: _now_ms(worker))
             # One pass before the ready line: the partitions this worker is to lead are led when it is ready.
-            await controller.poll_once()
+            await controller.start_up(within_seconds=2 * settings.leader_lease_seconds)
         except SqsError as exc:
             # Outages come with the generic message clients see; the botocore failure behind one says what broke.
             log.error("could not read the cluster's replica sets: %s", exc.__cause__ or exc.message)

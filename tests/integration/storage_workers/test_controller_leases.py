@@ -13,7 +13,7 @@ from typing import Any
 
 from ferrymq.aws.replica_sets import ReplicaSets
 from ferrymq.clock import Clock, ManualClock, SystemClock
-from ferrymq.errors import NotLeader
+from ferrymq.errors import NotLeader, ServiceUnavailable
 from ferrymq.replication_rules import Acks, ReplicaSet, answers_until
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
@@ -60,9 +60,10 @@ async def controlled_worker(
     *,
     times: ControllerTimes | None = None,
     wrap: Callable[[dict[int, Any]], dict[int, Any]] = lambda replicas: replicas,
+    sets: Any = None,
 ) -> AsyncIterator[tuple[StorageWorker, ClusterController, WorkerClient]]:
     """Worker "a" alone in a cluster of its own, serving ``partitions``, and its controller (not started: the
-    test polls it or starts it); ``wrap`` may stand wrappers in for its replicas."""
+    test polls it or starts it); ``wrap`` may stand wrappers in for its replicas, ``sets`` for its replica sets."""
     worker = StorageWorker(
         WorkerConfig(data_dir=tmp_path, partitions=partitions, port=0, register=False, worker_id="a"),
         dict.fromkeys(partitions, RECEIPT_KEY),
@@ -74,7 +75,7 @@ async def controlled_worker(
         f"cluster-{uuid.uuid4().hex[:8]}",
         wrap(dict(worker.replicas)),
         address,
-        ReplicaSets.from_settings(settings),
+        sets or ReplicaSets.from_settings(settings),
         None,
         acks=Acks.LEADER,
         times=times or ControllerTimes(lease_ms=LEASE_MS, handover_after_ms=0),
@@ -231,5 +232,42 @@ def test_a_hanging_scan_does_not_hold_up_lease_renewals(tmp_path: Path, aws_sett
                 assert worker.replicas[p].leading_epoch is not None
             finally:
                 stalled.release.set()
+
+    asyncio.run(scenario())
+
+
+class FirstClaimTimesOut:
+    """Replica sets whose first claim fails as a coordination call that timed out would."""
+
+    def __init__(self, sets: ReplicaSets) -> None:
+        self._sets = sets
+        self.failed = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sets, name)
+
+    def claim(self, *args: Any, **kwargs: Any) -> ReplicaSet:
+        if not self.failed:
+            self.failed += 1
+            raise ServiceUnavailable("Read timeout on endpoint URL")
+        return self._sets.claim(*args, **kwargs)
+
+
+def test_a_worker_whose_first_claim_fails_at_start_up_claims_again_before_it_says_it_is_ready(
+    tmp_path: Path, aws_settings: Settings
+) -> None:
+    async def scenario() -> None:
+        (p,) = unique_partitions(1)
+        sets = FirstClaimTimesOut(ReplicaSets.from_settings(aws_settings))
+        async with controlled_worker(tmp_path, aws_settings, (p,), SystemClock(), sets=sets) as (
+            worker, controller, client
+        ):
+            # when it starts up and its first claim of partition p fails (a slow coordination call)
+            await controller.start_up(within_seconds=10)
+            # then it claimed again before start-up ended: it leads and answers, as a ready worker must
+            assert sets.failed == 1
+            assert worker.replicas[p].leading_epoch is not None
+            assert await answers(client, p)
+            assert controller.leaderless() == []
 
     asyncio.run(scenario())
