@@ -38,19 +38,24 @@ class MappingLeases:
         self._table = table
 
     def scan(self) -> list[Leased]:
-        """Every mapping with its lease (paged Scan: mappings are few)."""
+        """Every mapping with its lease."""
+        return self.survey()[0]
+
+    def survey(self) -> tuple[list[Leased], list[dict[str, Any]]]:
+        """Every mapping with its lease, and every push host's heartbeat item (:meth:`hosts`), in one paged Scan
+        (mappings are few)."""
         found: list[Leased] = []
+        hosts: list[dict[str, Any]] = []
         with translate_client_errors():
-            for page in self._client.get_paginator("scan").paginate(
-                TableName=self._table, ConsistentRead=True, FilterExpression="begins_with(#id, :m)",
-                ExpressionAttributeNames={"#id": "id"},
-                ExpressionAttributeValues={":m": {"S": MAPPING_PREFIX}},
-            ):
+            for page in self._client.get_paginator("scan").paginate(TableName=self._table, ConsistentRead=True):
                 for item in page.get("Items", []):
-                    found.append(Leased(from_item(item), item.get("lease_owner", {}).get("S"),
-                                        int(item.get("lease_until_ms", {}).get("N", "0")),
-                                        int(item.get("lease_epoch", {}).get("N", "0"))))
-        return found
+                    if item["account"]["S"] == HOSTS_ACCOUNT:
+                        hosts.append(_host(item))
+                    elif item["id"]["S"].startswith(MAPPING_PREFIX):
+                        found.append(Leased(from_item(item), item.get("lease_owner", {}).get("S"),
+                                            int(item.get("lease_until_ms", {}).get("N", "0")),
+                                            int(item.get("lease_epoch", {}).get("N", "0"))))
+        return found, hosts
 
     def claim(self, seen: Leased, owner: str, until_ms: int) -> int | None:
         """Take ``seen``'s mapping for ``owner`` until ``until_ms``; its new epoch, or None if another change came
@@ -93,8 +98,7 @@ class MappingLeases:
             items = [i for page in self._client.get_paginator("query").paginate(
                 TableName=self._table, KeyConditionExpression="#a = :h", ExpressionAttributeNames={"#a": "account"},
                 ExpressionAttributeValues={":h": {"S": HOSTS_ACCOUNT}}) for i in page.get("Items", [])]
-        return [{"owner": i["id"]["S"], "metrics_url": i.get("metrics_url", {}).get("S", ""),
-                 "heartbeat_ms": int(i.get("heartbeat_ms", {}).get("N", "0"))} for i in items]
+        return [_host(i) for i in items]
 
     def forget_host(self, owner: str) -> None:
         with translate_client_errors():
@@ -111,3 +115,8 @@ class MappingLeases:
                 return False
             raise
         return True
+
+
+def _host(item: dict[str, Any]) -> dict[str, Any]:
+    return {"owner": item["id"]["S"], "metrics_url": item.get("metrics_url", {}).get("S", ""),
+            "heartbeat_ms": int(item.get("heartbeat_ms", {}).get("N", "0"))}

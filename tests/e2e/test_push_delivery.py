@@ -328,3 +328,24 @@ def test_hostile_answers_keep_the_batch(api: Any, sdk: Any, mapped: list[str], s
         # the first answer keeps the message, which is delivered again and then deleted
         wait_for(lambda: len(receiver.records()) >= 2 and left(sdk, url) == 0, timeout=60)
         assert [r["body"] for r in receiver.records()] == ["kept once", "kept once"]
+
+
+def test_the_push_hosts_share_the_mappings(stack: Stack, api: Any, sdk: Any, mapped: list[str]) -> None:
+    # given four mappings and the two push hosts up runs
+    arn = arn_of(sdk, new_queue(sdk, "pushed"))
+    for i in range(4):
+        mapped.append(api.create_event_source_mapping(EventSourceArn=arn,
+                                                      Destination={"Url": f"http://127.0.0.1:9/{i}"})["UUID"])
+    dynamodb = stack.aws_client("dynamodb")
+    table = f"{stack.env.get('FERRYMQ_TABLE_PREFIX', 'ferrymq-')}event-source-mappings"
+
+    def owners() -> dict[str, str] | None:
+        items = [i for p in dynamodb.get_paginator("scan").paginate(TableName=table) for i in p["Items"]]
+        held = {i["uuid"]["S"]: i.get("lease_owner", {}).get("S") for i in items if i["id"]["S"].startswith("m#")}
+        found = {m: held.get(m) for m in mapped}
+        return found if all(found.values()) else None  # type: ignore[return-value]
+
+    # then each host takes at most its fair share (half, and one more), so both deliver
+    held = wait_for(owners, timeout=60)
+    per_host = [list(held.values()).count(owner) for owner in set(held.values())]
+    assert len(per_host) == 2 and max(per_host) <= 3

@@ -26,7 +26,7 @@ from ferrymq.aws import session
 from ferrymq.bulkhead import off_loop
 from ferrymq.frontend.context import Services
 from ferrymq.frontend.push.metrics import PushMetrics
-from ferrymq.frontend.push.poller import MappingPoller, Target
+from ferrymq.frontend.push.poller import MappingPoller, Target, concurrency_cap
 from ferrymq.frontend.push.targets import MAX_TIMEOUT_SECONDS, HttpTarget, LambdaTarget
 from ferrymq.metadata.event_source_mappings import Mapping, MappingStore
 from ferrymq.metadata.mapping_leases import Leased, MappingLeases
@@ -35,13 +35,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_SECONDS = 10.0
 SKEW_ALLOWANCE_MS = 2000
-DELIVERY_THREADS = 64
+LAMBDA_CONNECTIONS = 64
 # How long a stopped poller may finish the batches it has under way before it is cancelled.
 DRAIN_SECONDS = 60.0
 # One attempt per batch (a failed batch comes back after its visibility timeout), and long enough to wait for a
 # function that runs to Lambda's limit.
 _LAMBDA_CONFIG = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=5,
-                        read_timeout=MAX_TIMEOUT_SECONDS + 10, max_pool_connections=DELIVERY_THREADS)
+                        read_timeout=MAX_TIMEOUT_SECONDS + 10, max_pool_connections=LAMBDA_CONNECTIONS)
 
 
 @dataclass
@@ -49,6 +49,7 @@ class _Held:
     mapping: Mapping
     epoch: int
     poller: MappingPoller
+    target: Target
     task: asyncio.Task[None]
     last_result: str = field(default="")
 
@@ -69,7 +70,6 @@ class PushHost:
         self._store = store
         self._leases = leases
         self._lease_ms = int(lease_seconds * 1000)
-        self._threads = ThreadPoolExecutor(DELIVERY_THREADS, thread_name_prefix="push-delivery")
         self._http = urllib3.PoolManager(num_pools=64, maxsize=8)
         self._make_target = make_target or self._target
         self._lambda: object = None
@@ -85,14 +85,16 @@ class PushHost:
         return int(self._services.clock.now() * 1000)
 
     def _target(self, mapping: Mapping) -> Target:
+        threads = ThreadPoolExecutor(concurrency_cap(mapping.config), thread_name_prefix=f"push-{mapping.uuid[:8]}")
         if mapping.config.function_arn is not None:
             if self._lambda is None:
                 self._lambda = session.client("lambda", self._services.settings, config=_LAMBDA_CONFIG)
-            return LambdaTarget(self._lambda, mapping.config.function_arn, self._threads)
+            return LambdaTarget(self._lambda, mapping.config.function_arn, threads)
         secret = self._store.secret_of(mapping.account, mapping.uuid)
         if mapping.config.url is None or secret is None:
+            threads.shutdown()
             raise ValueError(f"mapping {mapping.uuid} has no Destination to push to")
-        return HttpTarget(mapping.config.url, mapping.uuid, secret, self._http, self._threads)
+        return HttpTarget(mapping.config.url, mapping.uuid, secret, self._http, threads)
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
@@ -112,7 +114,8 @@ class PushHost:
             await off_loop(self._services.metadata, self._leases.heartbeat, self.owner, self._metrics_url,
                            self._now_ms())
         self._passes += 1
-        seen = {leased.mapping.uuid: leased for leased in await off_loop(self._services.metadata, self._leases.scan)}
+        mappings, hosts = await off_loop(self._services.metadata, self._leases.survey)
+        seen = {leased.mapping.uuid: leased for leased in mappings}
         for mapping_uuid, held in list(self.held.items()):
             now = seen.get(mapping_uuid)
             mine = now is not None and now.owner == self.owner and now.epoch == held.epoch
@@ -126,9 +129,17 @@ class PushHost:
             elif now.mapping.version != held.mapping.version:
                 await self._stop(mapping_uuid, release=False)
                 await self._start(now.mapping, held.epoch)
+        # A fair share, so that hosts split the mappings without a coordinator: the live hosts are those whose
+        # heartbeat is younger than two leases (this one always counts).
+        now_ms = self._now_ms()
+        live = {h["owner"] for h in hosts if h["heartbeat_ms"] + 2 * self._lease_ms + SKEW_ALLOWANCE_MS >= now_ms}
+        enabled = sum(leased.mapping.config.enabled for leased in mappings)
+        share = -(-enabled // len(live | {self.owner})) + 1
         for mapping_uuid, leased in seen.items():
+            if len(self.held) >= share:
+                break
             if mapping_uuid not in self.held and leased.mapping.config.enabled \
-                    and leased.free(self._now_ms(), SKEW_ALLOWANCE_MS):
+                    and leased.free(now_ms, SKEW_ALLOWANCE_MS):
                 await self._claim(leased)
 
     async def _claim(self, leased: Leased) -> None:
@@ -154,7 +165,7 @@ class PushHost:
             await off_loop(self._services.metadata, self._leases.report, mapping, self.owner, epoch, result)
 
         poller = MappingPoller(mapping, self._services, target, report, metrics=self.metrics)
-        self.held[mapping.uuid] = _Held(mapping, epoch, poller, asyncio.create_task(poller.run()),
+        self.held[mapping.uuid] = _Held(mapping, epoch, poller, target, asyncio.create_task(poller.run()),
                                         mapping.last_result)
 
     async def _stop(self, mapping_uuid: str, *, release: bool) -> None:
@@ -162,14 +173,15 @@ class PushHost:
         deliver them again), up to DRAIN_SECONDS."""
         held = self.held.pop(mapping_uuid)
         held.poller.stop()
-        drain = asyncio.create_task(self._drain(held.task, lambda: self._forget(mapping_uuid)))
+        drain = asyncio.create_task(self._drain(held.task, lambda: self._forget(mapping_uuid, held.target)))
         self._draining.add(drain)
         drain.add_done_callback(self._draining.discard)
         if release:
             await off_loop(self._services.metadata, self._leases.release, held.mapping, self.owner, held.epoch)
         log.info("push host %s stopped mapping %s", self.owner, mapping_uuid)
 
-    def _forget(self, mapping_uuid: str) -> None:
+    def _forget(self, mapping_uuid: str, target: Target) -> None:
+        target.close()
         if mapping_uuid not in self.held:
             self.metrics.forget(mapping_uuid)
 
@@ -181,7 +193,8 @@ class PushHost:
             pass
         except Exception:
             log.exception("a stopped poller failed")
-        then()
+        finally:
+            then()
 
     async def close(self) -> None:
         """Give every lease up; batches under way are cancelled (they come back after their visibility timeout)."""
@@ -197,4 +210,3 @@ class PushHost:
             await off_loop(self._services.metadata, self._leases.forget_host, self.owner)
         except Exception:
             log.exception("removing push host %s's item failed", self.owner)
-        self._threads.shutdown(wait=False, cancel_futures=True)

@@ -44,8 +44,14 @@ PUSH_PRINCIPAL = "ferrymq-push"
 OK = "OK"
 
 
+def concurrency_cap(config: MappingConfig) -> int:
+    return config.max_concurrency or DEFAULT_MAX_CONCURRENCY
+
+
 class Target(Protocol):
     async def deliver(self, body: bytes, timeout: float) -> Delivery: ...
+
+    def close(self) -> None: ...
 
 
 class MappingPoller:
@@ -67,7 +73,7 @@ class MappingPoller:
                               home_region=settings.region, form=settings.queue_url_form)
         self._base = base
         self._patterns = [filters.parse_pattern(p) for p in self._config.filters]
-        self._cap = self._config.max_concurrency or DEFAULT_MAX_CONCURRENCY
+        self._cap = concurrency_cap(self._config)
         self._wanted = 1
         self._running = 0
         # Set when more loops are wanted, so they start at once rather than at run()'s next look.

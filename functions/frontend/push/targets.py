@@ -1,9 +1,9 @@
 """Where a poller delivers a batch: an HTTP endpoint (signed POST) or a Lambda function (Invoke, through a boto3
 client that honours ``AWS_ENDPOINT_URL_LAMBDA``). What came back is a :class:`Delivery`.
 
-Calls are blocking (urllib3, boto3) on a thread pool of the host's (the front end's dependencies carry no async
-HTTP client): one call per batch in flight, so the pool's size bounds a host's concurrent deliveries. Redirects
-are not followed and at most :data:`MAX_ANSWER_BYTES` of an answer are read.
+Calls are blocking (urllib3, boto3) on a thread pool of each mapping's own, as large as its MaximumConcurrency (the
+front end's dependencies carry no async HTTP client): a slow target ties up its own mapping's threads, never
+another mapping's. Redirects are not followed and at most :data:`MAX_ANSWER_BYTES` of an answer are read.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ class HttpTarget:
         return await asyncio.get_running_loop().run_in_executor(self._threads, self._post, body,
                                                                 min(max(timeout, 1.0), MAX_TIMEOUT_SECONDS))
 
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
     def _post(self, body: bytes, timeout: float) -> Delivery:
         headers = {"Content-Type": "application/json", MAPPING_HEADER: self._mapping,
                    DELIVERY_HEADER: str(uuid.uuid4()), "User-Agent": "FerryMQ-Push/1",
@@ -87,6 +90,9 @@ class LambdaTarget:
 
     async def deliver(self, body: bytes, timeout: float) -> Delivery:
         return await asyncio.get_running_loop().run_in_executor(self._threads, self._invoke, body)
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
     def _invoke(self, body: bytes) -> Delivery:
         try:
