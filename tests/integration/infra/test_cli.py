@@ -17,7 +17,7 @@ import boto3
 import pytest
 
 from ferrymq.infra import declared_queues
-from ferrymq.infra.local_stack import READY_PREFIX
+from ferrymq.infra.local_stack import PUSH_HOSTS, READY_PREFIX
 from ferrymq.infra.standin import layout
 from ferrymq.storage.log.lock import locked
 from tests.integration.infra.processes import child_env, children_of, is_alive, running
@@ -64,7 +64,7 @@ def test_up_serves_then_stops_every_child_on_sigterm(tmp_path: Path) -> None:
     # given a running stack
     with _up(tmp_path) as up:
         children = children_of(up.process.pid)
-        assert len(children) == 5  # stand-in, three workers, gateway
+        assert len(children) == 5 + PUSH_HOSTS  # stand-in, three workers, gateway, push hosts
         endpoint_file = tmp_path / "aws" / layout.ENDPOINT_FILE
         assert endpoint_file.exists()
         # when an admin command runs meanwhile, then it uses the stack's own stand-in
@@ -86,7 +86,7 @@ def test_up_stops_the_stack_when_a_child_dies(tmp_path: Path) -> None:
     stderr_path = tmp_path / "up.stderr"
     with stderr_path.open("w") as stderr, _up(tmp_path, stderr=stderr) as up:
         children = children_of(up.process.pid)
-        gateway = children[-1]
+        gateway = next(pid for pid in children if "ferrymq.infra.gateway" in _command_line(pid))
         # when its gateway is killed
         subprocess.run(["kill", "-KILL", str(gateway)], check=True)
         status = up.process.wait(60)
@@ -95,6 +95,10 @@ def test_up_stops_the_stack_when_a_child_dies(tmp_path: Path) -> None:
     assert "gateway" in stderr_path.read_text()
     assert "exited unexpectedly" in stderr_path.read_text()
     assert [pid for pid in children if is_alive(pid)] == []
+
+
+def _command_line(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
 def _own_lines(stderr_path: Path, prefix: str) -> list[str]:
@@ -150,7 +154,8 @@ def test_standin_and_gateway_stop_when_up_dies_alone(tmp_path: Path) -> None:
     # given a running stack
     with _up(tmp_path) as up:
         children = children_of(up.process.pid)
-        standin, gateway = children[0], children[-1]
+        standin = children[0]
+        gateway = next(pid for pid in children if "ferrymq.infra.gateway" in _command_line(pid))
         # when only `up` is killed with SIGKILL
         up.kill9()
         # then its stand-in and gateway notice and exit, releasing the stand-in's data directory
@@ -167,7 +172,7 @@ def test_up_with_a_named_endpoint_starts_no_standin(tmp_path: Path, aws_endpoint
     with _up(tmp_path, AWS_ENDPOINT_URL=aws_endpoint, FERRYMQ_TABLE_PREFIX="ferrymq-cli-",
              FERRYMQ_USAGE_BUCKET="ferrymq-cli-usage") as up:
         # then the stack runs without a stand-in of its own: only a worker and the gateway
-        assert len(children_of(up.process.pid)) == 4  # three workers and the gateway
+        assert len(children_of(up.process.pid)) == 4 + PUSH_HOSTS  # three workers, the gateway, the push hosts
         assert not (tmp_path / "aws" / layout.LOCK_FILE).exists()
         assert aws_endpoint in "".join(up.output)
         # and its resources were bootstrapped at that endpoint
