@@ -349,3 +349,19 @@ def test_the_push_hosts_share_the_mappings(stack: Stack, api: Any, sdk: Any, map
     held = wait_for(owners, timeout=60)
     per_host = [list(held.values()).count(owner) for owner in set(held.values())]
     assert len(per_host) == 2 and max(per_host) <= 3
+
+
+def test_a_batch_past_lambdas_payload_limit_goes_in_several_pushes(api: Any, sdk: Any, mapped: list[str]) -> None:
+    # given eight messages of 900 kB each (7.2 MB: past the 6 MB of one invocation)
+    url = new_queue(sdk, "pushed")
+    bodies = {f"{i}" + "x" * 900_000 for i in range(8)}
+    for body in bodies:
+        sdk.send_message(QueueUrl=url, MessageBody=body)
+    with receiving() as receiver:
+        mapped.append(api.create_event_source_mapping(EventSourceArn=arn_of(sdk, url),
+                                                      Destination={"Url": receiver.url})["UUID"])
+        # then they arrive in pushes of at most 6 MB, each message once
+        wait_for(lambda: left(sdk, url) == 0, timeout=60)
+        assert sorted(r["body"] for r in receiver.records()) == sorted(bodies)
+        assert len(receiver.pushes) >= 2
+        assert all(len(p.body) <= 6 * 1024 * 1024 for p in receiver.pushes)

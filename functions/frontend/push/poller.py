@@ -42,6 +42,7 @@ DEFAULT_MAX_CONCURRENCY = 20
 MIN_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 1.0, 60.0
 PUSH_PRINCIPAL = "ferrymq-push"
 OK = "OK"
+PARTIAL, INVALID, FAILED = "PARTIAL", "INVALID", "FAILED"
 
 
 def concurrency_cap(config: MappingConfig) -> int:
@@ -144,43 +145,59 @@ class MappingPoller:
             self._metrics.records(uuid, "filtered", len(batch) - len(passing))
         if not passing:
             return
-        loop = asyncio.get_running_loop()
         sent = [int(r["attributes"].get("SentTimestamp", 0)) for r in passing]
         self._metrics.oldest(uuid, self._services.clock.now() - min(sent) / 1000)
+        runs = records.split(passing)
+        outcomes = []
+        for index, run in enumerate(runs):
+            outcomes.append(await self._deliver(run))
+            # A failed target takes nothing more of this batch; on a FIFO queue any failure stops the rest, so
+            # no group skips ahead of a kept message.
+            if outcomes[-1] == FAILED or (outcomes[-1] != OK and self._fifo):
+                self._metrics.records(uuid, "kept", sum(len(later) for later in runs[index + 1:]))
+                return
+        self._backoff = 0.0
+        if INVALID not in outcomes:
+            await self._report(OK)
+        if len(received) >= self._config.batch_size and self._wanted < self._cap:
+            self._wanted += 1
+            self._grow.set()
+
+    async def _deliver(self, run: list[dict[str, Any]]) -> str:
+        """Deliver one run of records and delete what it took: OK, PARTIAL (some kept), INVALID (all kept: the
+        answer could not be read) or FAILED (all kept: the target failed)."""
+        uuid = self.mapping.uuid
+        loop = asyncio.get_running_loop()
         self.in_flight_batches += 1
         self.most_batches_in_flight = max(self.most_batches_in_flight, self.in_flight_batches)
         started = loop.time()
         try:
-            delivery = await self._target.deliver(orjson.dumps(records.event(passing)), await self._timeout())
+            delivery = await self._target.deliver(orjson.dumps(records.event(run)), await self._timeout())
         finally:
             self.in_flight_batches -= 1
         took = loop.time() - started
         if not delivery.ok:
             self._metrics.batch(uuid, "failed", took)
             self._metrics.failure(uuid, "throttled" if delivery.throttled else "target")
-            self._metrics.records(uuid, "kept", len(passing))
+            self._metrics.records(uuid, "kept", len(run))
             await self._failed(f"PROBLEM: Function call failed: {delivery.detail}", throttled=delivery.throttled)
-            return
+            return FAILED
         try:
             if self._config.report_failures and delivery.answer is NO_ANSWER:
                 raise records.BatchFailed("the answer is not JSON")
-            kept = records.failed_ids(delivery.answer, passing, report_failures=self._config.report_failures,
+            kept = records.failed_ids(delivery.answer, run, report_failures=self._config.report_failures,
                                       fifo=self._fifo)
         except records.BatchFailed as exc:
             self._metrics.batch(uuid, "invalid", took)
             self._metrics.failure(uuid, "answer")
-            self._metrics.records(uuid, "kept", len(passing))
+            self._metrics.records(uuid, "kept", len(run))
             await self._report(f"PROBLEM: Function response invalid: {exc}")
-            return
+            return INVALID
         self._metrics.batch(uuid, "delivered", took)
-        self._metrics.records(uuid, "delivered", len(passing) - len(kept))
+        self._metrics.records(uuid, "delivered", len(run) - len(kept))
         self._metrics.records(uuid, "kept", len(kept))
-        await self._delete([r for r in passing if r["messageId"] not in kept])
-        self._backoff = 0.0
-        await self._report(OK)
-        if len(received) >= self._config.batch_size and self._wanted < self._cap:
-            self._wanted += 1
-            self._grow.set()
+        await self._delete([r for r in run if r["messageId"] not in kept])
+        return PARTIAL if kept else OK
 
     async def _gather(self) -> list[dict[str, Any]]:
         """Up to BatchSize messages: what one long poll brings, or with a batching window, what arrives within

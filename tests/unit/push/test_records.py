@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
-from ferrymq.push.records import BatchFailed, failed_ids, record
+from ferrymq.push.records import BatchFailed, failed_ids, record, split
 from ferrymq.push.signature import signed_headers, verify
 
 
@@ -53,3 +54,14 @@ def test_signatures_bind_secret_timestamp_and_body() -> None:
     assert not verify("s3cret", {**headers, "X-FerryMQ-Timestamp": "1700000001"}, b"{}", 1_700_000_000)
     assert not verify("s3cret", {"X-FerryMQ-Timestamp": "-1", "X-FerryMQ-Signature": "v1=00"}, b"{}", 0)
     assert not verify("s3cret", {}, b"{}", 0)
+
+
+def test_batches_are_cut_into_runs_within_the_payload_limit_in_order() -> None:
+    batch = [rec(str(i)) for i in range(10)]
+    one = len(orjson.dumps(batch[0])) + 1
+    runs = split(batch, limit=14 + 3 * one)
+    assert [len(r) for r in runs] == [3, 3, 3, 1]
+    assert [r["messageId"] for run in runs for r in run] == [str(i) for i in range(10)]
+    assert all(len(orjson.dumps({"Records": run})) <= 14 + 3 * one for run in runs)
+    assert split(batch) == [batch]
+    assert [len(r) for r in split(batch, limit=1)] == [1] * 10

@@ -13,7 +13,12 @@ import base64
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import orjson
+
 EVENT_SOURCE = "aws:sqs"
+MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
+"""Lambda's limit on a synchronous invocation's payload, which FerryMQ keeps for HTTP pushes too."""
+_EVENT_OVERHEAD = len(b'{"Records":[]}')
 
 
 def _attribute(value: Mapping[str, Any]) -> dict[str, Any]:
@@ -47,6 +52,21 @@ def record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[str,
 
 def event(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"Records": list(records)}
+
+
+def split(records: Sequence[dict[str, Any]], limit: int = MAX_PAYLOAD_BYTES) -> list[list[dict[str, Any]]]:
+    """``records`` in order, cut into runs whose event is at most ``limit`` bytes (a record alone past it is a run
+    of its own)."""
+    runs: list[list[dict[str, Any]]] = []
+    size = limit + 1
+    for r in records:
+        length = len(orjson.dumps(r)) + 1
+        if size + length > limit:
+            runs.append([])
+            size = _EVENT_OVERHEAD
+        runs[-1].append(r)
+        size += length
+    return runs
 
 
 class BatchFailed(Exception):
