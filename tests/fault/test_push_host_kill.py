@@ -1,6 +1,6 @@
 """kill -9 of the push host delivering a mapping, under load: every message sent is delivered at least once,
-none is lost, and another push host takes the mapping over within its lease. The time until deliveries resume is
-printed, not asserted."""
+none is lost, and another push host takes the mapping over within its lease (the time until deliveries resume is
+printed, not asserted). SIGTERM of that host lets the delivery under way finish and its messages be deleted."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,9 +23,9 @@ LEASE_SECONDS = 3
 MESSAGES = 300
 
 
-@pytest.fixture
-def push_stack(tmp_path: Path) -> Iterator[Stack]:
-    yield from started(tmp_path / "ferrymq", {"FERRYMQ_PUSH_LEASE_SECONDS": str(LEASE_SECONDS)})
+@pytest.fixture(scope="module")
+def push_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    yield from started(tmp_path_factory.mktemp("push-fault"), {"FERRYMQ_PUSH_LEASE_SECONDS": str(LEASE_SECONDS)})
 
 
 def lease_owner(stack: Stack, mapping_id: str) -> str | None:
@@ -85,4 +84,35 @@ def test_killing_the_push_host_of_a_mapping_loses_nothing_and_another_host_takes
         assert len(sent) == MESSAGES
         # and deleted once delivered
         wait_for(lambda: left(sdk, url) == 0, timeout=60)
+        api.delete_event_source_mapping(UUID=mapping_id)
+
+
+def test_sigterm_lets_the_push_host_finish_the_delivery_under_way(push_stack: Stack) -> None:
+    keys = {"endpoint_url": push_stack.endpoint, "region_name": push_stack.region,
+            "aws_access_key_id": push_stack.access_key, "aws_secret_access_key": push_stack.secret_key}
+    sdk: Any = ferrymq.client("sqs", **keys)
+    api: Any = ferrymq.client("ferrymq", **keys)
+    # given a message whose visibility timeout outlasts the test, and a receiver that takes 3 s to answer
+    url = new_queue(sdk, "pushed", VisibilityTimeout="120")
+    arn = sdk.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    arrived = threading.Event()
+
+    def slow(push: Any) -> tuple[int, bytes]:
+        arrived.set()
+        time.sleep(3)
+        return 200, b""
+
+    with receiving(slow) as receiver:
+        mapping_id = api.create_event_source_mapping(EventSourceArn=arn, Destination={"Url": receiver.url})["UUID"]
+        sdk.send_message(QueueUrl=url, MessageBody="under way")
+        assert arrived.wait(60)
+        # when the host delivering it is asked to stop
+        owner = lease_owner(push_stack, mapping_id)
+        assert owner is not None
+        os.kill(int(owner.split(":")[1]), signal.SIGTERM)
+        # then the delivery finishes and the message is deleted (not left in flight for its 120 s), once
+        wait_for(lambda: left(sdk, url) == 0, timeout=60)
+        assert [r["body"] for r in receiver.records()] == ["under way"]
+        # and another host takes the mapping over
+        assert wait_for(lambda: (o := lease_owner(push_stack, mapping_id)) != owner and o, timeout=60)
         api.delete_event_source_mapping(UUID=mapping_id)

@@ -36,8 +36,10 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_SECONDS = 10.0
 SKEW_ALLOWANCE_MS = 2000
 LAMBDA_CONNECTIONS = 64
-# How long a stopped poller may finish the batches it has under way before it is cancelled.
+# How long a stopped poller may finish the batches it has under way before it is cancelled; a host shutting down
+# gives them CLOSE_DRAIN_SECONDS, within the 10 s `ferrymq up` (and ECS, by default) allow a process to stop.
 DRAIN_SECONDS = 60.0
+CLOSE_DRAIN_SECONDS = 8.0
 # One attempt per batch (a failed batch comes back after its visibility timeout), and long enough to wait for a
 # function that runs to Lambda's limit.
 _LAMBDA_CONFIG = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=5,
@@ -197,15 +199,26 @@ class PushHost:
             then()
 
     async def close(self) -> None:
-        """Give every lease up; batches under way are cancelled (they come back after their visibility timeout)."""
-        for mapping_uuid in list(self.held):
+        """Stop every poller: idle long polls at once, batches under way given CLOSE_DRAIN_SECONDS to be delivered
+        and deleted; then give the leases up, so another host takes the mappings at its next pass rather than
+        after expiry, and without delivering what this one is still delivering."""
+        held = list(self.held.values())
+        self.held.clear()
+        for h in held:
+            h.poller.stop(now=True)
+        running = [h.task for h in held] + list(self._draining)
+        if running:
+            _, late = await asyncio.wait(running, timeout=CLOSE_DRAIN_SECONDS)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+        for h in held:
+            h.target.close()
+            self.metrics.forget(h.mapping.uuid)
             try:
-                await self._stop(mapping_uuid, release=True)
+                await off_loop(self._services.metadata, self._leases.release, h.mapping, self.owner, h.epoch)
             except Exception:
-                log.exception("giving up mapping %s failed", mapping_uuid)
-        for drain in list(self._draining):
-            drain.cancel()
-        await asyncio.gather(*self._draining, return_exceptions=True)
+                log.exception("giving up mapping %s failed", h.mapping.uuid)
         try:
             await off_loop(self._services.metadata, self._leases.forget_host, self.owner)
         except Exception:

@@ -80,6 +80,8 @@ class MappingPoller:
         # Set when more loops are wanted, so they start at once rather than at run()'s next look.
         self._grow = asyncio.Event()
         self._stopping = False
+        # The first receive of each gather, while it holds no message yet: what stop(now=True) may cancel.
+        self._idle_polls: set[asyncio.Future[list[dict[str, Any]]]] = set()
         self._backoff = 0.0
         self.in_flight_batches = 0
         self.most_batches_in_flight = 0
@@ -89,11 +91,15 @@ class MappingPoller:
                                 user_name=PUSH_PRINCIPAL, region=self._region)
         return RequestContext(services=self._services, credential=credential, base_url=self._base, action=action)
 
-    def stop(self) -> None:
+    def stop(self, *, now: bool = False) -> None:
         """Finish the batches under way (a long poll ends within 20 s) and start no more: a receive cancelled
-        mid-way could hold its messages in flight, undelivered, for a whole visibility timeout."""
+        mid-way could hold its messages in flight, undelivered, for a whole visibility timeout. ``now``: also end
+        the long polls that hold nothing yet (a host shutting down), taking that small risk."""
         self._stopping = True
         self._grow.set()
+        if now:
+            for poll in list(self._idle_polls):
+                poll.cancel()
 
     async def run(self) -> None:
         """Deliver until cancelled, or until stopped and the batches under way are done."""
@@ -204,7 +210,14 @@ class MappingPoller:
         the window from the first message on."""
         size, window = self._config.batch_size, self._config.window_seconds
         loop = asyncio.get_running_loop()
-        got = await self._receive(min(RECEIVE_MAX, size), LONG_POLL_SECONDS)
+        if self._stopping:
+            return []
+        first = asyncio.ensure_future(self._receive(min(RECEIVE_MAX, size), LONG_POLL_SECONDS))
+        self._idle_polls.add(first)
+        try:
+            got = await first
+        finally:
+            self._idle_polls.discard(first)
         if not got or not window:
             return got
         deadline = loop.time() + window
