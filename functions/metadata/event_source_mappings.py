@@ -10,6 +10,8 @@ Key schema: ``account`` (HASH), ``id`` (RANGE). Two kinds of item share it:
 - ``g#<sha256(queue arn, target)>``: a guard naming the mapping of that queue and target, written and removed in
   the same transaction as the mapping, so two mappings of one queue and target cannot exist however requests race.
 
+Push hosts also write one heartbeat item each under the account ``~push-hosts`` (:mod:`.mapping_leases`).
+
 A caller's mappings are one Query; every call here is blocking boto3 and runs off the event loop.
 """
 
