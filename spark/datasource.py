@@ -14,15 +14,14 @@ Writing (``df.write.format("ferrymq_s3").mode("overwrite")``): each task writes 
 object ``<url>/part-<partition>-<run id>.parquet``; the commit then deletes every other object under ``url``,
 so a rerun replaces the partition it writes and nothing else, and readers never see it empty in between.
 
-Options (Spark lower-cases their names): ``url``, ``format``, ``endpoint_url``, ``region``, ``run_id``, and for
-a local S3 only (the stand-in, LocalStack) ``access_key_id``, ``secret_access_key``, ``session_token``.
+Options (Spark lower-cases their names): ``url`` (or ``urls``, one a line, read as one frame), ``format``,
+``endpoint_url``, ``region``, ``run_id``, and for a local S3 only (the stand-in, LocalStack) ``access_key_id``,
+``secret_access_key``, ``session_token``.
 """
 
 from __future__ import annotations
 
-import gzip
 import io
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +47,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ferrymq.spark.storage import Location, Store
+from ferrymq.spark.storage import Location, Store, is_data, text_lines
 
 NAME = "ferrymq_s3"
 LINES_SCHEMA = StructType([StructField("source", StringType()), StructField("value", StringType())])
@@ -70,9 +69,15 @@ def _store(options: dict[str, str]) -> Store:
 
 
 class _ObjectPartition(InputPartition):
-    def __init__(self, key: str) -> None:
+    def __init__(self, url: str, key: str) -> None:
         super().__init__(key)
+        self.url = url
         self.key = key
+
+
+def _urls(options: dict[str, str]) -> list[str]:
+    # ``urls`` (one a line) reads many prefixes as one frame: a month is one scan, not a union of 31.
+    return options["urls"].splitlines() if options.get("urls") else [options["url"]]
 
 
 class _Reader(DataSourceReader):
@@ -81,13 +86,14 @@ class _Reader(DataSourceReader):
         self._schema = schema
 
     def partitions(self) -> list[InputPartition]:
-        where = Location.parse(self._options["url"])
-        keys = [k for k in _store(self._options).list(where) if _is_data(k, self._options.get("format", "lines"))]
-        return [_ObjectPartition(k) for k in keys]
+        fmt = self._options.get("format", "lines")
+        store = _store(self._options)
+        return [_ObjectPartition(url, key) for url in _urls(self._options)
+                for key in store.list(Location.parse(url)) if is_data(key, fmt)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, _ObjectPartition)
-        where = Location.parse(self._options["url"])
+        where = Location.parse(partition.url)
         body = _store(self._options).read(where, partition.key)
         if self._options.get("format", "lines") == "parquet":
             import pyarrow.parquet as pq
@@ -95,26 +101,7 @@ class _Reader(DataSourceReader):
             table = pq.read_table(io.BytesIO(body)).select([f.name for f in self._schema.fields])
             yield from table.to_batches()
             return
-        yield from ((partition.key, line) for line in _lines(partition.key, body))
-
-
-def _is_data(key: str, fmt: str) -> bool:
-    name = key.rsplit("/", 1)[-1]
-    if name.startswith((".", "_")) or name.endswith(".tmp"):
-        return False
-    return name.endswith(".parquet") if fmt == "parquet" else True
-
-
-def _lines(key: str, body: bytes) -> Iterator[str]:
-    if key.endswith(".gz"):
-        try:
-            body = gzip.decompress(body)
-        except (OSError, EOFError, zlib.error) as exc:
-            yield f"<object {key} could not be decompressed: {exc}>"
-            return
-    for line in body.decode("utf-8", "replace").splitlines():
-        if line.strip():
-            yield line
+        yield from ((partition.key, line) for line in text_lines(partition.key, body))
 
 
 @dataclass
@@ -169,7 +156,7 @@ class S3DataSource(DataSource):
         where = Location.parse(self.options["url"])
         store = _store(self.options)
         for key in store.list(where):
-            if _is_data(key, "parquet"):
+            if is_data(key, "parquet"):
                 return spark_schema(pq.read_schema(io.BytesIO(store.read(where, key))))
         raise FileNotFoundError(f"no Parquet objects under {where.url}")
 

@@ -6,7 +6,9 @@ go to the endpoint boto3 finds (``AWS_ENDPOINT_URL``, as everywhere in FerryMQ) 
 
 from __future__ import annotations
 
+import gzip
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,15 +68,19 @@ class Store:
 
     def list(self, where: Location) -> Iterator[str]:
         """Object keys (or file paths) under ``where``, in name order."""
+        return (key for key, _ in self.sizes(where))
+
+    def sizes(self, where: Location) -> Iterator[tuple[str, int]]:
+        """(key or file path, size in bytes) of every object under ``where``, in name order."""
         if where.scheme == "file":
             root = Path(where.key)
             if root.is_dir():
-                yield from sorted(str(p) for p in root.rglob("*") if p.is_file())
+                yield from sorted((str(p), p.stat().st_size) for p in root.rglob("*") if p.is_file())
             return
         paginator = self._s3().get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=where.bucket, Prefix=where.key + "/"):
             for item in page.get("Contents", ()):
-                yield item["Key"]
+                yield item["Key"], item["Size"]
 
     def read(self, where: Location, key: str) -> bytes:
         if where.scheme == "file":
@@ -103,3 +109,26 @@ class Store:
     def replace_prefix(self, where: Location, written: set[str]) -> None:
         """Delete every object under ``where`` that is not in ``written``: what makes a rerun an overwrite."""
         self.delete(where, [k for k in self.list(where) if k not in written])
+
+
+def is_data(key: str, fmt: str) -> bool:
+    """Whether ``key`` is an object a reader of ``fmt`` (``lines`` or ``parquet``) takes, not a marker or a
+    temporary file."""
+    name = key.rsplit("/", 1)[-1]
+    if name.startswith((".", "_")) or name.endswith(".tmp"):
+        return False
+    return name.endswith(".parquet") if fmt == "parquet" else True
+
+
+def text_lines(key: str, body: bytes) -> Iterator[str]:
+    """The non-blank lines of an object, gzip decompressed for ``.gz``.  One that cannot be decompressed yields
+    one line saying so, so the parser quarantines it rather than losing it silently."""
+    if key.endswith(".gz"):
+        try:
+            body = gzip.decompress(body)
+        except (OSError, EOFError, zlib.error) as exc:
+            yield f"<object {key} could not be decompressed: {exc}>"
+            return
+    for line in body.decode("utf-8", "replace").splitlines():
+        if line.strip():
+            yield line

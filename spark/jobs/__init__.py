@@ -1,3 +1,4 @@
-"""``spark-submit`` entries, one per job: ``billing``, ``analytics``, ``report``."""
+"""``spark-submit`` entries, one per job: ``billing``, ``analytics``, ``report``; and ``daily``, any of them in one
+session."""
 
 JOBS = ("billing", "analytics", "report")

@@ -9,12 +9,13 @@ from __future__ import annotations
 import sys
 
 from ferrymq.spark.jobs import common
-from ferrymq.spark.pipeline import run_analytics
+from ferrymq.spark.pipeline import run_jobs
 
 
 def main(argv: list[str] | None = None) -> int:
     args = common.parser("analytics").parse_args(argv)
-    return common.run("analytics", args, lambda io: run_analytics(io, args.input, args.output, args.date))
+    return common.run("analytics", args, lambda io, stages: run_jobs(
+        io, ["analytics"], args.input, args.output, args.date, stages=stages))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from ferrymq.spark.jobs import common
-from ferrymq.spark.pipeline import run_billing
+from ferrymq.spark.pipeline import run_jobs
 from ferrymq.spark.prices import DEFAULT_PRICES, Prices
 
 
@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prices", default=str(DEFAULT_PRICES), help="price table (JSON)")
     args = parser.parse_args(argv)
     prices = Prices.load(args.prices)
-    return common.run("billing", args, lambda io: run_billing(io, args.input, args.output, args.date, prices))
+    return common.run("billing", args, lambda io, stages: run_jobs(
+        io, ["billing"], args.input, args.output, args.date, prices, stages))
 
 
 if __name__ == "__main__":

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from ferrymq.settings import Settings
-from ferrymq.spark import session
 from ferrymq.spark.io import Io
 from ferrymq.spark.pipeline import check_date
+from ferrymq.spark.timing import Stages
 
 
 def parser(job: str, *, needs_input: bool = True) -> argparse.ArgumentParser:
@@ -23,12 +24,23 @@ def parser(job: str, *, needs_input: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
-def run(job: str, args: argparse.Namespace, work: Callable[[Io], dict[str, Any]]) -> int:
+def run(job: str, args: argparse.Namespace, work: Callable[[Io, Stages], list[dict[str, Any]]], *,
+        needs_spark: bool = True) -> int:
+    """Build the job's I/O (with a session only when ``needs_spark``), run ``work``, print each summary as one
+    JSON line on stdout and each stage's time as one line on stderr."""
     settings = Settings.from_env()
-    spark = session.build(f"ferrymq-{job}", args.master)
+    stages = Stages(sys.stderr)
+    spark = None
+    if needs_spark:
+        from ferrymq.spark import session
+
+        with stages.stage("session"):
+            spark = session.build(f"ferrymq-{job}", args.master)
     try:
-        summary = work(Io(spark, endpoint_url=settings.aws_endpoint_url, region=settings.region))
+        summaries = work(Io(spark, endpoint_url=settings.aws_endpoint_url, region=settings.region), stages)
     finally:
-        spark.stop()
-    print(json.dumps(summary, sort_keys=True))
+        if spark is not None:
+            spark.stop()
+    for summary in summaries:
+        print(json.dumps(summary, sort_keys=True))
     return 0

@@ -16,6 +16,13 @@ from ferrymq.usage import schema
 THROTTLE_CODES = tuple(error.query_code for error in (Throttling, RequestThrottled, OverLimit))
 """Outcomes (records keep query codes) that mean the client was held back, not that it asked for something wrong."""
 PERCENTILES = (0.5, 0.95, 0.99)
+UNPARSEABLE_QUEUE = "(unparseable queue URL)"
+"""The one queue every record naming something that is not a queue's ARN counts towards (a request to a
+malformed queue URL names whatever the URL held); such records are counted in the analytics summary."""
+QUEUE_ARN_PATTERN = r"^arn:aws[a-z-]*:sqs:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,80}(\.fifo)?$"
+MIN_CLIENTS = 5
+"""Clients an hour needs before one of them can be a request-rate outlier: the median of fewer says nothing
+about what is usual, and a lone busy account is not abuse."""
 
 
 def _ok() -> Column:
@@ -28,6 +35,17 @@ def _count(condition: Column) -> Column:
 
 def _sum(value: Column, condition: Column) -> Column:
     return F.sum(F.when(condition, value).otherwise(0)).cast("long")
+
+
+def unparseable_queue() -> Column:
+    """Whether a record names a queue that is not a queue's ARN (null ``queue_arn``: it named none)."""
+    return F.col("queue_arn").isNotNull() & ~F.col("queue_arn").rlike(QUEUE_ARN_PATTERN)
+
+
+def with_queue_bucket(records: DataFrame) -> DataFrame:
+    """``records`` with every unparseable ``queue_arn`` replaced by :data:`UNPARSEABLE_QUEUE`."""
+    return records.withColumn("queue_arn", F.when(unparseable_queue(), F.lit(UNPARSEABLE_QUEUE))
+                              .otherwise(F.col("queue_arn")))
 
 
 def queue_hourly(records: DataFrame) -> DataFrame:
@@ -83,14 +101,15 @@ def top(records: DataFrame, column: str, n: int = 10) -> DataFrame:
 
 
 def outliers(records: DataFrame, *, min_requests: int = 20, error_rate: float = 0.5,
-             rate_factor: float = 10.0) -> DataFrame:
+             rate_factor: float = 10.0, min_clients: int = MIN_CLIENTS) -> DataFrame:
     """Clients (account, else access key) per hour, flagged when throttled, mostly failing, or far busier than
     the hour's median client.
 
     - ``throttled``: at least one throttling outcome;
     - ``error_rate_outlier``: at least ``min_requests`` requests and an error rate of ``error_rate`` or more;
-    - ``request_rate_outlier``: at least ``min_requests`` requests and more than ``rate_factor`` times the
-      median requests of the clients seen in that hour.
+    - ``request_rate_outlier``: at least ``min_requests`` requests, more than ``rate_factor`` times the
+      median requests of the clients seen in that hour, and at least ``min_clients`` clients in that hour
+      (an outlier needs a population to stand out from).
 
     Only flagged client-hours are returned.
     """
@@ -100,7 +119,8 @@ def outliers(records: DataFrame, *, min_requests: int = 20, error_rate: float = 
         _count(~_ok()).alias("errors"),
         _count(F.col("outcome").isin(*THROTTLE_CODES)).alias("throttled_requests"),
     )
-    medians = per_client.groupBy("hour").agg(F.percentile("requests", F.lit(0.5)).alias("median_requests"))
+    medians = per_client.groupBy("hour").agg(F.percentile("requests", F.lit(0.5)).alias("median_requests"),
+                                             F.count(F.lit(1)).alias("clients"))
     flagged = (
         per_client.join(medians, "hour")
         .withColumn("error_rate", F.col("errors") / F.col("requests"))
@@ -108,7 +128,7 @@ def outliers(records: DataFrame, *, min_requests: int = 20, error_rate: float = 
         .withColumn("error_rate_outlier",
                     (F.col("requests") >= min_requests) & (F.col("error_rate") >= error_rate))
         .withColumn("request_rate_outlier",
-                    (F.col("requests") >= min_requests)
+                    (F.col("requests") >= min_requests) & (F.col("clients") >= min_clients)
                     & (F.col("requests") > F.col("median_requests") * rate_factor))
     )
     return flagged.where(F.col("throttled") | F.col("error_rate_outlier") | F.col("request_rate_outlier"))

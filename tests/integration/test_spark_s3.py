@@ -1,5 +1,6 @@
 """A job against S3 over real sockets (the stand-in, or FERRYMQ_TEST_AWS_ENDPOINT): read and written through
-the ``ferrymq_s3`` Python Data Source, since local Spark has no s3a; a rerun replaces the date's objects.
+the ``ferrymq_s3`` Python Data Source, since local Spark has no s3a, or fetched and written by the driver when
+small; a rerun replaces the date's objects.
 (Each figure of every job is checked on local files in tests/functional/spark; this checks the S3 path.)"""
 
 from __future__ import annotations
@@ -43,17 +44,20 @@ def test_billing_through_the_s3_data_source_twice(aws_settings: Settings, spark:
     log, _ = generate((DATE,), per_hour=6, seed=5)
     for key, body in log.bodies().items():
         s3.put_object(Bucket=bucket, Key=f"spark-test-{run}/usage/v1/{key}", Body=body)
-    jobs_io = Io(spark, endpoint_url=aws_settings.aws_endpoint_url, region=aws_settings.region)
+    jobs_io = Io(spark, endpoint_url=aws_settings.aws_endpoint_url, region=aws_settings.region, batch_bytes=0,
+                 driver_rows=0)
     assert not jobs_io.native(base), "local Spark is not expected to have an s3 filesystem"
     prices = Prices.load()
 
-    run_billing(jobs_io, f"{base}/usage/v1", f"{base}/derived", DATE, prices)
+    # The first run through the data source (as for a day too big for the driver), the rerun in one batch.
+    first = run_billing(jobs_io, f"{base}/usage/v1", f"{base}/derived", DATE, prices)
     first_keys = _objects(s3, bucket, f"spark-test-{run}/derived/billing/charges/dt={DATE}/")
     summary = run_billing(Io(spark, endpoint_url=aws_settings.aws_endpoint_url), f"{base}/usage/v1",
                           f"{base}/derived", DATE, prices)
 
     records, bad = reference.parse(log.all_lines())
     assert (summary["records"], summary["quarantined"]) == (len(records), len(bad))
+    assert (first["records"], first["quarantined"]) == (len(records), len(bad))
     charges = _table(s3, bucket, f"spark-test-{run}/derived/billing/charges/dt={DATE}/")
     expected = reference.charges(records, DATE, prices)
     assert {(r["account"], r["item"]): (r["quantity_day"], pytest.approx(r["amount_day"], abs=1e-12))

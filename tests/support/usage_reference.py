@@ -152,7 +152,7 @@ def top(records: list[dict[str, Any]], column: str, n: int = 10) -> list[tuple[s
 
 
 def outliers(records: list[dict[str, Any]], min_requests: int = 20, error_rate: float = 0.5,
-             rate_factor: float = 10.0) -> dict[tuple[str, str], tuple[bool, bool, bool]]:
+             rate_factor: float = 10.0, min_clients: int = 5) -> dict[tuple[str, str], tuple[bool, bool, bool]]:
     throttle = {e.query_code for e in (Throttling, RequestThrottled, OverLimit)}
     per: dict[tuple[str, str], Counter] = defaultdict(Counter)
     for r in records:
@@ -169,7 +169,8 @@ def outliers(records: list[dict[str, Any]], min_requests: int = 20, error_rate: 
         median = percentile([float(v) for v in by_hour[hour]], 0.5)
         flags = (c["throttled"] > 0,
                  c["requests"] >= min_requests and c["errors"] / c["requests"] >= error_rate,
-                 c["requests"] >= min_requests and c["requests"] > median * rate_factor)
+                 c["requests"] >= min_requests and len(by_hour[hour]) >= min_clients
+                 and c["requests"] > median * rate_factor)
         if any(flags):
             flagged[(client, hour)] = flags
     return flagged

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from ferrymq.spark.io import Io
-from ferrymq.spark.pipeline import run_analytics, run_billing, run_report
+from ferrymq.spark.pipeline import ANALYTICS_TABLES, run_billing, run_jobs
 from ferrymq.spark.prices import Prices
+from ferrymq.spark.timing import Stages
 from tests.support import usage_reference as reference
 from tests.support.usage_log import ABUSIVE_KEY, THROTTLED_ACCOUNT, UsageLog, generate
 
@@ -84,10 +86,10 @@ def _check_billing(out: Path, lines: list[tuple[str, str]], prices: Prices) -> N
 
 
 def test_billing_matches_the_reference_and_a_rerun_picks_up_a_late_hour(spark: Any, workspace: dict) -> None:
-    io_ = Io(spark)
     out = Path(workspace["output"])
 
-    first = run_billing(io_, workspace["input"], workspace["output"], DATE, workspace["prices"])
+    # Spark's own writes on the first run (tables larger than the driver takes), the driver's on the rerun.
+    first = run_billing(Io(spark, driver_rows=0), workspace["input"], workspace["output"], DATE, workspace["prices"])
 
     lines = workspace["log"].all_lines()
     _check_billing(out, lines, workspace["prices"])
@@ -97,7 +99,7 @@ def test_billing_matches_the_reference_and_a_rerun_picks_up_a_late_hour(spark: A
     # Given the late hour arrives a day later, when the date is billed again:
     _write(workspace["late"], Path(workspace["input"]))
 
-    again = run_billing(io_, workspace["input"], workspace["output"], DATE, workspace["prices"])
+    again = run_billing(Io(spark), workspace["input"], workspace["output"], DATE, workspace["prices"])
 
     # then the late records are billed, and nothing of the first run is left beside the second's output.
     _check_billing(out, lines + workspace["late"].all_lines(), workspace["prices"])
@@ -106,14 +108,27 @@ def test_billing_matches_the_reference_and_a_rerun_picks_up_a_late_hour(spark: A
     assert len(_table(out / "quarantine" / f"dt={DATE}")) == malformed
 
 
-def test_analytics_and_report_match_the_reference(spark: Any, workspace: dict) -> None:
+def test_all_three_jobs_in_one_session_match_the_reference_and_time_each_stage(spark: Any, workspace: dict) -> None:
     _write(workspace["late"], Path(workspace["input"]))
     records, bad = reference.parse(workspace["log"].all_lines(DATE) + workspace["late"].all_lines(DATE))
     out = Path(workspace["output"]) / "analytics"
+    printed = io.StringIO()
 
-    summary = run_analytics(Io(spark), workspace["input"], workspace["output"], DATE)
+    # Analytics takes the date's records from billing's read of the month; the report reads what both wrote.
+    billed, summary, report = run_jobs(Io(spark), ["billing", "analytics", "report"], workspace["input"],
+                                       workspace["output"], DATE, workspace["prices"], Stages(printed))
 
     assert (summary["records"], summary["quarantined"]) == (len(records), len(bad))
+    assert (billed["records"], billed["quarantined"]) == (len(records), len(bad))
+    _check_billing(Path(workspace["output"]), workspace["log"].all_lines() + workspace["late"].all_lines(),
+                   workspace["prices"])
+    stages = printed.getvalue().splitlines()
+    assert [line.split()[2] for line in stages] == ["read", "parse", *(
+        ["billing/usage", "billing/charges", "billing/invoices", "billing/count"]
+        + [f"analytics/{name}" for name in ANALYTICS_TABLES] + ["analytics/count", "report/read", "report/render"])]
+    assert all(re.fullmatch(r"ferrymq spark: \S+ \d+\.\d\d s", line) for line in stages), stages
+    assert set(report["seconds"]) == {"report/read", "report/render"}
+    assert {"read", "billing/charges"} <= set(billed["seconds"]) and "analytics/count" not in billed["seconds"]
     hourly = {(r["queue_arn"], r["hour"]): r for r in _table(out / "queue_hourly" / f"dt={DATE}")}
     expected = reference.queue_hourly(records)
     assert set(hourly) == set(expected)
@@ -141,10 +156,6 @@ def test_analytics_and_report_match_the_reference(spark: Any, workspace: dict) -
     assert flagged == reference.outliers(records)
     assert (f"key:{ABUSIVE_KEY}", f"{DATE}T03") in flagged
     assert flagged[(THROTTLED_ACCOUNT, f"{DATE}T10")][0]
-
-    # The report reads what the two jobs wrote.
-    run_billing(Io(spark), workspace["input"], workspace["output"], DATE, workspace["prices"])
-    report = run_report(Io(spark), workspace["output"], DATE)
 
     page = Path(report["report"]).read_text()
     assert page.count("<svg") == 4
