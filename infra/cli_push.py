@@ -1,7 +1,7 @@
-"""``ferrymq push create|list|describe|disable|enable|delete``: event-source mappings (push delivery) through the
-running front end, with the admin key (:mod:`ferrymq.infra.stack_client`). A queue is named by its name (the admin
-key's account) or its URL; a mapping by its UUID. ``create`` prints the HTTP signing secret, the one time it is
-shown."""
+"""``ferrymq push create|list|describe|disable|enable|rotate-secret|delete``: event-source mappings (push delivery)
+through the running front end, with the admin key (:mod:`ferrymq.infra.stack_client`). A queue is named by its
+name (the admin key's account) or its URL; a mapping by its UUID. ``create`` and ``rotate-secret`` print the HTTP
+signing secret, the one time it is shown."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from ferrymq.infra.stack_client import StackClients
 
 
 def add_parsers(commands: Any) -> None:
-    push = commands.add_parser("push", help="event-source mappings: create, list, describe, disable, enable, delete")
+    push = commands.add_parser("push", help="event-source mappings: create, list, describe, disable, enable, "
+                                            "rotate-secret, delete")
     actions = push.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def action(name: str, text: str, *, mapping: bool = True) -> argparse.ArgumentParser:
@@ -44,6 +45,7 @@ def add_parsers(commands: Any) -> None:
     action("describe", "a mapping's configuration and state")
     action("disable", "stop a mapping's deliveries (messages stay in the queue)")
     action("enable", "start a mapping's deliveries again")
+    action("rotate-secret", "a new signing secret for a mapping with a URL, printed this once")
     action("delete", "remove a mapping").add_argument("--yes", action="store_true",
                                                       help="do not ask for confirmation")
 
@@ -51,7 +53,7 @@ def add_parsers(commands: Any) -> None:
 def run(clients: StackClients, args: argparse.Namespace, output: Output, stdin: TextIO) -> int:
     commands: dict[str, Callable[[StackClients, argparse.Namespace, Output, TextIO], int]] = {
         "create": _create, "list": _list, "describe": _describe, "disable": _disable, "enable": _enable,
-        "delete": _delete,
+        "rotate-secret": _rotate, "delete": _delete,
     }
     return commands[args.action](clients, args, output, stdin)
 
@@ -127,6 +129,12 @@ def _disable(clients: StackClients, args: argparse.Namespace, output: Output, st
 
 def _enable(clients: StackClients, args: argparse.Namespace, output: Output, stdin: TextIO) -> int:
     _fields(output, _shown(clients.ferrymq.update_event_source_mapping(UUID=args.uuid, Enabled=True)))
+    return 0
+
+
+def _rotate(clients: StackClients, args: argparse.Namespace, output: Output, stdin: TextIO) -> int:
+    _fields(output, _shown(clients.ferrymq.rotate_event_source_mapping_secret(UUID=args.uuid)))
+    output.say("The new signing secret is shown this once; pushes are signed with it within a few seconds.")
     return 0
 
 

@@ -158,6 +158,22 @@ class MappingStore:
                              "ExpressionAttributeValues": {":seen": {"N": str(old.version)}}}}
         self._transact([delete, self._guard_delete(old)], lambda: None)
 
+    def rotate_secret(self, old: Mapping) -> tuple[Mapping, str]:
+        """A new signing secret for ``old`` (an HTTP mapping), returned here only; raises Changed if it changed
+        since read. The version moves, so the push host delivering it restarts its poller with the new secret."""
+        secret = new_secret()
+        new = Mapping(old.account, old.uuid, old.config, old.version + 1, time.time(), old.last_result)
+        change = {"Update": {
+            "TableName": self._table, "Key": key(old.account, MAPPING_PREFIX + old.uuid),
+            "UpdateExpression": "SET #secret = :secret, #version = :version, #modified = :modified",
+            "ConditionExpression": "#version = :seen",
+            "ExpressionAttributeNames": {"#secret": "secret", "#version": "version", "#modified": "last_modified"},
+            "ExpressionAttributeValues": {":secret": {"B": self._box.seal(secret, _bound(old.uuid))},
+                                          ":version": {"N": str(new.version)}, ":seen": {"N": str(old.version)},
+                                          ":modified": {"N": repr(new.last_modified)}}}}
+        self._transact([change], lambda: None)
+        return new, secret
+
     def secret_of(self, account: str, mapping_uuid: str) -> str | None:
         """The signing secret of an HTTP mapping, opened (for the push service)."""
         with translate_client_errors():

@@ -31,6 +31,8 @@ def test_push_commands_manage_a_mapping(stack: Stack, sdk: Any) -> None:
     # and it is disabled and enabled again, and deleted
     assert json_of(stack, "push", "disable", mapping_id)["State"] == "Disabled"
     assert "Enabled" in stack.ferrymq("push", "enable", mapping_id)
+    rotated = json_of(stack, "push", "rotate-secret", mapping_id)
+    assert rotated["SigningSecret"] not in ("", created["SigningSecret"])
     refused_in_one_line(cli(stack, "push", "delete", mapping_id), 1, "--yes")
     assert json_of(stack, "push", "delete", mapping_id, "--yes")["State"] == "Deleting"
     assert "no event-source mappings" in stack.ferrymq("push", "list", "--queue", name)

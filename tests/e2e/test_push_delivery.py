@@ -9,6 +9,7 @@ import json
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -365,3 +366,35 @@ def test_a_batch_past_lambdas_payload_limit_goes_in_several_pushes(api: Any, sdk
         assert sorted(r["body"] for r in receiver.records()) == sorted(bodies)
         assert len(receiver.pushes) >= 2
         assert all(len(p.body) <= 6 * 1024 * 1024 for p in receiver.pushes)
+
+
+def test_a_rotated_secret_is_shown_once_and_signs_the_pushes_after_it(api: Any, sdk: Any, mapped: list[str]) -> None:
+    url = new_queue(sdk, "pushed")
+    with receiving() as receiver:
+        created = api.create_event_source_mapping(EventSourceArn=arn_of(sdk, url), Destination={"Url": receiver.url})
+        mapped.append(created["UUID"])
+        # when the secret is rotated
+        rotated = api.rotate_event_source_mapping_secret(UUID=created["UUID"])
+        assert rotated["SigningSecret"] != created["SigningSecret"] and rotated["SigningSecret"].startswith("fmqs_")
+        assert "SigningSecret" not in api.get_event_source_mapping(UUID=created["UUID"])
+
+        # then pushes are signed with the new secret once the poller has restarted, and never with a third one
+        def signed_with_new() -> bool:
+            sdk.send_message(QueueUrl=url, MessageBody="signed")
+            time.sleep(0.5)
+            with receiver.lock:
+                pushes = list(receiver.pushes)
+            assert all(verify(created["SigningSecret"], p.headers, p.body, time.time())
+                       or verify(rotated["SigningSecret"], p.headers, p.body, time.time()) for p in pushes)
+            return any(verify(rotated["SigningSecret"], p.headers, p.body, time.time()) for p in pushes)
+
+        wait_for(signed_with_new, timeout=60)
+
+
+def test_only_http_mappings_have_a_secret_to_rotate(api: Any, sdk: Any, mapped: list[str]) -> None:
+    arn = arn_of(sdk, new_queue(sdk, "pushed"))
+    mapped.append(api.create_event_source_mapping(EventSourceArn=arn, FunctionName="f")["UUID"])
+    with pytest.raises(api.exceptions.InvalidParameterValueException):
+        api.rotate_event_source_mapping_secret(UUID=mapped[0])
+    with pytest.raises(api.exceptions.ResourceNotFound):
+        api.rotate_event_source_mapping_secret(UUID=str(uuid.uuid4()))

@@ -148,6 +148,18 @@ async def delete_event_source_mapping(ctx: RequestContext, params: dict[str, Any
     return configuration(old, state="Deleting")
 
 
+async def rotate_event_source_mapping_secret(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    old = await _existing(ctx, params)
+    if old.config.url is None:
+        raise MappingParameterInvalid("Only a mapping with a Destination has a signing secret.")
+    try:
+        rotated, secret = await _io(ctx, lambda store: store.rotate_secret(old))
+    except Changed:
+        raise MappingConflict("The event source mapping was changed by another request; read it and try again.") \
+            from None
+    return configuration(rotated, secret=secret)
+
+
 async def list_event_source_mappings(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     limit = params.get("MaxItems")
     if limit is not None and not 1 <= limit <= MAX_LIST_ITEMS:
@@ -186,4 +198,5 @@ ACTIONS = {
     "ListEventSourceMappings": list_event_source_mappings,
     "UpdateEventSourceMapping": update_event_source_mapping,
     "DeleteEventSourceMapping": delete_event_source_mapping,
+    "RotateEventSourceMappingSecret": rotate_event_source_mapping_secret,
 }
