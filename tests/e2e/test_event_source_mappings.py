@@ -159,6 +159,10 @@ BAD_CREATES = [
     ({"FilterCriteria": {"Filters": [{"Pattern": '{"body": ["x"]}'}] * 6}}, "InvalidParameterValueException",
      "maximum number of filters"),
     ({"FilterCriteria": {"Filters": [{}]}}, "InvalidParameterValueException", "Invalid filter pattern"),
+    # wrong JSON types never reach the rules
+    ({"BatchSize": "10"}, "SerializationException", ""),
+    ({"Enabled": "yes"}, "SerializationException", ""),
+    ({"BatchSize": 2**40}, "SerializationException", ""),
 ]
 BAD_TARGETS = [
     ({}, "InvalidParameterValueException", "Exactly one of FunctionName or Destination"),
