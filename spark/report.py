@@ -112,7 +112,8 @@ def _table(title: str, rows: list[dict[str, Any]], columns: list[tuple[str, str,
 
     def cell(row: dict[str, Any], key: str, fmt: Formatter) -> str:
         value = row if key == "*" else row.get(key)
-        return "" if value is None else fmt(value)
+        # A missing queue is a fact worth reading (the request named none); any other missing value is blank.
+        return "" if value is None and fmt is not _queue else fmt(value)
 
     body = "".join("<tr>" + "".join(f"<td>{escape(cell(r, k, f))}</td>" for k, _, f in columns) + "</tr>"
                    for r in rows)

@@ -59,7 +59,9 @@ def _tables() -> dict[str, list[dict[str, Any]]]:
         "top_accounts": [{"account": "111111111111", "rank": 1, "requests": 1_328},
                          {"account": "222222222222", "rank": 2, "requests": 40}],
         "errors_by_code": [{"queue_arn": QUEUE, "hour": hour, "outcome": "AWS.SimpleQueueService.NonExistentQueue",
-                            "count": 12_345, "rate": 0.0123}],
+                            "count": 12_345, "rate": 0.0123},
+                           {"queue_arn": None, "hour": hour, "outcome": "InvalidClientTokenId", "count": 60,
+                            "rate": 1.0}],
         "latency": [{"queue_arn": QUEUE, "hour": hour, "action": "ReceiveMessage", "requests": 14_000,
                      "p50": 20.0, "p95": 14_000.0, "p99": 123_456.789}],
         "outliers": [{"client": "key:AKIAEXAMPLE", "hour": hour, "requests": 120, "errors": 120, "error_rate": 1.0,
@@ -105,7 +107,7 @@ def test_tables_are_written_for_people_not_dumped() -> None:
     assert not [c for c in cells if re.search(r"\de[+-]\d", c)], "no exponent notation"
     assert "e+0" not in page
     assert {"14,000.0", "123,456.8", "12,345", "1.2%", "100.0%", "14:00", "111111111111/orders",
-            "error rate"} <= set(cells)
+            "error rate", "(no queue)"} <= set(cells)
 
 
 def test_a_chart_scale_in_the_ten_thousands_is_written_in_digits() -> None:
