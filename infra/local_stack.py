@@ -63,6 +63,8 @@ PUSH_HOSTS = 2
 WORKER_ID = "worker-0"
 """The first storage worker, which adopts the logs of the layouts before replication."""
 READY_PREFIX = "FERRYMQ_READY"
+PUSH_NETWORKS_ENV = "FERRYMQ_PUSH_ALLOWED_NETWORKS"
+LOCAL_PUSH_NETWORKS = "127.0.0.0/8,::1/128"
 DEV_USER_NAME = "dev"
 POLL_SECONDS = 0.2
 READY_POLL_SECONDS = 0.02
@@ -321,7 +323,9 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
         raise StartupFailed(f"could not prepare FerryMQ's AWS resources at {aws_endpoint}: {exc}") from exc
     if stop.is_set():
         return None
-    base_env = child_environment(env, FERRYMQ_DATA_DIR=str(settings.data_dir), **aws_env, **secret_env)
+    # Push destinations on this machine (receivers under development) are allowed unless the operator chose.
+    push_env = {} if PUSH_NETWORKS_ENV in env else {PUSH_NETWORKS_ENV: LOCAL_PUSH_NETWORKS}
+    base_env = child_environment(env, FERRYMQ_DATA_DIR=str(settings.data_dir), **aws_env, **secret_env, **push_env)
     if standin:
         base_env.pop("AWS_SESSION_TOKEN", None)
     # The pool reads the workers' stderr for their last error: they must keep the format of a terminal if up has one.

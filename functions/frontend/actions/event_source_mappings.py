@@ -7,10 +7,12 @@ decides for that action. Every rule is checked before the one conditional write,
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import dataclasses
 import datetime
+import socket
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -19,6 +21,7 @@ from ferrymq.errors import ResourceNotFound, SenderError, ServiceUnavailable
 from ferrymq.frontend.context import RequestContext
 from ferrymq.metadata.catalog import is_fifo
 from ferrymq.metadata.event_source_mappings import Changed, Mapping, MappingStore, TargetTaken
+from ferrymq.push import destinations
 from ferrymq.push import mapping as rules
 from ferrymq.push.errors import MappingConflict, MappingParameterInvalid, MappingValidationError
 
@@ -26,6 +29,8 @@ T = TypeVar("T")
 
 DEFAULT_LIST_ITEMS = 100
 MAX_LIST_ITEMS = 10_000
+# How long a create or update waits for a Destination's host to resolve; past it the host counts as not resolving.
+RESOLVE_SECONDS = 2.0
 
 
 def _store(ctx: RequestContext) -> MappingStore:
@@ -88,6 +93,27 @@ async def _readable_queue_is_fifo(ctx: RequestContext, queue_arn: str) -> bool:
     return is_fifo(name)
 
 
+async def _check_destination(ctx: RequestContext, url: str) -> None:
+    """Refuse a Destination whose host is, or resolves to, an address the push policy forbids. A host that does
+    not resolve now is taken: DNS may not know it yet, and every delivery checks it again before connecting."""
+    policy = destinations.DestinationPolicy.of(ctx.services.settings.push_allowed_networks)
+    where = destinations.parse(url)
+    address = destinations.literal(where.host)
+    if address is not None:
+        found = [address]
+    else:
+        try:
+            answers = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(
+                where.host, where.port, type=socket.SOCK_STREAM), RESOLVE_SECONDS)
+        except (OSError, UnicodeError, TimeoutError):
+            return
+        found = destinations.addresses_of(answers)
+    try:
+        policy.check(where.host, found)
+    except destinations.DestinationRefused as exc:
+        raise MappingParameterInvalid(str(exc)) from None
+
+
 def _conflict(config: rules.MappingConfig, taken: TargetTaken) -> MappingConflict:
     what = f'function ("{config.function_arn}")' if config.function_arn else f'destination ("{config.url}")'
     return MappingConflict(f'An event source mapping with SQS arn (" {config.queue_arn} ") and {what} already '
@@ -100,6 +126,8 @@ async def create_event_source_mapping(ctx: RequestContext, params: dict[str, Any
         raise MappingParameterInvalid("EventSourceArn is required for SQS event-source mappings.")
     rules.queue_of(queue_arn)
     changes = rules.read_changes(params, ctx.region, ctx.account)
+    if "url" in changes:
+        await _check_destination(ctx, changes["url"])
     fifo = await _readable_queue_is_fifo(ctx, queue_arn)
     config = rules.configure(None, queue_arn, changes, fifo=fifo)
     try:
@@ -126,6 +154,8 @@ async def get_event_source_mapping(ctx: RequestContext, params: dict[str, Any]) 
 async def update_event_source_mapping(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     changes = rules.read_changes(params, ctx.region, ctx.account)
     old = await _existing(ctx, params)
+    if "url" in changes:
+        await _check_destination(ctx, changes["url"])
     fifo = await _readable_queue_is_fifo(ctx, old.config.queue_arn)
     config = rules.configure(old.config, old.config.queue_arn, changes, fifo=fifo)
     try:

@@ -30,6 +30,7 @@ from ferrymq.frontend.push.poller import MappingPoller, Target, concurrency_cap
 from ferrymq.frontend.push.targets import MAX_TIMEOUT_SECONDS, HttpTarget, LambdaTarget
 from ferrymq.metadata.event_source_mappings import Mapping, MappingStore
 from ferrymq.metadata.mapping_leases import Leased, MappingLeases
+from ferrymq.push.destinations import DestinationPolicy
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,8 @@ class PushHost:
         if mapping.config.url is None or secret is None:
             threads.shutdown()
             raise ValueError(f"mapping {mapping.uuid} has no Destination to push to")
-        return HttpTarget(mapping.config.url, mapping.uuid, secret, self._http, threads)
+        return HttpTarget(mapping.config.url, mapping.uuid, secret, self._http, threads,
+                          policy=DestinationPolicy.of(self._services.settings.push_allowed_networks))
 
     async def run(self, stop: asyncio.Event) -> None:
         try:

@@ -4,12 +4,17 @@ client that honours ``AWS_ENDPOINT_URL_LAMBDA``). What came back is a :class:`De
 Calls are blocking (urllib3, boto3) on a thread pool of each mapping's own, as large as its MaximumConcurrency (the
 front end's dependencies carry no async HTTP client): a slow target ties up its own mapping's threads, never
 another mapping's. Redirects are not followed and at most :data:`MAX_ANSWER_BYTES` of an answer are read.
+
+Every POST resolves the destination's host, checks every address against the destination policy
+(ferrymq.push.destinations) and connects to a checked address itself, with the URL's Host header and, for https,
+its host as server name and certificate name: the name is never resolved a second time by the HTTP client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -19,6 +24,8 @@ from dataclasses import dataclass
 import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferrymq.push import destinations
+from ferrymq.push.destinations import DestinationPolicy, DestinationRefused, Resolver
 from ferrymq.push.signature import DELIVERY_HEADER, MAPPING_HEADER, signed_headers
 
 MAX_ANSWER_BYTES = 1 << 20
@@ -43,8 +50,11 @@ class Delivery:
 
 class HttpTarget:
     def __init__(self, url: str, mapping_uuid: str, secret: str, pool: urllib3.PoolManager,
-                 threads: ThreadPoolExecutor, clock: Callable[[], float] = time.time) -> None:
+                 threads: ThreadPoolExecutor, clock: Callable[[], float] = time.time, *,
+                 policy: DestinationPolicy | None = None, resolver: Resolver = socket.getaddrinfo) -> None:
         self._url = url
+        self._policy = policy or DestinationPolicy()
+        self._resolver = resolver
         self._mapping = mapping_uuid
         self._secret = secret
         self._pool = pool
@@ -63,11 +73,27 @@ class HttpTarget:
                    DELIVERY_HEADER: str(uuid.uuid4()), "User-Agent": "FerryMQ-Push/1",
                    **signed_headers(self._secret, int(self._clock()), body)}
         try:
-            answer = self._pool.request("POST", self._url, body=body, headers=headers, redirect=False, retries=False,
-                                        timeout=urllib3.Timeout(connect=min(timeout, 10.0), read=timeout),
-                                        preload_content=False)
-        except urllib3.exceptions.HTTPError as exc:
-            return Delivery(False, detail=f"{type(exc).__name__} posting to the destination")
+            where = destinations.parse(self._url)
+            addresses = destinations.resolve(where, self._policy, self._resolver)
+        except DestinationRefused as exc:
+            return Delivery(False, detail=str(exc))
+        headers["Host"] = where.host_header
+        answer, failed = None, "no address"
+        for address in addresses:
+            https = {"server_hostname": where.host, "assert_hostname": where.host} if where.scheme == "https" else None
+            connection = self._pool.connection_from_host(str(address), where.port, where.scheme, pool_kwargs=https)
+            try:
+                answer = connection.urlopen("POST", where.target, body=body, headers=headers, redirect=False,
+                                            retries=False, assert_same_host=False, preload_content=False,
+                                            timeout=urllib3.Timeout(connect=min(timeout, 10.0), read=timeout))
+                break
+            except (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError) as exc:
+                # Nothing was sent: the next checked address may answer (as a client tries each of a name's).
+                failed = type(exc).__name__
+            except urllib3.exceptions.HTTPError as exc:
+                return Delivery(False, detail=f"{type(exc).__name__} posting to the destination")
+        if answer is None:
+            return Delivery(False, detail=f"{failed} posting to the destination")
         try:
             text = answer.read(MAX_ANSWER_BYTES + 1)
         except urllib3.exceptions.HTTPError as exc:

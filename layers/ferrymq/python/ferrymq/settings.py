@@ -8,6 +8,7 @@ an endpoint (then it starts no stand-in).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,17 @@ def _cluster_secret(env: Mapping[str, str]) -> str:
     if not secret and path:
         secret = Path(path).read_text().strip()
     return secret
+
+
+def _networks(text: str) -> tuple[str, ...]:
+    """The CIDRs of a comma-separated list; a bad one stops the process at its start, not at a delivery."""
+    found = tuple(n.strip() for n in text.split(",") if n.strip())
+    for network in found:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise ValueError(f"FERRYMQ_PUSH_ALLOWED_NETWORKS: {network!r} is not a network in CIDR form") from None
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +137,10 @@ class Settings:
     leader_lease_seconds: float = 5.0
     # How long a push host's lease on an event-source mapping lasts unrenewed (docs/design/push-delivery.md).
     push_lease_seconds: float = 10.0
+    # Networks (FERRYMQ_PUSH_ALLOWED_NETWORKS, comma-separated CIDRs) a push Destination may resolve into besides
+    # public unicast addresses; empty: public addresses only (ferrymq.push.destinations). `ferrymq up` allows
+    # loopback unless this is set.
+    push_allowed_networks: tuple[str, ...] = ()
     worker_heartbeat_seconds: float = 1.0
     worker_grace_seconds: float = 10.0
     # The cluster a worker belongs to, and the shape `ferrymq up` gives a new one: how many workers, how many
@@ -319,6 +335,7 @@ class Settings:
             ),
             leader_lease_seconds=float(get("LEADER_LEASE_SECONDS", str(defaults.leader_lease_seconds))),
             push_lease_seconds=float(get("PUSH_LEASE_SECONDS", str(defaults.push_lease_seconds))),
+            push_allowed_networks=_networks(get("PUSH_ALLOWED_NETWORKS", "")),
             worker_heartbeat_seconds=float(get("WORKER_HEARTBEAT_SECONDS", str(defaults.worker_heartbeat_seconds))),
             worker_grace_seconds=float(get("WORKER_GRACE_SECONDS", str(defaults.worker_grace_seconds))),
             cluster=get("CLUSTER", defaults.cluster),

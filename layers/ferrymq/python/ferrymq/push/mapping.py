@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ferrymq.arn import parse_queue_arn
-from ferrymq.push import filters
+from ferrymq.push import destinations, filters
 from ferrymq.push.errors import MappingParameterInvalid, MappingValidationError
 
 MAX_BATCH = 10_000
@@ -86,7 +86,9 @@ def function_arn(name: str, region: str, account: str) -> str:
 
 
 def check_url(url: str) -> str:
-    """``url`` if it is an absolute http(s) URL, of ASCII without controls or spaces, carrying no credentials."""
+    """``url`` if it is an absolute http(s) URL, of ASCII without controls or spaces, carrying no credentials and
+    naming its host plainly (no zone id, no IPv4 address in decimal, octal or hex): see ferrymq.push.destinations.
+    Where the host resolves is checked by the caller, which may do I/O."""
     bad = MappingParameterInvalid("Destination Url must be an absolute http or https URL, at most "
                                   f"{MAX_URL_LENGTH} printable ASCII characters, without user information.")
     if not 0 < len(url) <= MAX_URL_LENGTH or not url.isascii() or any(c <= " " or c == "\x7f" for c in url):
@@ -100,6 +102,10 @@ def check_url(url: str) -> str:
         raise bad
     if parts.username is not None or parts.password is not None:
         raise bad
+    try:
+        destinations.parse(url)
+    except destinations.DestinationRefused as exc:
+        raise MappingParameterInvalid(str(exc)) from None
     return url
 
 
