@@ -77,7 +77,8 @@ def _cmdline(pid: int) -> list[str]:
 
 
 def stack_processes(up_pid: int) -> dict[str, int]:
-    """The stack's processes by name (``worker-<n>``, ``gateway``, ``aws``), found as children of ``up``."""
+    """The stack's processes by name (``worker-<n>``, ``gateway``, ``aws``, ``push-<n>``), found as children of
+    ``up``."""
     named: dict[str, int] = {}
     for pid in _children(up_pid):
         argv = _cmdline(pid)
@@ -88,6 +89,8 @@ def stack_processes(up_pid: int) -> dict[str, int]:
             named["gateway"] = pid
         elif "ferrymq.infra.standin" in argv:
             named["aws"] = pid
+        elif "ferrymq.frontend.push" in argv:
+            named[f"push-{sum(n.startswith('push-') for n in named)}"] = pid
     return dict(sorted(named.items(), key=lambda kv: (kv[0] != "gateway", kv[0] != "aws", kv[0])))
 
 
