@@ -7,12 +7,13 @@ import shlex
 from pathlib import Path
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "storage_workers" / "Dockerfile"
+PUSH_DOCKERFILE = Path(__file__).resolve().parents[2] / "functions" / "frontend" / "push" / "Dockerfile"
 
 
-def instructions() -> list[tuple[str, str]]:
+def instructions(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
     """(instruction, arguments) of the Dockerfile, continuation lines joined, comments left out."""
     joined, found = "", []
-    for line in DOCKERFILE.read_text().splitlines():
+    for line in path.read_text().splitlines():
         if not joined and (not line.strip() or line.lstrip().startswith("#")):
             continue
         joined += line.rstrip("\\").strip() + " " if line.endswith("\\") else line.strip()
@@ -23,8 +24,8 @@ def instructions() -> list[tuple[str, str]]:
     return found
 
 
-def final_stage() -> list[tuple[str, str]]:
-    found = instructions()
+def final_stage(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
+    found = instructions(path)
     starts = [i for i, (keyword, _) in enumerate(found) if keyword == "FROM"]
     return found[starts[-1]:]
 
@@ -40,8 +41,8 @@ def image_env() -> dict[str, str]:
     return env
 
 
-def exec_form(keyword: str) -> list[str]:
-    (rest,) = [rest for k, rest in final_stage() if k == keyword]
+def exec_form(keyword: str, path: Path = DOCKERFILE) -> list[str]:
+    (rest,) = [rest for k, rest in final_stage(path) if k == keyword]
     if keyword == "HEALTHCHECK":
         rest = rest[rest.index("CMD ") + 4:]
     return list(json.loads(rest))

@@ -19,6 +19,7 @@ PARAMETERS = {
     "WorkerAvailabilityZones": ["us-east-1a", "us-east-1b", "us-east-1c"],
     "ArtifactBucket": "ferrymq-artifacts",
     "WorkerImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/ferrymq-worker:0.1.0",
+    "PushImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/ferrymq-push:0.1.0",
     "AWS::Region": "us-east-1",
     "AWS::AccountId": "123456789012",
     "AWS::Partition": "aws",
@@ -71,7 +72,8 @@ def test_the_template_transforms_into_plain_cloudformation() -> None:
     assert layer.startswith("FerryMQLayer") and function["Properties"]["Layers"] == [{"Ref": layer}]
     # the storage cluster and the rest pass through as written
     for name in ("WorkerService0", "WorkerTask0", "WorkerDiscovery0", "WorkerNamespace", "QueuesTable",
-                 "UsageDeliveryStream", "UsageSparkApplication"):
+                 "UsageDeliveryStream", "UsageSparkApplication", "PushService", "PushTask", "PushTaskRole",
+                 "PushSecurityGroup"):
         assert resources[name] == template["Resources"][name]
 
 

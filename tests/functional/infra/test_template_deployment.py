@@ -67,7 +67,10 @@ def test_repository_root_is_the_template_folder() -> None:
 
 def test_the_storage_cluster_is_three_ecs_services_each_with_a_log_volume_that_outlives_task_and_instance() -> None:
     resources = cfn.load()["Resources"]
-    services = {n: r for n, r in resources.items() if r["Type"] == "AWS::ECS::Service"}
+    # the cluster runs the three worker services and the push service, nothing else
+    all_services = {n for n, r in resources.items() if r["Type"] == "AWS::ECS::Service"}
+    assert all_services == {"WorkerService0", "WorkerService1", "WorkerService2", "PushService"}
+    services = {n: r for n, r in resources.items() if r["Type"] == "AWS::ECS::Service" and n.startswith("Worker")}
     groups = {n: r for n, r in resources.items() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"}
     volumes = {n: r for n, r in resources.items() if r["Type"] == "AWS::EC2::Volume"}
     # then one service of one task per worker identity, never two at once, each placed on its slot's instance
