@@ -10,6 +10,7 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
+import ferrymq
 from tests.e2e.conftest import Stack
 from tests.support.dashboard import (
     DashboardClient,
@@ -185,3 +186,66 @@ def test_a_redrive_needs_the_sessions_csrf_token_and_moves_the_messages_back(sta
     assert task["ApproximateNumberOfMessagesMoved"] == 3
     assert wait_for(lambda: counts(sqs, source["url"])["visible"] == 3)
     assert counts(sqs, dlq["url"])["visible"] == 0
+
+
+def _mappings_api(stack: Stack, key_id: str, secret: str) -> Any:
+    return ferrymq.client("ferrymq", endpoint_url=stack.endpoint, region_name=stack.region,
+                          aws_access_key_id=key_id, aws_secret_access_key=secret)
+
+
+def test_mappings_are_listed_per_account_with_their_lease_and_never_a_secret(stack: Stack) -> None:
+    sqs = sqs_client(stack.endpoint, "json", access_key=stack.access_key, secret_key=stack.secret_key,
+                     region=stack.region)
+    # given an admin's HTTP mapping whose URL path holds a token, and a plain key's function mapping
+    account = "".join(random.choice("123456789") for _ in range(12))
+    key_id, secret = stack.create_credentials(account, "dash-mappings")
+    admin_api = _mappings_api(stack, stack.access_key, stack.secret_key)
+    plain_api = _mappings_api(stack, key_id, secret)
+    _, admin_url, admin_queue = new_queue(sqs, "dash-mapped")
+    plain_sqs = sqs_client(stack.endpoint, "json", access_key=key_id, secret_key=secret, region=stack.region)
+    _, plain_url, plain_queue = new_queue(plain_sqs, "dash-mapped")
+    http = admin_api.create_event_source_mapping(EventSourceArn=admin_queue, BatchSize=7,
+                                                 Destination={"Url": "http://127.0.0.1:9/hook/tok-path-secret"},
+                                                 MaximumBatchingWindowInSeconds=3,
+                                                 ScalingConfig={"MaximumConcurrency": 4})
+    function = plain_api.create_event_source_mapping(EventSourceArn=plain_queue, FunctionName="dash:live",
+                                                     Enabled=False)
+    try:
+        admin = _logged_in(stack)
+        # then the admin's own account lists its mapping, and a push host soon holds its lease
+        def held() -> dict[str, Any] | None:
+            rows = admin.get("mappings", account="000000000000").json()["mappings"]
+            row = next(r for r in rows if r["uuid"] == http["UUID"])
+            return row if row["leaseHolder"] else None
+
+        row = wait_for(held)
+        assert {k: row[k] for k in ("account", "queueArn", "target", "targetKind", "state", "batchSize",
+                                    "windowSeconds", "maxConcurrency")} == {
+            "account": "000000000000", "queueArn": admin_queue, "target": "http://127.0.0.1:9",
+            "targetKind": "url", "state": "Enabled", "batchSize": 7, "windowSeconds": 3, "maxConcurrency": 4}
+        assert function["UUID"] not in {r["uuid"] for r in admin.get("mappings", account="000000000000")
+                                        .json()["mappings"]}
+        # and without an account the admin sees every account's, the plain one's as Lambda shows it
+        everything = {r["uuid"]: r for r in admin.get("mappings").json()["mappings"]}
+        assert {http["UUID"], function["UUID"]} <= everything.keys()
+        assert everything[function["UUID"]]["target"] == function["FunctionArn"]
+        assert everything[function["UUID"]]["state"] == "Disabled"
+        assert everything[function["UUID"]]["leaseHolder"] is None
+        # and the plain key sees its own mapping only, and may not ask for another account's
+        plain = DashboardClient(stack.endpoint)
+        plain.login(key_id, secret)
+        for answer in (plain.get("mappings"), plain.get("mappings", account=account)):
+            assert answer.status_code == 200
+            assert [r["uuid"] for r in answer.json()["mappings"]] == [function["UUID"]]
+        refused = plain.get("mappings", account="000000000000")
+        assert refused.status_code == 403 and refused.json()["error"] == "AccessDenied"
+        # and no answer holds the signing secret, the URL's path, or any field naming a secret
+        for answer in (admin.get("mappings"), admin.get("mappings", account="000000000000")):
+            text = answer.text
+            assert http["SigningSecret"] not in text and "fmqs_" not in text and "tok-path-secret" not in text
+            assert "secret" not in text.lower()
+    finally:
+        admin_api.delete_event_source_mapping(UUID=http["UUID"])
+        plain_api.delete_event_source_mapping(UUID=function["UUID"])
+        sqs.delete_queue(QueueUrl=admin_url)
+        plain_sqs.delete_queue(QueueUrl=plain_url)

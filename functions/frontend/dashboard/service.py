@@ -25,7 +25,7 @@ from ferrymq.errors import AccessDenied, InternalError, InvalidParameterValue, M
 from ferrymq.frontend.actions import ACTIONS
 from ferrymq.frontend.auth import Authenticator
 from ferrymq.frontend.context import RequestContext, Services
-from ferrymq.frontend.dashboard import access, queue_actions, refusals, sessions
+from ferrymq.frontend.dashboard import access, mappings, queue_actions, refusals, sessions
 from ferrymq.frontend.dashboard.errors import RecentErrors
 from ferrymq.frontend.dashboard.history import QueueHistory
 from ferrymq.frontend.http import HttpRequest
@@ -143,6 +143,12 @@ class Dashboard:
                 raise AccessDenied("The cluster view needs an admin key.")
             return _json(200, await ACTIONS["GetClusterStatus"](self._context(request, credential, "GetClusterStatus"),
                                                                 {}))
+        if path == f"{PREFIX}/api/mappings":
+            _, credential = await self._caller(request)
+            wanted = query.get("account", [None])[0]
+            # An admin key without an account sees every account's mappings; any other caller one account's.
+            scope = None if credential.admin and not wanted else _account(credential, wanted)
+            return _json(200, await mappings.listed(self._services, scope))
         if path == f"{PREFIX}/api/errors":
             _, credential = await self._caller(request)
             shown = self._errors.latest(None if credential.admin else credential.account_id, MAX_ERRORS)

@@ -384,6 +384,27 @@ function drawErrors(data) {
   }), "errors-empty");
 }
 
+function drawMappings(data) {
+  $("mappings-account").textContent = `${data.account ? `account ${data.account}` : "every account"}` +
+    `${data.truncated ? " (the first 500)" : ""}${data.unavailable ? ` · ${data.unavailable}` : ""}`;
+  fill("mappings", data.mappings.map((m) => {
+    const row = document.createElement("tr");
+    row.dataset.uuid = m.uuid;
+    cell(row, m.uuid, "uuid");
+    cell(row, m.account);
+    cell(row, m.queue, "name").title = m.queueArn;
+    cell(row, m.target, "target");
+    cell(row, m.state, m.state === "Enabled" ? "state ok" : "state muted");
+    cell(row, m.batchSize);
+    cell(row, `${m.windowSeconds} s`);
+    cell(row, m.maxConcurrency);
+    const holder = cell(row, m.leaseHolder || (m.state === "Enabled" ? "none yet" : "–"), "holder");
+    if (m.leaseUntilMs) holder.title = `lease until ${utc(m.leaseUntilMs)}`;
+    cell(row, m.lastResult, "message");
+    return row;
+  }), "mappings-empty");
+}
+
 // --- polling -----------------------------------------------------------------------------------------------
 
 async function poll() {
@@ -391,7 +412,8 @@ async function poll() {
   if (!state.who) return;
   const account = encodeURIComponent(state.account || state.who.account);
   const prefix = encodeURIComponent(state.prefix);
-  const asks = [api(`queues?account=${account}&prefix=${prefix}`).then(drawQueues), api("errors").then(drawErrors)];
+  const asks = [api(`queues?account=${account}&prefix=${prefix}`).then(drawQueues), api("errors").then(drawErrors),
+    api(`mappings?account=${account}`).then(drawMappings)];
   if (state.who.admin) asks.push(api("cluster").then(drawCluster));
   const results = await Promise.allSettled(asks);
   if (!state.who) return;
