@@ -27,6 +27,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
+import ferrymq
 from tests.e2e.conftest import Stack
 from tests.support.dashboard import counts, dead_lettered, hold_in_flight, new_queue, unique_prefix
 from tests.support.sqs_clients import sqs_client
@@ -242,6 +243,33 @@ def test_a_plain_key_sees_its_account_but_no_account_box(stack: Stack, browser: 
     assert not browser.find_element(By.ID, "account").is_displayed()
     assert not browser.find_element(By.ID, "cluster").is_displayed()
     browser.save_screenshot(str(tmp_path / "dashboard-plain-key.png"))
+
+
+def test_the_mappings_table_shows_a_mapping_its_target_host_and_the_push_host_holding_it(
+        stack: Stack, browser: WebDriver, tmp_path: Path) -> None:
+    # A plain key of a new account: its table holds this test's mapping only.
+    account = "".join(random.choice("123456789") for _ in range(12))
+    key_id, secret = stack.create_credentials(account, "browser-mappings")
+    sqs = sqs_client(stack.endpoint, "json", access_key=key_id, secret_key=secret, region=stack.region)
+    _, url, arn = new_queue(sqs, "browser-mapped")
+    api = ferrymq.client("ferrymq", endpoint_url=stack.endpoint, region_name=stack.region,
+                         aws_access_key_id=key_id, aws_secret_access_key=secret)
+    created = api.create_event_source_mapping(EventSourceArn=arn, BatchSize=5,
+                                              Destination={"Url": "http://127.0.0.1:9/hook/path-token"})
+    try:
+        wait = _log_in(browser, key_id, secret)
+        row = f'#mappings tr[data-uuid="{created["UUID"]}"]'
+        wait.until(lambda b: _text(b, f"{row} td.uuid") == created["UUID"])
+        assert _text(browser, f"{row} td.target") == "http://127.0.0.1:9"
+        assert _text(browser, f"{row} td.state") == "Enabled"
+        assert _text(browser, f"{row} td:nth-child(6)") == "5"
+        # The push host that claims the mapping's lease shows up at a later poll.
+        wait.until(lambda b: _text(b, f"{row} td.holder") not in ("", "none yet", "\u2013"))
+        assert "path-token" not in browser.find_element(By.ID, "mappings").text
+        browser.save_screenshot(str(tmp_path / "dashboard-mappings.png"))
+    finally:
+        api.delete_event_source_mapping(UUID=created["UUID"])
+        sqs.delete_queue(QueueUrl=url)
 
 
 def test_without_javascript_the_login_page_says_it_needs_it(stack: Stack, browser: WebDriver,
