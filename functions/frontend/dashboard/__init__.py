@@ -10,6 +10,9 @@ Threat model. The dashboard is an operator's tool on the machine that runs the l
   a disabled, deleted or rotated key ends its sessions at the next call. Non-admin keys see and redrive only
   their own account's queues; the cluster view and other accounts need an admin key. The queue actions (peek,
   send, purge, delete) run as the key's own signed request would, so a queue's owner or policy decides.
+- Event-source mappings are read with a projection that leaves the sealed signing secret in the table, and a
+  destination shows as its scheme and host only (a path or query may carry the receiver's token); scoped as
+  queues are, except that an admin key's call without an account lists every account's.
 - Message bodies and every other client-supplied string reach the page as text (``textContent``), never as
   markup, and the page's Content-Security-Policy allows no inline script.
 - Other sites in the operator's browser: the session cookie is HttpOnly and SameSite=Strict, every POST must be
