@@ -41,7 +41,7 @@ def test_the_page_is_served_and_the_api_needs_a_login(stack: Stack) -> None:
     assert page.status_code == 200 and "text/html" in page.headers["Content-Type"]
     assert "default-src 'none'" in page.headers["Content-Security-Policy"]
     assert client.http.get(client.url("app.js"), timeout=30).status_code == 200
-    for path in ("session", "queues", "cluster", "errors"):
+    for path in ("session", "queues", "cluster", "errors", "mappings"):
         answer = client.get(path)
         assert answer.status_code == 401, path
         assert answer.json()["error"] == "LoginRequired"
