@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ferrymq.protocol.model import XML_NAMESPACE
+from ferrymq.protocol.responses import UNKNOWN_OPERATION_BODY
 
 _NS = {"sqs": XML_NAMESPACE}
 _QUERY_ERROR_HEADER = re.compile(r"^[A-Za-z][\w.]*;Sender$")
@@ -44,6 +45,10 @@ def read_error(protocol: str, status: int, headers: Mapping[str, str], body: byt
     """The error in ``body``, asserting it has SQS's shape for ``protocol``; ``headers`` keys are lower case."""
     assert 400 <= status < 500, f"HTTP {status} for {context!r}: {body[:500]!r}"
     assert headers.get("x-amzn-requestid"), (context, headers)
+    if body == UNKNOWN_OPERATION_BODY:
+        # SQS's bare answer to a request naming no action, XML in either protocol.
+        assert status == 404 and headers.get("content-type", "").startswith("text/xml"), (context, headers)
+        return SqsAnswer(status, "UnknownOperationException", None, "")
     if protocol == "json":
         assert headers.get("content-type", "").startswith("application/x-amz-json-1.0"), (context, headers)
         document = json.loads(body)

@@ -11,9 +11,14 @@ import pytest
 from ferrymq.infra.cli_env import ALL_FIELDS, ENDPOINT_FIELDS, env_name, epilog
 from ferrymq.settings import Settings
 
+# Tuple settings whose items must have a form of their own (the rest take any word).
+_TUPLE_SAMPLES = {"push_allowed_networks": ("10.1.0.0/16", ("10.1.0.0/16",))}
 
-def _sample(value: Any) -> tuple[str, Any]:
+
+def _sample(value: Any, field: str = "") -> tuple[str, Any]:
     """A value unlike the default, as the environment spells it and as Settings holds it."""
+    if field in _TUPLE_SAMPLES:
+        return _TUPLE_SAMPLES[field]
     if isinstance(value, bool):
         return ("0", False) if value else ("1", True)
     if isinstance(value, int):
@@ -33,7 +38,7 @@ def test_each_field_is_read_from_the_variable_the_help_names(field: str) -> None
     default = getattr(Settings(), field)
     if default is None:
         default = Path("/x") if "file" in field or "dir" in field else ""
-    text, expected = _sample(default)
+    text, expected = _sample(default, field)
     read = getattr(Settings.from_env({env_name(field): text}), field)
     assert read == expected, f"{env_name(field)}={text} did not set {spec.name}"
 

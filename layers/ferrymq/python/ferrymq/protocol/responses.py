@@ -74,13 +74,17 @@ def render_result(protocol: str, action: str, result: dict[str, Any], request_id
     raise ValueError(f"unknown protocol {protocol!r}")
 
 
+UNKNOWN_OPERATION_BODY = b"<UnknownOperationException/>"
+"""SQS's whole answer to a GET naming no action (404), in either protocol."""
+
+
 def render_error(protocol: str, error: BaseException, request_id: str) -> HttpResponse:
     sqs_error = error if isinstance(error, SqsError) else InternalError()
     fault = "Sender" if sqs_error.sender else "Receiver"
     if isinstance(sqs_error, UnknownOperation):
         # SQS answers a GET naming no action with this bare element, in XML whatever the client accepts.
         headers = [("content-type", XML_CONTENT_TYPE), ("x-amzn-RequestId", request_id)]
-        return HttpResponse(sqs_error.status, headers, b"<UnknownOperationException/>")
+        return HttpResponse(sqs_error.status, headers, UNKNOWN_OPERATION_BODY)
     if protocol == "json":
         body = orjson.dumps({"__type": sqs_error.json_type, "message": _writable(sqs_error.message, _NOT_UTF8)})
         headers = [
