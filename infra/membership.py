@@ -139,8 +139,11 @@ def remove_worker(settings: Settings, removal: Removal, *, catch_up_seconds: flo
     """Carry out ``removal`` (see the module docstring); says one line per partition moved, then that the
     worker holds nothing. Returns what moved, as ``ferrymq cluster remove-worker --json`` prints it."""
     leaving, cluster = removal.worker_id, removal.cluster
-    WorkerRegistry.from_settings(settings).set_state(cluster, leaving, WorkerState.LEAVING)
     sets = ReplicaSets.from_settings(settings)
+    # The leaders as the removal starts: once marked leaving, the worker hands its leaderships over by itself,
+    # possibly before this loop reaches the partition it led.
+    leaders_before = {rs.partition: rs.leader for rs in sets.all(cluster)}
+    WorkerRegistry.from_settings(settings).set_state(cluster, leaving, WorkerState.LEAVING)
     moved: list[dict[str, Any]] = []
     for partition, (before, after) in sorted(removal.moves.items()):
         rs = sets.get(partition)
@@ -153,7 +156,7 @@ def remove_worker(settings: Settings, removal: Removal, *, catch_up_seconds: flo
                 f"{','.join(rs.replicas)}); run the command again"
             )
         taker = _newcomer(before, after)
-        led_by = rs.leader
+        led_by = leaders_before.get(partition, rs.leader)
         rs = _lead_elsewhere(sets, rs, leaving, handover_seconds)
         done = _move_replica(
             sets, rs, after, taker, catch_up_seconds,
