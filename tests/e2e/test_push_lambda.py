@@ -57,21 +57,30 @@ def lambda_stack(tmp_path_factory: pytest.TempPathFactory, emulator: MiniStack) 
     yield from started(tmp_path_factory.mktemp("push-lambda"), {"AWS_ENDPOINT_URL_LAMBDA": emulator.url})
 
 
+def _function(emulator: MiniStack, name: str, source: str) -> str:
+    """The ARN of a Python function ``name`` made in the emulator from ``source`` (its ``app.py``)."""
+    package = io.BytesIO()
+    with zipfile.ZipFile(package, "w") as z:
+        z.writestr("app.py", source)
+    return emulator.client("lambda").create_function(
+        FunctionName=name, Runtime="python3.11", Role=f"arn:aws:iam::000000000000:role/{name}",
+        Handler="app.handler", Code={"ZipFile": package.getvalue()})["FunctionArn"]
+
+
+def _clients(stack: Stack) -> tuple[Any, Any]:
+    """SQS and FerryMQ API clients of ``stack``'s admin key."""
+    keys = {"endpoint_url": stack.endpoint, "region_name": stack.region,
+            "aws_access_key_id": stack.access_key, "aws_secret_access_key": stack.secret_key}
+    return ferrymq.client("sqs", **keys), ferrymq.client("ferrymq", **keys)
+
+
 def test_a_function_target_gets_the_event_and_its_reported_failures_reach_the_dead_letter_queue(
     tmp_path: Path, emulator: MiniStack, lambda_stack: Stack
 ) -> None:
     # given a function in the emulator
     seen = tmp_path / "seen.jsonl"
-    package = io.BytesIO()
-    with zipfile.ZipFile(package, "w") as z:
-        z.writestr("app.py", FUNCTION.format(seen=str(seen)))
-    function = emulator.client("lambda").create_function(
-        FunctionName="consumer", Runtime="python3.11", Role="arn:aws:iam::000000000000:role/consumer",
-        Handler="app.handler", Code={"ZipFile": package.getvalue()})["FunctionArn"]
-    keys = {"endpoint_url": lambda_stack.endpoint, "region_name": lambda_stack.region,
-            "aws_access_key_id": lambda_stack.access_key, "aws_secret_access_key": lambda_stack.secret_key}
-    sqs: Any = ferrymq.client("sqs", **keys)
-    api: Any = ferrymq.client("ferrymq", **keys)
+    function = _function(emulator, "consumer", FUNCTION.format(seen=str(seen)))
+    sqs, api = _clients(lambda_stack)
     dlq = new_queue(sqs, "lambda-dlq")
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     url = new_queue(sqs, "lambda", VisibilityTimeout="1",
@@ -100,16 +109,8 @@ def test_a_function_target_gets_the_event_and_its_reported_failures_reach_the_de
 
 
 def test_a_function_that_fails_keeps_the_batch(tmp_path: Path, emulator: MiniStack, lambda_stack: Stack) -> None:
-    package = io.BytesIO()
-    with zipfile.ZipFile(package, "w") as z:
-        z.writestr("app.py", "def handler(event, context):\n    raise RuntimeError('no')\n")
-    function = emulator.client("lambda").create_function(
-        FunctionName="failing", Runtime="python3.11", Role="arn:aws:iam::000000000000:role/failing",
-        Handler="app.handler", Code={"ZipFile": package.getvalue()})["FunctionArn"]
-    keys = {"endpoint_url": lambda_stack.endpoint, "region_name": lambda_stack.region,
-            "aws_access_key_id": lambda_stack.access_key, "aws_secret_access_key": lambda_stack.secret_key}
-    sqs: Any = ferrymq.client("sqs", **keys)
-    api: Any = ferrymq.client("ferrymq", **keys)
+    function = _function(emulator, "failing", "def handler(event, context):\n    raise RuntimeError('no')\n")
+    sqs, api = _clients(lambda_stack)
     url = new_queue(sqs, "lambda-failing", VisibilityTimeout="1")
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     mapping = api.create_event_source_mapping(EventSourceArn=arn, FunctionName=function)
