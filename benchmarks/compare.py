@@ -46,7 +46,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from soak import stack_processes
+from soak import stack_processes, wait_until_quiet
 from sqs_bench import Target, _create_queue, _run_process
 
 from ferrymq.infra.up_process import UpProcess, up_environment
@@ -185,6 +185,8 @@ class FerryMQ(Server):
 
     def start(self) -> str:
         self.stack.start()
+        assert self.stack.process is not None
+        wait_until_quiet(self.stack.process.pid)
         return self.stack.endpoint
 
     def processes(self) -> dict[str, int]:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from soak import bytes_under, rss_bytes, stack_processes
+from soak import bytes_under, rss_bytes, stack_processes, wait_until_quiet
 from sqs_bench import Connection, Target, call
 
 from ferrymq.infra.up_process import UpProcess, up_environment
@@ -40,6 +40,8 @@ def start_stack(data_dir: Path) -> UpProcess:
     env.update({"FERRYMQ_HOST": "127.0.0.1", "FERRYMQ_PARTITIONS": "1"})
     stack = UpProcess(data_dir, env, start_timeout=600.0)
     stack.start()
+    assert stack.process is not None
+    wait_until_quiet(stack.process.pid)
     return stack
 
 
