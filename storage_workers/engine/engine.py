@@ -293,7 +293,9 @@ class Engine(MoveTaskRequests):
         limit = redrive.max_receive_count if redrive is not None else None
         if isinstance(q, FifoQueue):
             picked, expired, dead = _pick_fifo(q, n, cutoff, limit, remote=redrive is not None and not redrive.local)
-        elif q.tiers is None:
+        elif q.tiers is None and q.credits is None:
+            # Credits without tiers: a state restored from a snapshot, whose higher levels are not visible yet;
+            # the picker still zeroes their credits, as the engine that wrote the snapshot does.
             picked, expired, dead = _pick(q.pop_visible, n, cutoff, limit)
         else:
             picker = PriorityPicker(q, priority_levels)
