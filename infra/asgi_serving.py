@@ -19,6 +19,7 @@ from typing import Any, Literal
 import uvicorn
 import uvloop
 
+from ferrymq import collector
 from ferrymq.orphan_watch import wait_until_orphaned
 
 LifespanMode = Literal["auto", "on", "off"]
@@ -82,6 +83,7 @@ async def _serve_and_announce(server: uvicorn.Server, sock: socket.socket, ready
     while not server.started and not serving.done():
         await asyncio.sleep(0.005)
     if server.started:
+        collector.settle()
         print(ready_line, flush=True)
     try:
         await serving

@@ -11,6 +11,7 @@ import signal
 import sys
 from typing import TextIO
 
+from ferrymq import collector
 from ferrymq.aws import session
 from ferrymq.aws.partitions import RECEIPT_KEY_BYTES, PartitionMap
 from ferrymq.aws.queue_store import QueueStore
@@ -132,6 +133,7 @@ async def run_worker(
         ", ".join(f"{p} in epoch {r.leading_epoch}" for p, r in worker.replicas.items() if r.term) or "none yet",
     )
     if not worker.stopped.is_set():
+        collector.settle()
         print(f"{READY_LINE} {host} {port}", file=out, flush=True)
     watch = asyncio.create_task(_stop_when_orphaned(worker, parent_pid)) if parent_pid is not None else None
     await worker.stopped.wait()

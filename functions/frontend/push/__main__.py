@@ -14,7 +14,7 @@ import sys
 
 from prometheus_client import start_http_server
 
-from ferrymq import logs
+from ferrymq import collector, logs
 from ferrymq.frontend.push.host import PushHost
 from ferrymq.frontend.push.metrics import PushMetrics
 from ferrymq.frontend.wiring import build_frontend
@@ -50,6 +50,7 @@ async def serve(settings: Settings, lease_seconds: float, parent_pid: int | None
                 stop.set()
 
         watch = asyncio.create_task(orphaned())
+    collector.settle()
     print(f"{READY_PREFIX} {host.owner} {metrics_url}", flush=True)
     try:
         await host.run(stop)
