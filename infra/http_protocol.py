@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from typing import Any
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -47,6 +48,39 @@ class ClientConnections:
             del self.open[address]
 
 
+class CoalescingTransport:
+    """A transport whose writes within one turn of the event loop leave in one ``write``.
+
+    uvicorn writes a response's head and its body separately, and the transport sends each at once: two
+    system calls, and two TCP segments for the client to take in, for what is usually a few hundred bytes.
+    Writes here are gathered and sent once the turn's callbacks have run, in the order they were made; a
+    close sends what is gathered first.  Everything else is the transport's own."""
+
+    __slots__ = ("_loop", "_out", "_transport")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._loop = asyncio.get_running_loop()
+        self._out: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._out:
+            self._loop.call_soon(self._flush)
+        self._out.append(data)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if out and not self._transport.is_closing():
+            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToolsProtocol]:
     """A protocol class for ``uvicorn.Config(http=...)`` whose connections share one per-client count."""
     connections = ClientConnections(max_per_client)
@@ -59,6 +93,7 @@ def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToo
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            self.transport = CoalescingTransport(transport)  # type: ignore[assignment]
             if self.client is not None:
                 self._client_address = self.client[0]
                 self._over_cap = not connections.opened(self._client_address)
