@@ -98,15 +98,16 @@ class QueueRecord:
     version: int = 0
     more_shards: tuple[Shard, ...] = ()
     """The shards after the first, for a queue spread over several partitions."""
+    shards: tuple[Shard, ...] = field(init=False, repr=False, compare=False)
+    """Every shard of the queue, the first being ``partition`` and ``cluster``: made once, as every message
+    request reads it, several times."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shards", (Shard(self.partition, self.cluster), *self.more_shards))
 
     @property
     def live(self) -> bool:
         return self.deleted_at is None
-
-    @property
-    def shards(self) -> tuple[Shard, ...]:
-        """Every shard of the queue, the first being ``partition`` and ``cluster``."""
-        return (Shard(self.partition, self.cluster), *self.more_shards)
 
     def storage_id(self, index: int) -> str:
         """The id shard ``index``'s messages are kept under by its storage worker: the queue id for the first,
