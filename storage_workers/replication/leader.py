@@ -1,12 +1,13 @@
 """The leader side of one partition's replication stream: appending, the tail buffer, FETCH and the commit
 tracker that gates replies.
 
-FETCH (``Op.FETCH``) request: ``[partition, replica, epoch, from_offset, durable_offset, max_bytes,
-wait_ms]``, the follower's worker id, the epoch it follows, the offset after the last record it appended and
-the one after the last it made durable; response: ``[[epoch, offset, payload], ...]``, consecutive records
-from ``from_offset`` on, the payload being the record's bytes exactly as the leader's log stores them.  A
-fetch older than the leader's epoch is refused with StaleEpoch, a newer one with NotLeader (this leader is
-stale), both before anything is recorded.  An empty answer means nothing came within ``wait_ms``.
+FETCH (``Op.FETCH``, shaped in :mod:`ferrymq.rpc.shapes`) request: ``[partition, replica, epoch, from_offset,
+durable_offset, max_bytes, wait_ms]``, the follower's worker id, the epoch it follows, the offset after the
+last record it appended and the one after the last it made durable; response: ``[[epoch, offset, payload],
+...]`` (RECORD_FRAMEs), consecutive records from ``from_offset`` on, the payload being the record's bytes
+exactly as the leader's log stores them.  A fetch older than the leader's epoch is refused with StaleEpoch, a
+newer one with NotLeader (this leader is stale), both before anything is recorded.  An empty answer means
+nothing came within ``wait_ms``.
 
 Records in the tail buffer are answered at once, durable on the leader or not; older ones come from the log
 (``LogWriter.read_from``, in a thread) once durable.  A FETCH that finds nothing waits, woken by the next
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferrymq.errors import NotLeader, SnapshotNeeded, StaleEpoch
 from ferrymq.replication_rules import acks_satisfied, must_shrink
+from ferrymq.rpc import shapes
 from ferrymq.rpc.codec import pack
 from ferrymq.rpc.framing import STATUS_OK, encode_frame
 from ferrymq.storage.engine.records import Record
@@ -105,7 +107,7 @@ class LeaderStream:
     ) -> asyncio.Task[None] | None:
         """Handle a FETCH: record the acknowledgement and answer, now or from a task (returned, for the
         connection to own)."""
-        replica, epoch, from_offset, durable_offset, max_bytes, wait_ms = args
+        replica, epoch, from_offset, durable_offset, max_bytes, wait_ms = shapes.FETCH.read(args)
         if not isinstance(replica, str) or not all(
             type(n) is int for n in (epoch, from_offset, durable_offset, max_bytes, wait_ms)
         ):
@@ -238,13 +240,13 @@ class LeaderStream:
     def offset_for_epoch(self, args: Any) -> list[int] | None:
         """A rejoining follower's question ``[its epoch, asked epoch]``: ``[epoch, end offset]`` of the
         latest epoch of this log not above the one asked about, None when this log starts above it."""
-        epoch, asked = args
+        epoch, asked = shapes.OFFSET_FOR_EPOCH.read(args)
         if type(epoch) is not int or type(asked) is not int:
             raise TypeError("an epoch question is two integers")
         self._check_epoch(epoch)
         self._check_open()
         answer = self.log.end_offset_for_epoch(asked)
-        return None if answer is None else [answer.epoch, answer.end_offset]
+        return None if answer is None else shapes.EPOCH_END.build(answer.epoch, answer.end_offset)
 
     # --- the in-sync set ----------------------------------------------------------------------------------
 

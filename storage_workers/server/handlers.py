@@ -4,7 +4,8 @@ There is one :class:`Handlers` per partition replica; the worker routes each req
 names and hands the handler the arguments after it.
 
 The front end has validated every request already; these checks only keep a broken or hostile request out
-of the engine and the log (a malformed one gets InvalidParameterValue and changes nothing).  A handler
+of the engine and the log (a malformed one gets InvalidParameterValue and changes nothing).  Each request is
+read with its shape in :mod:`ferrymq.rpc.shapes`, which also builds the answers.  A handler
 returns its result, which the worker sends once the log is durable, or :data:`DEFERRED` when a long poll
 answers later by itself.
 """
@@ -18,15 +19,15 @@ from typing import Any
 
 from ferrymq.destinations import DESTINATION_FIELDS, QueueTarget
 from ferrymq.limits import (
-    MAX_DELAY_SECONDS,
     MAX_MESSAGES_PER_RECEIVE,
     MAX_PEEK_MESSAGES,
     MAX_VISIBILITY_TIMEOUT_SECONDS,
     MAX_WAIT_TIME_SECONDS,
 )
-from ferrymq.priorities import MAX_LEVELS, SYSTEM_KEY
-from ferrymq.rpc.codec import REDRIVE_FIELDS
+from ferrymq.priorities import MAX_LEVELS
+from ferrymq.rpc import shapes
 from ferrymq.rpc.framing import Op
+from ferrymq.rpc.shapes import REDRIVE_FIELDS
 from ferrymq.storage.engine import Engine, Redrive
 from ferrymq.storage.handover import DeadLetterForwarder
 from ferrymq.storage.move_tasks import MoveTaskRunner
@@ -35,6 +36,13 @@ from ferrymq.storage.server.long_poll import LongPolls
 
 PARTITION_OPS = frozenset(Op) - {Op.PING}
 """The operations that name a partition: every one but PING."""
+
+# Bound once: these run per request.
+check_send = shapes.check_send
+_read_send = shapes.SEND.read
+_read_receive = shapes.read_receive
+_send_answer = shapes.send_answer
+_received_answer = shapes.received_answer
 
 DEFERRED = object()
 """Returned by a handler whose reply is sent later (a long poll that found nothing yet)."""
@@ -89,34 +97,32 @@ class Handlers:
         }
 
     def send(self, conn: Connection, request_id: int, args: Any) -> list:
-        queue_id, messages, retention = args[0], args[1], args[2]
-        fifo = bool(args[3]) if len(args) > 3 else False
-        resend = args[4] if len(args) > 4 else False
+        queue_id, messages, retention, fifo, resend = _read_send(args)
+        fifo = bool(fifo)
         # A front end of before sends the time of its first attempt instead of true: a resend as well.
         if type(resend) not in (bool, int):
             raise TypeError("resend is a boolean")
         if check_send(queue_id, messages, retention, fifo):
             sent_ts = self.engine.send(queue_id, messages, retention, resend=resend is not False)
             self.long_polls.wake(queue_id)
-            return [[m[0], sent_ts] for m in messages]
-        incoming = [(*m[:7], *m[7:9], _origin(m[9])) if len(m) > 7 else (*m, None, None, None) for m in messages]
-        results = self.engine.store(queue_id, incoming, retention, fifo=fifo)
+            return _send_answer(messages, sent_ts)
+        results = self.engine.store(queue_id, shapes.stored_messages(messages), retention, fifo=fifo)
         self.long_polls.wake(queue_id)
-        return [[message_id, sent_ts, f"{seq:020d}", duplicate] for message_id, sent_ts, seq, duplicate in results]
+        return shapes.stored_answer(results)
 
     def receive(self, conn: Connection, request_id: int, args: Any) -> Any:
-        queue_id, max_messages, visibility, wait, retention = args[:5]
+        queue_id, max_messages, visibility, wait, retention, options_map, version = _read_receive(args)
         _check_str(queue_id)
-        options = self._receive_options(args[5]) if len(args) > 5 and args[5] else ReceiveOptions()
+        options = self._receive_options(options_map) if options_map else ReceiveOptions()
         n = min(max(int(max_messages), 1), MAX_MESSAGES_PER_RECEIVE)
         visibility = min(max(int(visibility), 0), MAX_VISIBILITY_TIMEOUT_SECONDS)
         retention = int(retention)
         wait = min(float(wait), float(MAX_WAIT_TIME_SECONDS))
         found = self._poll(queue_id, n, visibility, retention, options, short_poll=not wait > 0)
         if found or not wait > 0:
-            return found
+            return _received_answer(version, self.engine.is_fifo(queue_id), found)
         task = asyncio.get_running_loop().create_task(
-            self._long_poll(conn, request_id, queue_id, n, visibility, retention, wait, options)
+            self._long_poll(conn, request_id, queue_id, n, visibility, retention, wait, options, version)
         )
         conn.start(task)
         return DEFERRED
@@ -187,6 +193,7 @@ class Handlers:
         retention: int,
         wait: float,
         options: ReceiveOptions,
+        version: int,
     ) -> None:
         def poll() -> list:
             return self._poll(queue_id, n, visibility, retention, options, short_poll=False)
@@ -198,10 +205,10 @@ class Handlers:
         except Exception as exc:
             self._fail(conn, request_id, exc)
             return
-        self._reply(conn, request_id, found)
+        self._reply(conn, request_id, shapes.received_answer(version, self.engine.is_fifo(queue_id), found))
 
     def delete(self, conn: Connection, request_id: int, args: Any) -> list:
-        queue_id, handles = args
+        queue_id, handles = shapes.DELETE.read(args)
         _check_str(queue_id)
         if not isinstance(handles, list):
             raise TypeError("receipts must be a list")
@@ -211,40 +218,43 @@ class Handlers:
         return results
 
     def change_visibility(self, conn: Connection, request_id: int, args: Any) -> list:
-        queue_id, entries = args
+        queue_id, entries = shapes.CHANGE_VISIBILITY.read(args)
         _check_str(queue_id)
-        checked = [(handle, min(max(int(timeout), 0), MAX_VISIBILITY_TIMEOUT_SECONDS)) for handle, timeout in entries]
+        if not isinstance(entries, list):
+            raise TypeError("entries must be a list")
+        checked = [_visibility_entry(entry) for entry in entries]
         results = self.engine.change_visibility(queue_id, checked)
         if any(r is None for r in results):
             self.long_polls.wake(queue_id)
         return results
 
     def purge(self, conn: Connection, request_id: int, args: Any) -> None:
-        (queue_id,) = args
+        (queue_id,) = shapes.PURGE.read(args)
         _check_str(queue_id)
         self.engine.purge(queue_id)
 
     def drop_queue(self, conn: Connection, request_id: int, args: Any) -> None:
-        (queue_id,) = args
+        (queue_id,) = shapes.DROP_QUEUE.read(args)
         _check_str(queue_id)
         self.engine.drop_queue(queue_id)
 
     def stats(self, conn: Connection, request_id: int, args: Any) -> tuple[int, ...]:
         """``(visible, in_flight, delayed)``, and the oldest message's age in ms after them when asked."""
-        queue_id, retention = args[:2]
+        queue_id, retention, oldest_age = shapes.STATS.read(args)
         _check_str(queue_id)
         counts = self.engine.stats(queue_id, int(retention))
-        if len(args) > 2 and args[2]:
+        if oldest_age:
             return (*counts, self.engine.oldest_age_ms(queue_id, int(retention)))
         return counts
 
     def peek(self, conn: Connection, request_id: int, args: Any) -> list:
-        queue_id, max_messages, retention = args
+        queue_id, max_messages, retention, version = shapes.read_peek(args)
         _check_str(queue_id)
-        return self.engine.peek(queue_id, min(max(int(max_messages), 1), MAX_PEEK_MESSAGES), int(retention))
+        rows = self.engine.peek(queue_id, min(max(int(max_messages), 1), MAX_PEEK_MESSAGES), int(retention))
+        return shapes.received_answer(version, self.engine.is_fifo(queue_id), rows)
 
     def start_move_task(self, conn: Connection, request_id: int, args: Any) -> dict:
-        queue_id, task = args
+        queue_id, task = shapes.START_MOVE_TASK.read(args)
         _check_str(queue_id)
         _check_move_task(task)
         started = self.engine.start_move_task(queue_id, task)
@@ -253,12 +263,12 @@ class Handlers:
         return started
 
     def list_move_tasks(self, conn: Connection, request_id: int, args: Any) -> list[dict]:
-        (queue_id,) = args
+        (queue_id,) = shapes.LIST_MOVE_TASKS.read(args)
         _check_str(queue_id)
         return self.engine.list_move_tasks(queue_id)
 
     def cancel_move_task(self, conn: Connection, request_id: int, args: Any) -> dict:
-        queue_id, handle = args
+        queue_id, handle = shapes.CANCEL_MOVE_TASK.read(args)
         _check_str(queue_id)
         _check_str(handle)
         moved = self.engine.cancel_move_task(queue_id, handle)
@@ -271,54 +281,10 @@ def _check_str(value: Any) -> None:
         raise TypeError("queue id must be a string")
 
 
-def check_send(queue_id: Any, messages: Any, retention: Any, fifo: bool) -> bool:
-    """Whether these are plain messages of a standard queue (else: FIFO or handed-over ones)."""
-    _check_str(queue_id)
-    if not isinstance(messages, list) or not isinstance(retention, int):
-        raise TypeError("messages must be a list and retention an integer")
-    plain = not fifo
-    for m in messages:
-        if not (
-            isinstance(m, list)
-            and len(m) in (7, 10)
-            and isinstance(m[0], str)
-            # bytes: an encrypted message's envelope (ferrymq.sse), kept as it is.
-            and isinstance(m[1], str | bytes)
-            and isinstance(m[2], dict)
-            and isinstance(m[3], str)
-            and (m[4] is None or isinstance(m[4], str))
-            and isinstance(m[5], int)
-            and 0 <= m[5] <= MAX_DELAY_SECONDS
-            and isinstance(m[6], dict)
-        ):
-            raise ValueError("malformed message")
-        for value in m[2].values():
-            if not isinstance(value, dict):
-                raise ValueError("malformed message attribute")
-        level = m[6].get(SYSTEM_KEY)
-        # The engine indexes by it: anything but a level would break every replay of the log.
-        if level is not None and not (type(level) is int and 0 <= level < MAX_LEVELS):
-            raise ValueError("malformed message priority")
-        if len(m) == 10:
-            plain = False
-            if not (m[7] is None or isinstance(m[7], str)) or not (m[8] is None or isinstance(m[8], str)):
-                raise ValueError("malformed message group or deduplication id")
-            if m[9] is not None and not isinstance(m[9], dict):
-                raise ValueError("malformed message origin")
-        if fifo and (len(m) != 10 or not isinstance(m[7], str)):
-            raise ValueError("a FIFO message needs a group")
-    return plain
-
-
-def _origin(origin: dict | None) -> tuple[int | None, int, int] | None:
-    if origin is None:
-        return None
-    sent_ts = origin.get("sent_ts")
-    return (
-        int(sent_ts) if sent_ts is not None else None,
-        int(origin.get("receive_count") or 0),
-        int(origin.get("first_receive_ts") or 0),
-    )
+def _visibility_entry(entry: Any) -> tuple[str, int]:
+    if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
+        raise TypeError("a visibility change is a receipt and a timeout")
+    return entry[0], min(max(int(entry[1]), 0), MAX_VISIBILITY_TIMEOUT_SECONDS)
 
 
 def _check_move_task(task: Any) -> None:

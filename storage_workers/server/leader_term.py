@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferrymq.clock import Clock
 from ferrymq.errors import NotLeader, ServiceUnavailable
+from ferrymq.rpc import shapes
 from ferrymq.rpc.codec import pack, pack_error
 from ferrymq.rpc.framing import STATUS_ERROR, STATUS_OK, Op, encode_frame
 from ferrymq.storage.drops import PendingDropStore, PendingDropSweeper
@@ -137,7 +138,7 @@ class LeaderTerm:
         return DEFERRED
 
     def _snapshot(self, conn: Connection, request_id: int, args: Any) -> Any:
-        replica, epoch, chunk = args
+        replica, epoch, chunk = shapes.SNAPSHOT.read(args)
         if not isinstance(replica, str) or type(epoch) is not int or type(chunk) is not int or chunk < 0:
             raise TypeError("a snapshot request is a replica id, an epoch and a chunk number")
         self.stream.check_follower(replica, epoch)
@@ -150,7 +151,7 @@ class LeaderTerm:
             raise ValueError(f"no chunk {chunk} of a state copy for {replica}")
         if chunk == len(copy.chunks) - 1:
             del self._snapshots[replica]
-        answer = [copy.offset, copy.epoch, copy.history, len(copy.chunks), copy.chunks[chunk]]
+        answer = shapes.snapshot_answer(copy.offset, copy.epoch, copy.history, len(copy.chunks), copy.chunks[chunk])
         conn.write(encode_frame(request_id, STATUS_OK, pack(answer)))
         return DEFERRED
 

@@ -18,14 +18,8 @@ from typing import Any
 
 from ferrymq.errors import ServiceUnavailable
 from ferrymq.logs import REQUEST_ID
-from ferrymq.message_fields import FIFO_RECEIVED_MESSAGE_FIELDS, RECEIVED_MESSAGE_FIELDS
-from ferrymq.rpc.codec import (
-    DEPTH_FIELDS,
-    STATS_FIELDS,
-    pack,
-    unpack,
-    unpack_error,
-)
+from ferrymq.rpc import shapes
+from ferrymq.rpc.codec import pack, unpack, unpack_error
 from ferrymq.rpc.framing import (
     MAX_TRACE,
     STATUS_OK,
@@ -36,8 +30,6 @@ from ferrymq.rpc.framing import (
     encode_traced_frame,
 )
 from ferrymq.rpc.peer_auth import PeerAuth, PeerAuthFailed
-
-_STANDARD_ROW = len(RECEIVED_MESSAGE_FIELDS)
 
 _READ_CHUNK = 256 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -280,43 +272,15 @@ class WorkerClient:
         """Store messages; each result is ``{"id", "sent_ts"}``, plus ``"seq"`` (FIFO) and ``"duplicate"`` (FIFO or
         handed-over messages).
 
-        FIFO messages carry ``"group"`` and ``"dedup_id"``.  A message may carry ``"origin"`` (see the codec) when
-        it is handed over from another queue.  FIFO and handed-over messages are stored idempotently by id: a
-        resend within five minutes stores nothing and gets the original's result, with ``"duplicate": True``.
-        Plain messages of a standard queue are checked only when ``resend`` says this repeats a send whose
-        outcome is unknown: those the worker stored within the resend horizon, by id, are not stored again.
+        FIFO messages carry ``"group"`` and ``"dedup_id"``.  A message may carry ``"origin"`` (a map with
+        ``shapes.ORIGIN_FIELDS``) when it is handed over from another queue.  FIFO and handed-over messages are
+        stored idempotently by id: a resend within five minutes stores nothing and gets the original's result,
+        with ``"duplicate": True``.  Plain messages of a standard queue are checked only when ``resend`` says
+        this repeats a send whose outcome is unknown: those the worker stored within the resend horizon, by id,
+        are not stored again.
         """
-        wire = []
-        extended = fifo
-        for m in messages:
-            row = [
-                m["id"],
-                m["body"],
-                m.get("attrs") or {},
-                m["md5_body"],
-                m.get("md5_attrs"),
-                m.get("delay", 0),
-                m.get("system") or {},
-            ]
-            if fifo or m.get("origin") is not None:
-                row += [m.get("group"), m.get("dedup_id"), m.get("origin")]
-                extended = True
-            wire.append(row)
-        args: list[Any] = [partition, queue_id, wire, retention_seconds]
-        if extended or resend:
-            args.append(fifo)
-        if resend and not extended:
-            args.append(True)
-        rows = await self._call(Op.SEND, args)
-        out: list[dict] = []
-        for row in rows:
-            result = {"id": row[0], "sent_ts": row[1]}
-            if len(row) > 2:
-                if fifo:
-                    result["seq"] = row[2]
-                result["duplicate"] = row[3]
-            out.append(result)
-        return out
+        args, stored = shapes.send_request(partition, queue_id, messages, retention_seconds, fifo, resend)
+        return shapes.read_send_answer(await self._call(Op.SEND, args), stored, fifo)
 
     async def receive(
         self,
@@ -341,7 +305,6 @@ class WorkerClient:
         :class:`~ferrymq.errors.OverLimit` and a long poll returns nothing.  ``priority_levels``: the queue's
         ``FerryMQPriorityLevels`` (``ferrymq.priorities``), which the worker serves levels by.
         """
-        args: list[Any] = [partition, queue_id, max_messages, visibility_timeout, wait_seconds, retention_seconds]
         options: dict[str, Any] = {}
         if fifo:
             options["fifo"] = True
@@ -353,49 +316,41 @@ class WorkerClient:
             options["max_in_flight"] = max_in_flight
         if priority_levels > 1:
             options["priority_levels"] = priority_levels
-        if options:
-            args.append(options)
-        rows = await self._call(Op.RECEIVE, args, wait=wait_seconds)
-        return [
-            dict(zip(FIFO_RECEIVED_MESSAGE_FIELDS if len(row) > _STANDARD_ROW else RECEIVED_MESSAGE_FIELDS, row,
-                     strict=True))
-            for row in rows
-        ]
+        args = shapes.receive_request(
+            partition, queue_id, max_messages, visibility_timeout, wait_seconds, retention_seconds, options or None
+        )
+        return shapes.read_received(await self._call(Op.RECEIVE, args, wait=wait_seconds))
 
     async def delete(self, partition: int, queue_id: str, receipts: list[str]) -> list[tuple[str, str] | None]:
-        rows = await self._call(Op.DELETE, [partition, queue_id, receipts])
-        return [None if row is None else (row[0], row[1]) for row in rows]
+        rows = await self._call(Op.DELETE, shapes.DELETE.request(partition, queue_id, receipts))
+        return [None if row is None else shapes.read_item_result(row) for row in rows]
 
     async def change_visibility(
         self, partition: int, queue_id: str, entries: list[tuple[str, int]]
     ) -> list[tuple[str, str] | None]:
-        rows = await self._call(Op.CHANGE_VISIBILITY, [partition, queue_id, entries])
-        return [None if row is None else (row[0], row[1]) for row in rows]
+        rows = await self._call(Op.CHANGE_VISIBILITY, shapes.CHANGE_VISIBILITY.request(partition, queue_id, entries))
+        return [None if row is None else shapes.read_item_result(row) for row in rows]
 
     async def purge(self, partition: int, queue_id: str) -> None:
-        await self._call(Op.PURGE, [partition, queue_id])
+        await self._call(Op.PURGE, shapes.PURGE.request(partition, queue_id))
 
     async def drop_queue(self, partition: int, queue_id: str) -> None:
-        await self._call(Op.DROP_QUEUE, [partition, queue_id])
+        await self._call(Op.DROP_QUEUE, shapes.DROP_QUEUE.request(partition, queue_id))
 
     async def stats(self, partition: int, queue_id: str, *, retention_seconds: int) -> dict:
-        row = await self._call(Op.STATS, [partition, queue_id, retention_seconds])
-        return dict(zip(STATS_FIELDS, row, strict=True))
+        row = await self._call(Op.STATS, shapes.STATS.request(partition, queue_id, retention_seconds, False))
+        return dict(zip(shapes.STATS_ANSWER.fields, row, strict=True))
 
     async def depth(self, partition: int, queue_id: str, *, retention_seconds: int) -> dict:
         """:meth:`stats` and ``oldest_age_ms``, how long ago the oldest message held was sent (0: none)."""
-        row = await self._call(Op.STATS, [partition, queue_id, retention_seconds, True])
-        return dict(zip(DEPTH_FIELDS, row, strict=True))
+        row = await self._call(Op.STATS, shapes.STATS.request(partition, queue_id, retention_seconds, True))
+        return dict(zip(shapes.DEPTH_ANSWER.fields, row, strict=True))
 
     async def peek(self, partition: int, queue_id: str, *, max_messages: int, retention_seconds: int) -> list[dict]:
         """Up to ``max_messages`` visible messages, oldest first, as :meth:`receive` returns them but with
         ``"receipt"`` None: the worker changes nothing (nothing is received, no record is written)."""
-        rows = await self._call(Op.PEEK, [partition, queue_id, max_messages, retention_seconds])
-        return [
-            dict(zip(FIFO_RECEIVED_MESSAGE_FIELDS if len(row) > _STANDARD_ROW else RECEIVED_MESSAGE_FIELDS, row,
-                     strict=True))
-            for row in rows
-        ]
+        args = shapes.peek_request(partition, queue_id, max_messages, retention_seconds)
+        return shapes.read_received(await self._call(Op.PEEK, args))
 
     async def start_move_task(self, partition: int, queue_id: str, task: dict) -> dict:
         """Start moving the messages of the dead-letter queue ``queue_id`` (this worker leads it).
@@ -405,15 +360,15 @@ class WorkerClient:
         sends each message back to the queue its ``DeadLetterQueueSourceArn`` names.  Returns the task as
         :meth:`list_move_tasks` shows it.  Raises InvalidParameterValue while another task of the queue runs.
         """
-        return await self._call(Op.START_MOVE_TASK, [partition, queue_id, task])
+        return await self._call(Op.START_MOVE_TASK, shapes.START_MOVE_TASK.request(partition, queue_id, task))
 
     async def list_move_tasks(self, partition: int, queue_id: str) -> list[dict]:
-        """The queue's last ten tasks, most recent first, each with the keys of ``codec.MOVE_TASK_FIELDS``."""
-        return await self._call(Op.LIST_MOVE_TASKS, [partition, queue_id])
+        """The queue's last ten tasks, most recent first, each with the keys of ``shapes.MOVE_TASK_FIELDS``."""
+        return await self._call(Op.LIST_MOVE_TASKS, shapes.LIST_MOVE_TASKS.request(partition, queue_id))
 
     async def cancel_move_task(self, partition: int, queue_id: str, task_handle: str) -> dict:
         """Ask a RUNNING task to stop; returns ``{"moved": int}``.  Raises ResourceNotFound for any other task."""
-        return await self._call(Op.CANCEL_MOVE_TASK, [partition, queue_id, task_handle])
+        return await self._call(Op.CANCEL_MOVE_TASK, shapes.CANCEL_MOVE_TASK.request(partition, queue_id, task_handle))
 
     # --- replication ---------------------------------------------------------------------------------
 
@@ -439,17 +394,17 @@ class WorkerClient:
         """
         rows = await self._call(
             Op.FETCH,
-            [partition, replica, epoch, from_offset, durable_offset, max_bytes, wait_ms],
+            shapes.FETCH.request(partition, replica, epoch, from_offset, durable_offset, max_bytes, wait_ms),
             wait=wait_ms / 1000,
         )
-        return [(row[0], row[1], row[2]) for row in rows]
+        return shapes.read_frames(rows)
 
     async def offset_for_epoch(self, partition: int, epoch: int, asked: int) -> tuple[int, int] | None:
         """A rejoining follower's question to the partition's leader in ``epoch``: ``(epoch, end offset)`` of
         the latest epoch of the leader's log not above ``asked``, None when the leader's log starts above
         it (only a snapshot can bring the follower along)."""
-        answer = await self._call(Op.OFFSET_FOR_EPOCH, [partition, epoch, asked])
-        return None if answer is None else (answer[0], answer[1])
+        answer = await self._call(Op.OFFSET_FOR_EPOCH, shapes.OFFSET_FOR_EPOCH.request(partition, epoch, asked))
+        return shapes.read_epoch_end(answer)
 
     async def snapshot(
         self, partition: int, replica: str, epoch: int, chunk: int
@@ -458,6 +413,5 @@ class WorkerClient:
         ``(offset, epoch, history, chunks, payloads)``, the state being as of ``offset`` (appended in
         ``epoch``, the epoch history up to it ``history``), in ``chunks`` chunks of encoded records.  Chunk 0
         makes the leader take a new copy of its state; later chunks come from that copy."""
-        answer = await self._call(Op.SNAPSHOT, [partition, replica, epoch, chunk])
-        offset, last_epoch, history, chunks, payloads = answer
-        return offset, last_epoch, [(e, f) for e, f in history], chunks, list(payloads)
+        answer = await self._call(Op.SNAPSHOT, shapes.SNAPSHOT.request(partition, replica, epoch, chunk))
+        return shapes.read_snapshot_answer(answer)

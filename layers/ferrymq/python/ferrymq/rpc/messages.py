@@ -1,5 +1,5 @@
 """The message maps ``WorkerClient.send`` takes, built in one place for the front end and for workers handing
-messages over to each other; their fields are the codec's SENT_MESSAGE_FIELDS and HANDOVER_FIELDS."""
+messages over to each other; their keys are the fields of :data:`ferrymq.rpc.shapes.SENT_MESSAGE`."""
 
 from __future__ import annotations
 
