@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import deque
 
 Frame = tuple[int, int, bytes]
-"""``(epoch, offset, payload)``: one record as the leader's log stores it."""
+"""``(epoch, offset, payload)``: one record as the leader's log stores it, sent as it is as a FETCH answer's
+RECORD_FRAME (:mod:`ferrymq.rpc.shapes`)."""
 
 
 class TailBuffer:

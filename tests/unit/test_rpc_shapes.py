@@ -11,6 +11,7 @@ from ferrymq.message_fields import FIFO_RECEIVED_MESSAGE_FIELDS, RECEIVED_MESSAG
 from ferrymq.rpc import shapes
 from ferrymq.rpc.codec import pack, unpack
 from ferrymq.rpc.framing import Op
+from ferrymq.storage.replication.tail import TailBuffer
 
 RET = 345600
 STANDARD_ROW = ["id-1", "receipt", "body", {}, "md5", None, {"SenderId": "AIDA"}, 1_000, 0, 1]
@@ -220,3 +221,16 @@ def test_a_version_2_answer_of_another_shape_is_refused() -> None:
         shapes.read_received([True, [FIFO_ROW], "extra"])
     with pytest.raises(TypeError):
         shapes.read_received([True, 5])
+
+
+def test_the_tail_buffers_frames_go_out_as_record_frames() -> None:
+    # given frames the leader appended, answered to a FETCH as the tail holds them
+    tail = TailBuffer(1024)
+    tail.add(3, 10, b"first")
+    tail.add(3, 11, b"second")
+    answer = unpack(pack(tail.read(10, 1024)))
+    # then the follower reads each field where RECORD_FRAME declares it
+    assert [dict(zip(shapes.RECORD_FRAME.fields, row, strict=True)) for row in answer] == [
+        {"epoch": 3, "offset": 10, "payload": b"first"}, {"epoch": 3, "offset": 11, "payload": b"second"}
+    ]
+    assert shapes.read_frames(answer) == [(3, 10, b"first"), (3, 11, b"second")]
