@@ -33,7 +33,7 @@ from ferrymq.storage.engine.answers import (
     invalid_handle,
 )
 from ferrymq.storage.engine.fifo import FifoQueue
-from ferrymq.storage.engine.messages import IN_FLIGHT, READY, Message, QueueState
+from ferrymq.storage.engine.messages import IN_FLIGHT, READY, Message, QueueState, timer_due
 from ferrymq.storage.engine.move_task_requests import MoveTaskRequests
 from ferrymq.storage.engine.peek import peek_rows
 from ferrymq.storage.engine.priorities import PriorityPicker
@@ -484,7 +484,7 @@ class Engine(MoveTaskRequests):
         over = max_in_flight is not None and q.counts[IN_FLIGHT] >= max_in_flight
         if not over and q.has_visible():
             return now / 1000.0
-        return q.timers[0][0] / 1000.0 if q.timers else None
+        return timer_due(q.timers[0]) / 1000.0 if q.timers else None
 
     def _before_store(self, queue_id: str, now: int, retention_seconds: int) -> QueueState | None:
         """Refuse a queue id dropped a moment ago, and expire what its retention ended; returns the queue."""

@@ -12,8 +12,8 @@ messages of one group, in order, and messages of several groups.
 Indexes, on top of those of :class:`~.messages.QueueState` (``timers`` and ``order``; ``fresh`` and
 ``returned`` stay empty here):
 
-- ``groups``: group name -> :class:`Group`, the sequence numbers of its live messages in send order and
-  how many of them are in flight (move tasks wait for those);
+- ``groups``: group name -> :class:`Group`, the sequence numbers of its live messages in send order (a
+  :class:`~.rings.Ring`) and how many of them are in flight (move tasks wait for those);
 - ``ready``: heap of ``(visible_at, received before, seq, group name)`` of each ready group's first message,
   checked when popped (the group may have changed since);
 - ``dirty``: groups that changed since ``ready`` was last brought up to date; whatever may make a group
@@ -21,19 +21,31 @@ Indexes, on top of those of :class:`~.messages.QueueState` (``timers`` and ``ord
   the dirty groups that are ready.
 
 ``attempts`` remembers the receives made with a ReceiveRequestAttemptId, while they can be replayed:
-each message returned by one carries that attempt id in ``Message.attempt``, and anything that touches
-the message (delete, visibility change, another receive, removal) forgets the whole attempt.
+each message returned by one is in ``attempt_of`` (sequence number -> attempt id, read as ``Row.attempt``), and
+anything that touches the message (delete, visibility change, another receive, removal) forgets the whole
+attempt.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Iterator
 from heapq import heapify, heappop, heappush
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from ferrymq.limits import RECEIVE_ATTEMPT_WINDOW_MS
-from ferrymq.storage.engine.messages import IN_FLIGHT, READY, REINDEX_SLACK, Message, QueueState
+from ferrymq.storage.engine.messages import (
+    IN_FLIGHT,
+    READY,
+    REINDEX_SLACK,
+    SEQ_MASK,
+    TOKEN_BITS,
+    TOKEN_MASK,
+    QueueState,
+    timer,
+)
+from ferrymq.storage.engine.rings import Ring
+from ferrymq.storage.engine.table import MessageTable
+from ferrymq.storage.engine.views import Row
 
 ATTEMPT_WINDOW_MS = RECEIVE_ATTEMPT_WINDOW_MS
 
@@ -48,7 +60,7 @@ class Group:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.seqs: deque[int] = deque()
+        self.seqs = Ring()
         self.live = 0
         self.inflight = 0
 
@@ -58,14 +70,15 @@ class FifoQueue(QueueState):
 
     fifo: ClassVar[bool] = True
 
-    __slots__ = ("attempts", "dirty", "groups", "ready")
+    __slots__ = ("attempt_of", "attempts", "dirty", "groups", "ready")
 
-    def __init__(self, queue_id: str) -> None:
-        super().__init__(queue_id)
+    def __init__(self, queue_id: str, table: MessageTable, number: int) -> None:
+        super().__init__(queue_id, table, number)
         self.groups: dict[str, Group] = {}
         self.ready: list[tuple[int, bool, int, str]] = []
         self.dirty: set[str] = set()
         self.attempts: dict[str, Attempt] = {}
+        self.attempt_of: dict[int, str] = {}
 
     def clear(self) -> None:
         super().clear()
@@ -76,38 +89,64 @@ class FifoQueue(QueueState):
         self.ready = []
         self.dirty = set()
         self.attempts = {}
+        self.attempt_of = {}
 
     # --- message state changes ---------------------------------------------------------------------
 
-    def add(self, m: Message, state: int) -> None:
-        self._admit(m, state)
+    def add(
+        self,
+        seq: int,
+        state: int,
+        message_id: Any,
+        body: Any,
+        attrs: Any,
+        md5_body: Any,
+        md5_attrs: Any,
+        system: Any,
+        sent_ts: int,
+        visible_at: int,
+        receive_count: int,
+        first_receive_ts: int,
+        group: str | None = None,
+        dedup_id: Any = None,
+        attempt: str | None = None,
+    ) -> None:
+        self._admit(seq, state, message_id, body, attrs, md5_body, md5_attrs, system, sent_ts, visible_at,
+                    receive_count, first_receive_ts, group, dedup_id, 0)
         if state != READY:
-            heappush(self.timers, (m.visible_at, m.seq, 1))
-        name = m.group or ""
+            heappush(self.timers, timer(visible_at, seq, 1))
+        if attempt is not None:
+            self.attempt_of[seq] = attempt
+        name = group or ""
         g = self.groups.get(name)
         if g is None:
             g = self.groups[name] = Group(name)
-        g.seqs.append(m.seq)
+        g.seqs.append(seq)
         g.live += 1
         if state == IN_FLIGHT:
             g.inflight += 1
         self.dirty.add(name)
 
     def remove(self, seqs: Iterable[int]) -> int:
-        msgs, counts, groups = self.msgs, self.counts, self.groups
+        table, counts, groups, slot_of = self.table, self.counts, self.groups, self.msgs.slot
+        states, sizes = table.state, table.size
         freed = 0
         for seq in seqs:
-            m = msgs.pop(seq, None)
-            if m is None:
+            slot = slot_of(seq)
+            if slot < 0:
                 continue
-            counts[m.state] -= 1
-            freed += m.size
-            if m.attempt is not None:
-                self.forget_attempt(m.attempt)
-            name = m.group or ""
+            state = states[slot]
+            counts[state] -= 1
+            freed += sizes[slot]
+            attempt = self.attempt_of.get(seq)
+            if attempt is not None:
+                self.forget_attempt(attempt)
+                self.attempt_of.pop(seq, None)
+            name = table.group_of(slot) or ""
+            table.free(seq, slot)
             g = groups[name]
             g.live -= 1
-            if m.state == IN_FLIGHT:
+            if state == IN_FLIGHT:
                 g.inflight -= 1
             if g.live == 0:
                 del groups[name]
@@ -115,35 +154,39 @@ class FifoQueue(QueueState):
             else:
                 self.dirty.add(name)
         self.live_bytes -= freed
+        table.tidy()
         return freed
 
-    def hold(self, m: Message, until: int, state: int) -> None:
-        was = m.state
-        super().hold(m, until, state)
+    def hold_slot(self, seq: int, slot: int, until: int, state: int) -> None:
+        was = self.table.state[slot]
+        super().hold_slot(seq, slot, until, state)
         if was != IN_FLIGHT and state == IN_FLIGHT:
-            self.groups[m.group or ""].inflight += 1
+            self.groups[self.table.group_of(slot) or ""].inflight += 1
         elif was == IN_FLIGHT and state != IN_FLIGHT:
-            g = self.groups[m.group or ""]
+            g = self.groups[self.table.group_of(slot) or ""]
             g.inflight -= 1
             self.dirty.add(g.name)
 
     def release_due(self, now: int) -> None:
         timers = self.timers
-        if not timers or timers[0][0] > now:
+        if not timers or timers[0] >> 64 > now:
             return
-        msgs, counts, groups, dirty = self.msgs, self.counts, self.groups, self.dirty
-        while timers and timers[0][0] <= now:
-            _, seq, token = heappop(timers)
-            m = msgs.get(seq)
-            if m is None or m.token != token:
+        table, counts, groups, dirty, slot_of = self.table, self.counts, self.groups, self.dirty, self.msgs.slot
+        states, tokens = table.state, table.token
+        while timers and timers[0] >> 64 <= now:
+            t = heappop(timers)
+            seq, token = (t >> TOKEN_BITS) & SEQ_MASK, t & TOKEN_MASK
+            slot = slot_of(seq)
+            if slot < 0 or tokens[slot] != token:
                 continue
-            name = m.group or ""
-            if m.state == IN_FLIGHT:
+            name = table.group_of(slot) or ""
+            state = states[slot]
+            if state == IN_FLIGHT:
                 groups[name].inflight -= 1
-            counts[m.state] -= 1
+            counts[state] -= 1
             counts[READY] += 1
-            m.state = READY
-            m.token = token + 1
+            states[slot] = READY
+            tokens[slot] = (token + 1) & TOKEN_MASK
             dirty.add(name)
 
     # --- finding what to deliver -----------------------------------------------------------------------
@@ -154,39 +197,40 @@ class FifoQueue(QueueState):
         while seqs and seqs[0] not in msgs:
             seqs.popleft()
         if len(seqs) > 2 * g.live + 16:
-            g.seqs = seqs = deque(s for s in seqs if s in msgs)
+            g.seqs = seqs = Ring([s for s in seqs if s in msgs])
         return seqs[0] if seqs else None
 
-    def in_order(self, g: Group) -> Iterator[Message]:
+    def in_order(self, g: Group) -> Iterator[Row]:
         """The group's live messages in send order (change nothing in the queue while iterating)."""
-        msgs = self.msgs
+        slot_of = self.msgs.slot
         for seq in g.seqs:
-            m = msgs.get(seq)
-            if m is not None:
-                yield m
+            slot = slot_of(seq)
+            if slot >= 0:
+                yield Row(self, seq, slot)
 
     def refresh(self) -> None:
         """Push the dirty groups that are ready onto ``ready``."""
         if not self.dirty:
             return
-        groups, msgs, ready = self.groups, self.msgs, self.ready
+        groups, ready, table, slot_of = self.groups, self.ready, self.table, self.msgs.slot
         for name in self.dirty:
             g = groups.get(name)
             if g is None:
                 continue
             first = self.head(g)
             if first is not None:
-                m = msgs[first]
-                if m.state == READY:
-                    heappush(ready, (m.visible_at, m.receive_count > 0, first, name))
+                slot = slot_of(first)
+                if table.state[slot] == READY:
+                    heappush(ready, (table.visible[slot], table.receives[slot] > 0, first, name))
         self.dirty.clear()
 
     def _valid(self, visible_at: int, received: bool, first: int, name: str) -> Group | None:
         g = self.groups.get(name)
         if g is None or self.head(g) != first:
             return None
-        m = self.msgs[first]
-        if m.state != READY or m.visible_at != visible_at or (m.receive_count > 0) != received:
+        table = self.table
+        slot = self.msgs.slot(first)
+        if table.state[slot] != READY or table.visible[slot] != visible_at or (table.receives[slot] > 0) != received:
             return None
         return g
 
@@ -214,11 +258,14 @@ class FifoQueue(QueueState):
     def tidy(self) -> None:
         live = len(self.msgs)
         if len(self.timers) > 2 * live + REINDEX_SLACK:
-            timers: list[tuple[int, int, int]] = []
-            for seq, m in self.msgs.items():
-                if m.state != READY:
-                    m.token = token = m.token + 1
-                    timers.append((m.visible_at, seq, token))
+            timers: list[int] = []
+            table, slot_of = self.table, self.msgs.slot
+            states, tokens, visible = table.state, table.token, table.visible
+            for seq in self.order:
+                slot = slot_of(seq)
+                if slot >= 0 and states[slot] != READY:
+                    tokens[slot] = token = (tokens[slot] + 1) & TOKEN_MASK
+                    timers.append(timer(visible[slot], seq, token))
             heapify(timers)
             self.timers = timers
         if len(self.ready) > 2 * len(self.groups) + REINDEX_SLACK:
@@ -232,22 +279,23 @@ class FifoQueue(QueueState):
         attempt = self.attempts.pop(attempt_id, None)
         if attempt is None:
             return
-        msgs = self.msgs
+        attempt_of = self.attempt_of
         for seq in attempt.seqs:
-            m = msgs.get(seq)
-            if m is not None and m.attempt == attempt_id:
-                m.attempt = None
+            if attempt_of.get(seq) == attempt_id:
+                del attempt_of[seq]
 
-    def note_received(self, ts: int, messages: list[Message], attempt_id: str | None) -> None:
+    def note_received(self, ts: int, seqs: list[int], attempt_id: str | None) -> None:
         """After a receive: messages leave the attempts they belonged to and join ``attempt_id``'s."""
-        for m in messages:
-            if m.attempt is not None and m.attempt != attempt_id:
-                self.forget_attempt(m.attempt)
+        attempt_of = self.attempt_of
+        for seq in seqs:
+            held = attempt_of.get(seq)
+            if held is not None and held != attempt_id:
+                self.forget_attempt(held)
         if attempt_id is not None:
             self.forget_attempt(attempt_id)
-            self.attempts[attempt_id] = Attempt(ts, [m.seq for m in messages])
-            for m in messages:
-                m.attempt = attempt_id
+            self.attempts[attempt_id] = Attempt(ts, list(seqs))
+            for seq in seqs:
+                attempt_of[seq] = attempt_id
         self.sweep_attempts(ts)
 
     def sweep_attempts(self, ts: int) -> None:
@@ -263,15 +311,16 @@ class FifoQueue(QueueState):
     def is_idle(self) -> bool:
         return not self.attempts and super().is_idle()
 
-    def replayable(self, attempt_id: str, now: int) -> list[Message] | None:
+    def replayable(self, attempt_id: str, now: int) -> list[Row] | None:
         """The messages a receive with ``attempt_id`` returned, if it may be replayed now."""
         attempt = self.attempts.get(attempt_id)
         if attempt is None or attempt.ts <= now - ATTEMPT_WINDOW_MS:
             return None
-        out: list[Message] = []
+        out: list[Row] = []
+        slot_of, attempt_of = self.msgs.slot, self.attempt_of
         for seq in attempt.seqs:
-            m = self.msgs.get(seq)
-            if m is None or m.attempt != attempt_id:
+            slot = slot_of(seq)
+            if slot < 0 or attempt_of.get(seq) != attempt_id:
                 return None
-            out.append(m)
+            out.append(Row(self, seq, slot))
         return out

@@ -1,13 +1,20 @@
-"""Messages and the per-queue indexes that find the visible ones (standard queues; FIFO queues extend them).
+"""A standard queue's messages and the per-queue indexes that find the visible ones (FIFO queues extend them).
 
-What a message is at time ``t`` follows from its fields: visible when ``visible_at <= t``, otherwise in flight
-when it has been received and delayed when not; expired (never returned, dropped) once
-``sent_ts + retention <= t``.  The per-queue indexes only make finding visible messages cheap:
+The messages themselves are rows of the partition's :class:`~.table.MessageTable`; a queue holds its number
+there (``number``, each row's ``owner``), and ``msgs`` (a :class:`~.views.Messages`) reads them by sequence
+number as :class:`~.views.Row` views.  What a message is at time ``t`` follows from its fields: visible when
+``visible_at <= t``, otherwise in flight when it has been received and delayed when not; expired (never
+returned, dropped) once ``sent_ts + retention <= t``.  The per-queue indexes only make finding visible messages
+cheap, and hold plain ints, not tuples:
 
-- ``fresh``: deque of ``(seq, token)``, messages visible since they were sent, in send order;
-- ``returned``: heap of ``(seq, token)``, messages that became visible later (delay or visibility ran out);
-- ``timers``: heap of ``(visible_at, seq, token)``, delayed and in-flight messages;
-- ``order``: deque of every ``seq`` in send order, swept from the front when retention runs out.
+- ``fresh``: a :class:`~.rings.Ring` of entries ``seq << 24 | token``, messages visible since they were sent,
+  in send order;
+- ``returned``: heap of such entries, messages that became visible later (delay or visibility ran out);
+- ``timers``: heap of ``visible_at << 64 | seq << 24 | token``, delayed and in-flight messages;
+- ``order``: a ring of every ``seq`` in send order, swept from the front when retention runs out.
+
+(A token is kept modulo 2**24 and a sequence number below 2**40: at ten thousand messages a second, a partition
+uses 2**40 in three thousand years.)
 
 Those hold messages of priority level 0 (``docs/design/priorities.md``), which is every message of a queue that
 never used priorities, so such a queue costs what it did before priorities existed.  Visible messages of a
@@ -33,13 +40,15 @@ never goes back), so replaying the log remembers exactly what the leader remembe
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ferrymq.limits import RESEND_HORIZON_MS, RESEND_WINDOW_MS
 from ferrymq.priorities import MAX_LEVELS, SYSTEM_KEY
+from ferrymq.storage.engine.rings import Ring
+from ferrymq.storage.engine.table import MessageTable
+from ferrymq.storage.engine.views import Messages, Row
 
 if TYPE_CHECKING:
     from ferrymq.storage.engine.tasks import MoveTask
@@ -50,87 +59,29 @@ IN_FLIGHT = 2
 
 REINDEX_SLACK = 1024
 
+TOKEN_BITS = 24
+TOKEN_MASK = (1 << TOKEN_BITS) - 1
+SEQ_MASK = (1 << 40) - 1
 
-class Message:
-    __slots__ = (
-        "attempt",
-        "attrs",
-        "body",
-        "dedup_id",
-        "first_receive_ts",
-        "group",
-        "id",
-        "level",
-        "md5_attrs",
-        "md5_body",
-        "receive_count",
-        "sent_ts",
-        "seq",
-        "size",
-        "state",
-        "system",
-        "token",
-        "visible_at",
-    )
-
-    def __init__(
-        self,
-        seq: int,
-        message_id: str,
-        body: str,
-        attrs: dict,
-        md5_body: str,
-        md5_attrs: str | None,
-        system: dict,
-        sent_ts: int,
-        visible_at: int,
-        receive_count: int,
-        first_receive_ts: int,
-        group: str | None = None,
-        dedup_id: str | None = None,
-        attempt: str | None = None,
-    ) -> None:
-        self.seq = seq
-        self.id = message_id
-        self.body = body
-        self.attrs = attrs
-        self.md5_body = md5_body
-        self.md5_attrs = md5_attrs
-        self.system = system
-        self.sent_ts = sent_ts
-        self.visible_at = visible_at
-        self.receive_count = receive_count
-        self.first_receive_ts = first_receive_ts
-        self.group = group
-        self.dedup_id = dedup_id
-        # The ReceiveRequestAttemptId of the receive that holds this message, while that receive may be replayed.
-        self.attempt = attempt
-        self.size = _approx_size(body, attrs)
-        self.level: int = system.get(SYSTEM_KEY, 0)
-        self.state = READY
-        self.token = 0
-
-    def as_restored(self) -> tuple:
-        """The fields a RESTORED record carries (FIFO messages add group, dedup id and attempt)."""
-        fields = (
-            self.seq,
-            self.id,
-            self.body,
-            self.attrs,
-            self.md5_body,
-            self.md5_attrs,
-            self.system,
-            self.sent_ts,
-            self.visible_at,
-            self.receive_count,
-            self.first_receive_ts,
-        )
-        if self.group is None:
-            return fields
-        return (*fields, self.group, self.dedup_id, self.attempt)
+Message = Row
+"""A message as the request side sees it: a view of its row."""
 
 
-def _approx_size(body: str, attrs: dict) -> int:
+def entry(seq: int, token: int) -> int:
+    """A ``fresh``/``returned`` entry: ordered by sequence number."""
+    return seq << TOKEN_BITS | token
+
+
+def timer(visible_at: int, seq: int, token: int) -> int:
+    """A ``timers`` entry: ordered by when the message becomes visible, then by sequence number."""
+    return visible_at << 64 | seq << TOKEN_BITS | token
+
+
+def timer_due(t: int) -> int:
+    return t >> 64
+
+
+def approx_size(body: Any, attrs: Any) -> int:
     size = 96 + len(body)
     if attrs:
         for name, value in attrs.items():
@@ -144,8 +95,8 @@ class Tier:
     __slots__ = ("fresh", "returned")
 
     def __init__(self) -> None:
-        self.fresh: deque[tuple[int, int]] = deque()
-        self.returned: list[tuple[int, int]] = []
+        self.fresh = Ring()
+        self.returned: list[int] = []
 
     def __len__(self) -> int:
         return len(self.fresh) + len(self.returned)
@@ -155,6 +106,8 @@ class QueueState:
     """The messages of one standard queue and their indexes."""
 
     fifo: ClassVar[bool] = False
+    attempt_of: dict[int, str] | None = None
+    """FIFO queues: sequence number -> the receive attempt holding the message (:mod:`.fifo`)."""
 
     __slots__ = (
         "counts",
@@ -164,23 +117,28 @@ class QueueState:
         "last_sent_ts",
         "live_bytes",
         "msgs",
+        "number",
         "order",
         "queue_id",
         "recent",
         "retention_seconds",
         "returned",
+        "table",
         "tasks",
         "tiers",
         "timers",
     )
 
-    def __init__(self, queue_id: str) -> None:
+    def __init__(self, queue_id: str, table: MessageTable, number: int) -> None:
         self.queue_id = queue_id
-        self.msgs: dict[int, Message] = {}
-        self.fresh: deque[tuple[int, int]] = deque()
-        self.returned: list[tuple[int, int]] = []
-        self.timers: list[tuple[int, int, int]] = []
-        self.order: deque[int] = deque()
+        self.table = table
+        self.number = number
+        """This queue's number in ``table`` (rows' ``owner``); never reused within the partition."""
+        self.msgs = Messages(self)
+        self.fresh = Ring()
+        self.returned: list[int] = []
+        self.timers: list[int] = []
+        self.order = Ring()
         self.counts = [0, 0, 0]  # by state: READY, DELAYED, IN_FLIGHT
         self.live_bytes = 0
         self.tiers: list[Tier | None] | None = None
@@ -199,25 +157,51 @@ class QueueState:
         expire messages of a queue nobody asks for; None until a request names one."""
 
     def clear(self) -> None:
-        self.msgs = {}
-        self.fresh = deque()
+        """Forget every message (their rows go back to the table)."""
+        table, slot_of = self.table, self.msgs.slot
+        for seq in list(self.order):
+            slot = slot_of(seq)
+            if slot >= 0:
+                table.free(seq, slot)
+        table.tidy()
+        self.fresh = Ring()
         self.returned = []
         self.timers = []
-        self.order = deque()
+        self.order = Ring()
         self.counts = [0, 0, 0]
         self.live_bytes = 0
         self.tiers = None
         self.credits = None
 
-    def add(self, m: Message, state: int) -> None:
-        self._admit(m, state)
+    def add(
+        self,
+        seq: int,
+        state: int,
+        message_id: Any,
+        body: Any,
+        attrs: Any,
+        md5_body: Any,
+        md5_attrs: Any,
+        system: Any,
+        sent_ts: int,
+        visible_at: int,
+        receive_count: int,
+        first_receive_ts: int,
+        group: str | None = None,
+        dedup_id: Any = None,
+        attempt: str | None = None,
+    ) -> None:
+        """A new message, in ``state``; ``group``, ``dedup_id`` and ``attempt`` are for FIFO queues."""
+        level = system.get(SYSTEM_KEY, 0) if isinstance(system, dict) else 0
+        self._admit(seq, state, message_id, body, attrs, md5_body, md5_attrs, system, sent_ts, visible_at,
+                    receive_count, first_receive_ts, None, None, level)
         if state == READY:
-            if m.level:
-                self.tier(m.level).fresh.append((m.seq, 1))
+            if level:
+                self.tier(level).fresh.append(entry(seq, 1))
             else:
-                self.fresh.append((m.seq, 1))
+                self.fresh.append(entry(seq, 1))
         else:
-            heappush(self.timers, (m.visible_at, m.seq, 1))
+            heappush(self.timers, timer(visible_at, seq, 1))
 
     def tier(self, level: int) -> Tier:
         """The index of visible messages of ``level`` (above 0), made on first use."""
@@ -229,39 +213,63 @@ class QueueState:
             t = tiers[level] = Tier()
         return t
 
-    def _admit(self, m: Message, state: int) -> None:
-        """The part of adding ``m`` every kind of queue shares; each indexes visible messages its own way."""
-        seq = m.seq
-        self.msgs[seq] = m
+    def _admit(
+        self,
+        seq: int,
+        state: int,
+        message_id: Any,
+        body: Any,
+        attrs: Any,
+        md5_body: Any,
+        md5_attrs: Any,
+        system: Any,
+        sent_ts: int,
+        visible_at: int,
+        receive_count: int,
+        first_receive_ts: int,
+        group: str | None,
+        dedup_id: Any,
+        level: int,
+    ) -> int:
+        """The part of adding a message every kind of queue shares; each indexes visible messages its own way.
+        Returns its slot."""
+        size = approx_size(body, attrs)
+        slot = self.table.insert(seq, self.number, message_id, body, attrs, md5_body, md5_attrs, system, sent_ts,
+                                 visible_at, receive_count, first_receive_ts, group, dedup_id, size, level, state)
         self.order.append(seq)
-        self.live_bytes += m.size
-        m.state = state
-        m.token = 1
+        self.live_bytes += size
         self.counts[state] += 1
+        return slot
 
     def remove(self, seqs: Iterable[int]) -> int:
         """Forget these messages (missing ones are skipped); returns the bytes freed."""
-        msgs, counts = self.msgs, self.counts
+        table, counts, slot_of = self.table, self.counts, self.msgs.slot
+        states, sizes = table.state, table.size
         freed = 0
         for seq in seqs:
-            m = msgs.pop(seq, None)
-            if m is not None:
-                counts[m.state] -= 1
-                freed += m.size
-                self._remember_gone(m)
+            slot = slot_of(seq)
+            if slot >= 0:
+                counts[states[slot]] -= 1
+                freed += sizes[slot]
+                self._remember_gone(slot)
+                table.free(seq, slot)
         self.live_bytes -= freed
-        if not msgs and (self.tiers is not None or self.credits is not None):
+        table.tidy()
+        if not self.msgs and (self.tiers is not None or self.credits is not None):
             self.tiers = self.credits = None
         return freed
 
-    def _remember_gone(self, m: Message) -> None:
+    def _remember_gone(self, slot: int) -> None:
         """Keep the id of a plain message removed soon after it was sent (one stored idempotently is in
         ``recent`` already), dropping those past the horizon."""
         if not self.last_sent_ts:
             return  # a queue nobody sent to (only stored to, as a dead-letter queue is): no plain send to resend
         horizon = self.last_sent_ts - RESEND_HORIZON_MS
-        if m.sent_ts >= horizon and m.id not in self.recent:
-            self.gone[m.id] = m.sent_ts
+        sent_ts = self.table.sent[slot]
+        if sent_ts >= horizon:
+            message_id = self.table.message_id(slot)
+            if message_id not in self.recent:
+                self.gone[message_id] = sent_ts
         self.forget_gone(horizon)
 
     def forget_gone(self, horizon: int) -> None:
@@ -284,64 +292,79 @@ class QueueState:
         if len(found) == len(ids):
             return found
         horizon = self.last_sent_ts - RESEND_HORIZON_MS
-        msgs, recent = self.msgs, self.recent
+        table, recent, slot_of = self.table, self.recent, self.msgs.slot
         for seq in reversed(self.order):
-            m = msgs.get(seq)
-            if m is None:
+            slot = slot_of(seq)
+            if slot < 0:
                 continue
-            if m.sent_ts < horizon:
-                if m.id in recent:
+            message_id = table.message_id(slot)
+            if table.sent[slot] < horizon:
+                if message_id in recent:
                     continue
                 break
-            if m.id in ids:
-                found.add(m.id)
+            if message_id in ids:
+                found.add(message_id)
                 if len(found) == len(ids):
                     break
         return found
 
-    def hold(self, m: Message, until: int, state: int) -> None:
+    def hold(self, m: Row, until: int, state: int) -> None:
         """Make ``m`` invisible until ``until`` (in flight or delayed)."""
-        self.counts[m.state] -= 1
+        self.hold_slot(m.seq, m.slot, until, state)
+
+    def hold_slot(self, seq: int, slot: int, until: int, state: int) -> None:
+        table = self.table
+        self.counts[table.state[slot]] -= 1
         self.counts[state] += 1
-        m.state = state
-        m.visible_at = until
-        m.token = token = m.token + 1
-        heappush(self.timers, (until, m.seq, token))
+        table.state[slot] = state
+        table.visible[slot] = until
+        table.token[slot] = token = (table.token[slot] + 1) & TOKEN_MASK
+        heappush(self.timers, timer(until, seq, token))
 
     def release_due(self, now: int) -> None:
         """Move messages whose invisibility ended by ``now`` to the visible index."""
         timers = self.timers
-        if not timers or timers[0][0] > now:
+        if not timers or timers[0] >> 64 > now:
             return
-        msgs, returned, counts = self.msgs, self.returned, self.counts
-        while timers and timers[0][0] <= now:
-            _, seq, token = heappop(timers)
-            m = msgs.get(seq)
-            if m is None or m.token != token:
+        table, returned, counts, slot_of = self.table, self.returned, self.counts, self.msgs.slot
+        states, tokens, levels = table.state, table.token, table.level
+        while timers and timers[0] >> 64 <= now:
+            t = heappop(timers)
+            seq, token = (t >> TOKEN_BITS) & SEQ_MASK, t & TOKEN_MASK
+            slot = slot_of(seq)
+            if slot < 0 or tokens[slot] != token:
                 continue
-            counts[m.state] -= 1
+            counts[states[slot]] -= 1
             counts[READY] += 1
-            m.state = READY
-            m.token = token = token + 1
-            if m.level:
-                heappush(self.tier(m.level).returned, (seq, token))
+            states[slot] = READY
+            tokens[slot] = token = (token + 1) & TOKEN_MASK
+            level = levels[slot]
+            if level:
+                heappush(self.tier(level).returned, entry(seq, token))
             else:
-                heappush(returned, (seq, token))
+                heappush(returned, entry(seq, token))
 
-    def pop_visible(self) -> Message | None:
+    def live_entry(self, e: int) -> int:
+        """The slot of a ``fresh``/``returned`` entry's message while the entry is live, else -1."""
+        slot = self.msgs.slot(e >> TOKEN_BITS)
+        if slot >= 0 and self.table.token[slot] == e & TOKEN_MASK:
+            return slot
+        return -1
+
+    def pop_visible(self) -> Row | None:
         """The visible message of level 0 sent first, taken off the visible index (the caller must re-index it);
         with ``tiers`` in use, :mod:`.priorities` picks instead."""
-        fresh, returned, msgs = self.fresh, self.returned, self.msgs
+        fresh, returned = self.fresh, self.returned
         while True:
-            if fresh and (not returned or fresh[0][0] < returned[0][0]):
-                seq, token = fresh.popleft()
+            if fresh and (not returned or fresh[0] < returned[0]):
+                e = fresh.popleft()
             elif returned:
-                seq, token = heappop(returned)
+                e = heappop(returned)
             else:
                 return None
-            m = msgs.get(seq)
-            if m is not None and m.token == token:
-                return m
+            slot = self.live_entry(e)
+            if slot >= 0:
+                return Row(self, e >> TOKEN_BITS, slot)
 
     def tidy(self) -> None:
         """Rebuild indexes that hold more dead entries than live ones."""
@@ -351,24 +374,29 @@ class QueueState:
         if tiers is not None:
             entries += sum(len(t) for t in tiers if t is not None)
         if entries > 2 * live + REINDEX_SLACK:
-            fresh: deque[tuple[int, int]] = deque()
-            timers: list[tuple[int, int, int]] = []
+            fresh = Ring()
+            timers: list[int] = []
             self.tiers = None
-            for seq, m in self.msgs.items():
-                m.token = token = m.token + 1
-                if m.state != READY:
-                    timers.append((m.visible_at, seq, token))
-                elif m.level:
-                    self.tier(m.level).fresh.append((seq, token))
+            table, slot_of = self.table, self.msgs.slot
+            states, tokens, levels, visible = table.state, table.token, table.level, table.visible
+            for seq in self.order:
+                slot = slot_of(seq)
+                if slot < 0:
+                    continue
+                tokens[slot] = token = (tokens[slot] + 1) & TOKEN_MASK
+                if states[slot] != READY:
+                    timers.append(timer(visible[slot], seq, token))
+                elif levels[slot]:
+                    self.tier(levels[slot]).fresh.append(entry(seq, token))
                 else:
-                    fresh.append((seq, token))
+                    fresh.append(entry(seq, token))
             heapify(timers)
             self.fresh, self.returned, self.timers = fresh, [], timers
         self.tidy_order()
 
     def tidy_order(self) -> None:
         if len(self.order) > 2 * len(self.msgs) + REINDEX_SLACK:
-            self.order = deque(self.msgs)
+            self.order = Ring(list(self.msgs))
 
     def has_visible(self) -> bool:
         """Whether a receive now could return something (call :meth:`release_due` first)."""

@@ -22,15 +22,16 @@ index, where a queue without priorities pays the O(log n) alone (it never comes 
 
 from __future__ import annotations
 
-from collections import deque
 from functools import cache
 from heapq import heappop
 
 from ferrymq.priorities import MAX_LEVELS, weight
-from ferrymq.storage.engine.messages import Message, QueueState
+from ferrymq.storage.engine.messages import TOKEN_BITS, QueueState
+from ferrymq.storage.engine.rings import Ring
+from ferrymq.storage.engine.views import Row
 
-Index = tuple[deque[tuple[int, int]], list[tuple[int, int]]]
-"""The ``fresh`` deque and ``returned`` heap of one stored level."""
+Index = tuple[Ring, list[int]]
+"""The ``fresh`` ring and ``returned`` heap of one stored level."""
 
 
 @cache
@@ -43,11 +44,11 @@ def _served_as(levels: int) -> tuple[tuple[int, ...], ...]:
 class PriorityPicker:
     """Takes a queue's visible messages one at a time, level by weighted round robin, for one receive."""
 
-    __slots__ = ("_alive", "_indexes", "_msgs", "_weights", "credits")
+    __slots__ = ("_alive", "_indexes", "_q", "_weights", "credits")
 
     def __init__(self, q: QueueState, levels: int) -> None:
         levels = min(max(levels, 1), MAX_LEVELS)
-        self._msgs = q.msgs
+        self._q = q
         tiers = q.tiers
         own: list[Index | None] = [(q.fresh, q.returned)]
         for s in range(1, MAX_LEVELS):
@@ -67,7 +68,7 @@ class PriorityPicker:
         """The credits as the queue keeps them (None when all are 0)."""
         return self.credits if any(self.credits) else None
 
-    def pop(self) -> Message | None:
+    def pop(self) -> Row | None:
         """The next message to serve, taken off its visible index (the caller re-indexes it), or None."""
         alive, credits, weights = self._alive, self.credits, self._weights
         best = -1
@@ -89,9 +90,8 @@ class PriorityPicker:
         alive[best] = self._head(indexes) is not None
         return m
 
-    def _live(self, entry: tuple[int, int]) -> bool:
-        m = self._msgs.get(entry[0])
-        return m is not None and m.token == entry[1]
+    def _live(self, entry: int) -> bool:
+        return self._q.live_entry(entry) >= 0
 
     def _head(self, indexes: list[Index]) -> tuple[Index, bool] | None:
         """Which index holds the oldest live visible message of these, and whether it is ``fresh``'s first;
@@ -104,19 +104,19 @@ class PriorityPicker:
                 fresh.popleft()
             while returned and not self._live(returned[0]):
                 heappop(returned)
-            if fresh and (not returned or fresh[0][0] < returned[0][0]):
-                seq, in_fresh = fresh[0][0], True
+            if fresh and (not returned or fresh[0] < returned[0]):
+                seq, in_fresh = fresh[0] >> TOKEN_BITS, True
             elif returned:
-                seq, in_fresh = returned[0][0], False
+                seq, in_fresh = returned[0] >> TOKEN_BITS, False
             else:
                 continue
             if best is None or seq < best_seq:
                 best, best_seq = (index, in_fresh), seq
         return best
 
-    def _take(self, indexes: list[Index]) -> Message:
+    def _take(self, indexes: list[Index]) -> Row:
         head = self._head(indexes)
         assert head is not None, "a level counted alive has a live message"
         (fresh, returned), in_fresh = head
-        seq, _ = fresh.popleft() if in_fresh else heappop(returned)
-        return self._msgs[seq]
+        e = fresh.popleft() if in_fresh else heappop(returned)
+        return self._q.msgs[e >> TOKEN_BITS]

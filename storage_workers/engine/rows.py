@@ -18,24 +18,25 @@ FIFO_RECEIVED_FIELDS = FIFO_RECEIVED_MESSAGE_FIELDS
 def received_rows(receipts: Receipts, queue_tag: bytes, fifo: bool, messages: list[Message]) -> list[tuple]:
     """``messages``, just received, as rows ordered like RECEIVED_FIELDS (FIFO_RECEIVED_FIELDS if ``fifo``)."""
     encode, id_tag = receipts.encode, receipts.id_tag
-    rows = [
-        (
-            m.id,
-            encode(queue_tag, m.seq, m.receive_count, id_tag(m.id)),
-            m.body,
-            m.attrs,
-            m.md5_body,
-            m.md5_attrs,
-            m.system,
-            m.sent_ts,
-            m.first_receive_ts,
-            m.receive_count,
+    rows = []
+    for m in messages:
+        # Read from the table's columns directly: a received message's fields, each once.
+        t, slot, seq = m.t, m.slot, m.seq
+        message_id, count = t.message_id(slot), t.receives[slot]
+        row = (
+            message_id,
+            encode(queue_tag, seq, count, id_tag(message_id)),
+            t.body(slot),
+            t.attrs(slot),
+            t.md5_body(slot),
+            t.md5_attrs(slot),
+            t.system_of(slot),
+            t.sent[slot],
+            t.first_receive[slot],
+            count,
         )
-        for m in messages
-    ]
-    if not fifo:
-        return rows
-    return [(*row, f"{m.seq:020d}", m.group, m.dedup_id) for row, m in zip(rows, messages, strict=True)]
+        rows.append((*row, f"{seq:020d}", t.group_of(slot), t.dedup_id(slot)) if fifo else row)
+    return rows
 
 
 def outgoing(m: Message) -> Outgoing:

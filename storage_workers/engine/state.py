@@ -17,7 +17,7 @@ from typing import Any
 
 from ferrymq.limits import DROPPED_QUEUE_MEMORY_SECONDS, RESEND_HORIZON_MS
 from ferrymq.storage.engine.fifo import Attempt, FifoQueue
-from ferrymq.storage.engine.messages import DELAYED, IN_FLIGHT, READY, Message, QueueState
+from ferrymq.storage.engine.messages import DELAYED, IN_FLIGHT, READY, QueueState
 from ferrymq.storage.engine.records import (
     ATTEMPTS,
     BATCH,
@@ -41,6 +41,7 @@ from ferrymq.storage.engine.records import (
     VISIBILITY,
     Record,
 )
+from ferrymq.storage.engine.table import MessageTable
 from ferrymq.storage.engine.tasks import ACTIVE, KEPT_TASKS, MoveTask
 
 _SNAPSHOT_CHUNK = 256
@@ -52,6 +53,9 @@ class PartitionState:
 
     def __init__(self) -> None:
         self.queues: dict[str, QueueState] = {}
+        self.table = MessageTable()
+        """Every message of every queue here (:mod:`.table`)."""
+        self._numbers = 0
         self.next_seq = 1
         self.live_bytes = 0
         """Rough size of the live messages, to tell when the log is worth compacting."""
@@ -105,6 +109,7 @@ class PartitionState:
             q = self.queues.pop(record[1], None)
             if q is not None:
                 self.live_bytes -= q.live_bytes
+                q.clear()
             if len(record) > 2:
                 self.dropped.pop(record[1], None)
                 self.dropped[record[1]] = record[2]
@@ -140,13 +145,18 @@ class PartitionState:
         else:
             raise ValueError(f"unknown record kind {kind!r}")
 
+    def _number(self) -> int:
+        self._numbers += 1
+        return self._numbers
+
     def _queue(self, queue_id: str, fifo: bool = False) -> QueueState:
         q = self.queues.get(queue_id)
         if q is None:
-            q = self.queues[queue_id] = FifoQueue(queue_id) if fifo else QueueState(queue_id)
+            kind = FifoQueue if fifo else QueueState
+            q = self.queues[queue_id] = kind(queue_id, self.table, self._number())
         elif fifo and not q.fifo and not q.msgs:
             # Known so far only through its move tasks or handed-over ids: it turns out to be a FIFO queue.
-            fifo_q = FifoQueue(queue_id)
+            fifo_q = FifoQueue(queue_id, self.table, self._number())
             fifo_q.recent, fifo_q.tasks = q.recent, q.tasks
             q = self.queues[queue_id] = fifo_q
         return q
@@ -157,9 +167,10 @@ class PartitionState:
         # The queue's timeline never goes back, even when a new leader's clock is behind the last one's.
         q.last_sent_ts = max(q.last_sent_ts, ts)
         before = q.live_bytes
+        add = q.add
         for message_id, body, attrs, md5_body, md5_attrs, delay, system in items:
-            m = Message(seq, message_id, body, attrs, md5_body, md5_attrs, system, ts, ts + delay * 1000, 0, 0)
-            q.add(m, DELAYED if delay > 0 else READY)
+            add(seq, DELAYED if delay > 0 else READY, message_id, body, attrs, md5_body, md5_attrs, system, ts,
+                ts + delay * 1000, 0, 0)
             seq += 1
         self.live_bytes += q.live_bytes - before
         if seq > self.next_seq:
@@ -172,11 +183,11 @@ class PartitionState:
         recent = q.recent
         keep_group = q.fifo
         for item in items:
-            message_id, visible_at = item[0], item[7]
-            m = Message(seq, *item[:10], *(item[10:12] if keep_group else (None, None)))
-            q.add(m, READY if visible_at <= ts else DELAYED)
+            message_id, sent_ts, visible_at = item[0], item[6], item[7]
+            q.add(seq, READY if visible_at <= ts else DELAYED, *item[:10],
+                  *(item[10:12] if keep_group else (None, None)))
             recent.pop(message_id, None)
-            recent[message_id] = (seq, m.sent_ts, ts)
+            recent[message_id] = (seq, sent_ts, ts)
             seq += 1
         q.forget_resends(ts)
         self.live_bytes += q.live_bytes - before
@@ -188,16 +199,17 @@ class PartitionState:
         q = self.queues.get(queue_id)
         if q is None:
             return
-        msgs = q.msgs
-        held: list[Message] = []
+        slot_of, table = q.msgs.slot, self.table
+        receives = table.receives
+        held: list[int] = []
         for seq in seqs:
-            m = msgs.get(seq)
-            if m is not None:
-                if m.receive_count == 0:
-                    m.first_receive_ts = ts
-                m.receive_count += 1
-                q.hold(m, deadline, IN_FLIGHT)
-                held.append(m)
+            slot = slot_of(seq)
+            if slot >= 0:
+                if receives[slot] == 0:
+                    table.first_receive[slot] = ts
+                receives[slot] += 1
+                q.hold_slot(seq, slot, deadline, IN_FLIGHT)
+                held.append(seq)
         if isinstance(q, FifoQueue):
             q.note_received(ts, held, record[5] if len(record) > 5 else None)
         q.tidy()
@@ -206,14 +218,16 @@ class PartitionState:
         q = self.queues.get(record[1])
         if q is None:
             return
-        msgs = q.msgs
+        slot_of = q.msgs.slot
         fifo_q = q if isinstance(q, FifoQueue) else None
         for seq, deadline in record[2]:
-            m = msgs.get(seq)
-            if m is not None:
-                if fifo_q is not None and m.attempt is not None:
-                    fifo_q.forget_attempt(m.attempt)
-                q.hold(m, deadline, IN_FLIGHT)
+            slot = slot_of(seq)
+            if slot >= 0:
+                if fifo_q is not None:
+                    attempt = fifo_q.attempt_of.get(seq)
+                    if attempt is not None:
+                        fifo_q.forget_attempt(attempt)
+                q.hold_slot(seq, slot, deadline, IN_FLIGHT)
         q.tidy()
 
     def _apply_renewed(self, record: Record) -> None:
@@ -224,10 +238,11 @@ class PartitionState:
         attempt = q.attempts.get(attempt_id)
         if attempt is None:
             return
+        slot_of = q.msgs.slot
         for seq in attempt.seqs:
-            m = q.msgs.get(seq)
-            if m is not None and m.attempt == attempt_id:
-                q.hold(m, deadline, IN_FLIGHT)
+            slot = slot_of(seq)
+            if slot >= 0 and q.attempt_of.get(seq) == attempt_id:
+                q.hold_slot(seq, slot, deadline, IN_FLIGHT)
         q.tidy()
 
     def _apply_restored(self, record: Record) -> None:
@@ -236,10 +251,9 @@ class PartitionState:
         before = q.live_bytes
         top = self.next_seq
         for item in items:
-            m = Message(*item)
             # Indexed as invisible until visible_at; the first release_due sorts out which are visible now.
-            q.add(m, IN_FLIGHT if m.receive_count > 0 else DELAYED)
-            top = max(top, m.seq + 1)
+            q.add(item[0], IN_FLIGHT if item[9] > 0 else DELAYED, *item[1:])
+            top = max(top, item[0] + 1)
         self.live_bytes += q.live_bytes - before
         self.next_seq = top
 

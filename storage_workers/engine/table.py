@@ -1,0 +1,407 @@
+"""The messages of one partition as columns: no Python object per stored message.
+
+One table per partition, not per queue: sequence numbers are dense per partition (``PartitionState.next_seq``)
+while one queue's are interleaved with its partition's other queues', so only a partition-wide window maps a
+sequence number to its row by arithmetic.
+
+    seq ──► window: array('i') of slots, one entry per sequence number in [base, base + len)
+        └─► overflow: dict seq -> slot, for the few live rows left far behind the window's front
+
+    slot ─► ids 16 B │ md5 16 B │ sent q │ visible q │ first_receive q │ receives I │ token I │ size I │
+            owner I (the queue's number) │ system I │ group I │ state B │ level B │ flags B │ extra (list)
+
+Rows are reused through a free list, so the columns stay as long as the most messages held at once, and the
+window costs 4 bytes per sequence number between the oldest live message and the newest.  When the window's
+front is all dead it is cut off; when it holds more than eight times as many numbers as live rows, the live
+rows of its older half move to the overflow (stragglers: a message held for days among millions sent since),
+so neither grows with what was sent, only with what is held.  A table holding nothing starts over, empty.
+
+Fields of no fixed width stay out of the columns where they can:
+
+- a message id that is a UUID in its canonical form (the front end makes them) is its 16 bytes, a body MD5
+  that is 32 lower-case hex digits its 16 bytes; anything else (older logs, tests) is kept as it came;
+- system attributes (``SenderId``, a priority level, a dead-letter source) repeat across messages, so each
+  distinct set is kept once (:class:`Interner`), as is each FIFO group name, and freed with its last message;
+- ``extra`` holds the body alone, or, when the message has anything more (attributes, an attributes MD5, an
+  id or MD5 kept as it came, a deduplication id), a tuple of the body and those.  The body is reached through
+  :meth:`MessageTable.body` only, so a later step can keep it on disk instead.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Hashable
+from typing import Any
+
+F_UUID = 1
+"""The id is in ``ids`` (else in the extra tuple)."""
+F_MD5 = 2
+"""The body MD5 is in ``md5`` (else in the extra tuple)."""
+F_EXTRA = 4
+"""``extra`` is a tuple (:data:`_E_BODY` ...), not the body alone."""
+F_ATTRS = 8
+"""Message attributes other than ``{}``, in the extra tuple."""
+F_SYSTEM = 16
+"""System attributes that could not be shared (not hashable, or not a dict), in the extra tuple."""
+
+_E_BODY, _E_ID, _E_MD5, _E_MD5_ATTRS, _E_ATTRS, _E_SYSTEM, _E_DEDUP = range(7)
+_ZERO16 = bytes(16)
+_WINDOW_SLACK = 65536
+_CUT_SLACK = 4096
+
+
+def uuid_bytes(message_id: object) -> bytes | None:
+    """The 16 bytes of a canonical (lower-case, hyphenated) UUID string, else None."""
+    if type(message_id) is not str or len(message_id) != 36 or message_id[8] != "-" or message_id[13] != "-" \
+            or message_id[18] != "-" or message_id[23] != "-":
+        return None
+    digits = message_id.replace("-", "")
+    try:
+        raw = bytes.fromhex(digits)
+    except ValueError:
+        return None
+    # fromhex takes upper case and spaces too: only what comes back out exactly is kept as bytes.
+    return raw if len(raw) == 16 and raw.hex() == digits else None
+
+
+def uuid_text(raw: bytes) -> str:
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def md5_bytes(md5: object) -> bytes | None:
+    """The 16 bytes of 32 lower-case hex digits, else None."""
+    if type(md5) is not str or len(md5) != 32:
+        return None
+    try:
+        raw = bytes.fromhex(md5)
+    except ValueError:
+        return None
+    return raw if raw.hex() == md5 else None
+
+
+class Interner:
+    """Values many rows share, each kept once under a number (0: none), freed when its last row goes."""
+
+    __slots__ = ("_free", "_numbers", "_refs", "_values")
+
+    def __init__(self) -> None:
+        self._numbers: dict[Hashable, int] = {}
+        self._values: list[tuple[Hashable, Any] | None] = [None]
+        self._refs: list[int] = [0]
+        self._free: list[int] = []
+
+    def add(self, key: Hashable, value: Any) -> int:
+        no = self._numbers.get(key)
+        if no is None:
+            if self._free:
+                no = self._free.pop()
+                self._values[no] = (key, value)
+            else:
+                no = len(self._values)
+                self._values.append((key, value))
+                self._refs.append(0)
+            self._numbers[key] = no
+        self._refs[no] += 1
+        return no
+
+    def value(self, no: int) -> Any:
+        entry = self._values[no]
+        return entry[1] if entry is not None else None
+
+    def release(self, no: int) -> None:
+        if not no:
+            return
+        self._refs[no] -= 1
+        if self._refs[no] == 0:
+            entry = self._values[no]
+            assert entry is not None
+            del self._numbers[entry[0]]
+            self._values[no] = None
+            self._free.append(no)
+
+    def __len__(self) -> int:
+        return len(self._numbers)
+
+
+def _system_key(system: dict) -> Hashable:
+    # Types are part of the key: {"k": 1} and {"k": True} are equal, yet must come back as they went in.
+    return (tuple(system.items()), tuple(map(type, system.values())))
+
+
+class MessageTable:
+    """The rows of every message of one partition (module docstring)."""
+
+    __slots__ = (
+        "_free",
+        "_front",
+        "base",
+        "extra",
+        "first_receive",
+        "flags",
+        "group",
+        "groups",
+        "ids",
+        "level",
+        "live",
+        "md5",
+        "overflow",
+        "owner",
+        "receives",
+        "sent",
+        "size",
+        "state",
+        "system",
+        "systems",
+        "token",
+        "visible",
+        "window",
+    )
+
+    def __init__(self) -> None:
+        self._reset()
+        self.systems = Interner()
+        self.groups = Interner()
+
+    def _reset(self) -> None:
+        self.base = 0
+        """The sequence number of ``window[0]``."""
+        self._front = 0
+        """Window entries before this one are all dead."""
+        self.window = array("i")
+        self.overflow: dict[int, int] = {}
+        self._free = array("i")
+        self.live = 0
+        self.ids = bytearray()
+        self.md5 = bytearray()
+        self.sent = array("q")
+        self.visible = array("q")
+        self.first_receive = array("q")
+        self.receives = array("I")
+        self.token = array("I")
+        self.size = array("I")
+        self.owner = array("I")
+        self.system = array("I")
+        self.group = array("I")
+        self.state = array("B")
+        self.level = array("B")
+        self.flags = array("B")
+        self.extra: list[Any] = []
+
+    # --- sequence number -> slot ---------------------------------------------------------------------
+
+    def slot(self, seq: int) -> int:
+        """The row of ``seq``, or -1."""
+        i = seq - self.base
+        if i >= 0:
+            window = self.window
+            return window[i] if i < len(window) else -1
+        return self.overflow.get(seq, -1) if self.overflow else -1
+
+    def _place(self, seq: int, slot: int) -> None:
+        window = self.window
+        if seq - self.base == len(window):
+            window.append(slot)
+            return
+        if not window and not self.overflow and self.live == 0:
+            self.base = seq
+        i = seq - self.base
+        if i < 0:
+            if -i <= len(window) + _WINDOW_SLACK:
+                # Grown downwards by at least its own length, so that rows restored queue by queue (each
+                # queue's from its oldest) cost O(log n) such moves, not one per queue.
+                grow = min(max(-i, len(window)), self.base)
+                window[0:0] = array("i", [-1]) * grow
+                self.base -= grow
+                self._front = 0
+                i += grow
+            else:
+                self.overflow[seq] = slot
+                return
+        if i >= len(window):
+            window.extend(array("i", [-1]) * (i - len(window) + 1))
+        window[i] = slot
+
+    def _unplace(self, seq: int) -> None:
+        i = seq - self.base
+        if 0 <= i < len(self.window):
+            self.window[i] = -1
+        else:
+            self.overflow.pop(seq, None)
+
+    def _trim(self) -> None:
+        """Cut the dead front off the window, and move stragglers out of a window mostly dead."""
+        window, front = self.window, self._front
+        n = len(window)
+        while front < n and window[front] < 0:
+            front += 1
+        if front >= _CUT_SLACK and 2 * front >= n:
+            del window[:front]
+            self.base += front
+            front = 0
+            n = len(window)
+        self._front = front
+        in_window = self.live - len(self.overflow)
+        if n - front > 8 * in_window + _WINDOW_SLACK:
+            half = front + (n - front) // 2
+            overflow, base = self.overflow, self.base
+            for i in range(front, half):
+                slot = window[i]
+                if slot >= 0:
+                    overflow[base + i] = slot
+            del window[:half]
+            self.base += half
+            self._front = 0
+
+    # --- rows -------------------------------------------------------------------------------------------
+
+    def insert(
+        self,
+        seq: int,
+        owner: int,
+        message_id: Any,
+        body: Any,
+        attrs: Any,
+        md5_body: Any,
+        md5_attrs: Any,
+        system: Any,
+        sent_ts: int,
+        visible_at: int,
+        receive_count: int,
+        first_receive_ts: int,
+        group: str | None,
+        dedup_id: Any,
+        size: int,
+        level: int,
+        state: int,
+    ) -> int:
+        """A new row for message ``seq`` of queue number ``owner`` (token 1); returns its slot."""
+        flags = 0
+        raw_id = uuid_bytes(message_id)
+        if raw_id is not None:
+            flags |= F_UUID
+        raw_md5 = md5_bytes(md5_body)
+        if raw_md5 is not None:
+            flags |= F_MD5
+        if not (type(attrs) is dict and not attrs):
+            flags |= F_ATTRS
+        system_no = 0
+        if type(system) is dict:
+            if system:
+                try:
+                    system_no = self.systems.add(_system_key(system), system)
+                except TypeError:
+                    flags |= F_SYSTEM
+        else:
+            flags |= F_SYSTEM
+        group_no = self.groups.add(group, group) if group is not None else 0
+        if flags != F_UUID | F_MD5 or md5_attrs is not None or dedup_id is not None:
+            flags |= F_EXTRA
+            extra: Any = (
+                body,
+                None if flags & F_UUID else message_id,
+                None if flags & F_MD5 else md5_body,
+                md5_attrs,
+                attrs if flags & F_ATTRS else None,
+                system if flags & F_SYSTEM else None,
+                dedup_id,
+            )
+        else:
+            extra = body
+        level = level if 0 <= level < 256 else 255
+        size = min(size, 0xFFFFFFFF)
+        if self._free:
+            slot = self._free.pop()
+            self.sent[slot] = sent_ts
+            self.visible[slot] = visible_at
+            self.first_receive[slot] = first_receive_ts
+            self.receives[slot] = receive_count
+            self.token[slot] = 1
+            self.size[slot] = size
+            self.owner[slot] = owner
+            self.system[slot] = system_no
+            self.group[slot] = group_no
+            self.state[slot] = state
+            self.level[slot] = level
+            self.flags[slot] = flags
+            at = 16 * slot
+            self.ids[at:at + 16] = raw_id or _ZERO16
+            self.md5[at:at + 16] = raw_md5 or _ZERO16
+            self.extra[slot] = extra
+        else:
+            slot = len(self.extra)
+            self.sent.append(sent_ts)
+            self.visible.append(visible_at)
+            self.first_receive.append(first_receive_ts)
+            self.receives.append(receive_count)
+            self.token.append(1)
+            self.size.append(size)
+            self.owner.append(owner)
+            self.system.append(system_no)
+            self.group.append(group_no)
+            self.state.append(state)
+            self.level.append(level)
+            self.flags.append(flags)
+            self.ids += raw_id or _ZERO16
+            self.md5 += raw_md5 or _ZERO16
+            self.extra.append(extra)
+        self._place(seq, slot)
+        self.live += 1
+        return slot
+
+    def free(self, seq: int, slot: int) -> None:
+        """Forget message ``seq`` (its row is ``slot``)."""
+        self._unplace(seq)
+        no = self.system[slot]
+        if no:
+            self.systems.release(no)
+        no = self.group[slot]
+        if no:
+            self.groups.release(no)
+        self.extra[slot] = None
+        self.live -= 1
+        if self.live == 0:
+            self._reset()
+        else:
+            self._free.append(slot)
+
+    def tidy(self) -> None:
+        """After removing rows: cut the window's dead front, move stragglers (module docstring)."""
+        if self.live:
+            self._trim()
+
+    # --- fields of no fixed width ------------------------------------------------------------------------
+
+    def message_id(self, slot: int) -> Any:
+        if self.flags[slot] & F_UUID:
+            return uuid_text(bytes(self.ids[16 * slot:16 * slot + 16]))
+        return self.extra[slot][_E_ID]
+
+    def body(self, slot: int) -> Any:
+        extra = self.extra[slot]
+        return extra[_E_BODY] if self.flags[slot] & F_EXTRA else extra
+
+    def md5_body(self, slot: int) -> Any:
+        if self.flags[slot] & F_MD5:
+            return self.md5[16 * slot:16 * slot + 16].hex()
+        return self.extra[slot][_E_MD5]
+
+    def md5_attrs(self, slot: int) -> Any:
+        return self.extra[slot][_E_MD5_ATTRS] if self.flags[slot] & F_EXTRA else None
+
+    def attrs(self, slot: int) -> Any:
+        return self.extra[slot][_E_ATTRS] if self.flags[slot] & F_ATTRS else {}
+
+    def system_of(self, slot: int) -> Any:
+        if self.flags[slot] & F_SYSTEM:
+            return self.extra[slot][_E_SYSTEM]
+        no = self.system[slot]
+        # A copy: the shared dict must not change under the other messages that hold it.
+        return dict(self.systems.value(no)) if no else {}
+
+    def group_of(self, slot: int) -> str | None:
+        no = self.group[slot]
+        return self.groups.value(no) if no else None
+
+    def dedup_id(self, slot: int) -> Any:
+        return self.extra[slot][_E_DEDUP] if self.flags[slot] & F_EXTRA else None

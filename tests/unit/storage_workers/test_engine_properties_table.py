@@ -1,0 +1,141 @@
+"""The partition's message table (``ferrymq.storage.engine.table``): every field comes back exactly as it went
+in, whatever its form; the memory it holds follows what is stored, not what was sent; no stored message is a
+Python object of its own."""
+
+from __future__ import annotations
+
+import gc
+import uuid
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ferrymq.clock import ManualClock
+from ferrymq.storage.engine import Engine, PartitionState
+from ferrymq.storage.engine.records import DELETED, RESTORED, SENT, STORED
+from tests.fuzz.profiles import fuzz_settings
+from tests.support.engine_requests import RECEIPT_KEY, RETENTION, plain_message, poll
+
+Q = "000000000000/orders/1"
+OTHER = "000000000000/other/1"
+TS = 1_700_000_000_000
+
+ids = st.one_of(
+    st.uuids().map(str),
+    st.uuids().map(lambda u: str(u).upper()),
+    st.uuids().map(lambda u: "{" + str(u) + "}"),
+    st.uuids().map(lambda u: u.hex),
+    st.text(max_size=40),
+    st.just("0" * 8 + "-" + "0" * 4 + "-" + "0" * 4 + "-" + "0" * 4 + "-" + "0" * 11 + " "),
+)
+md5s = st.one_of(
+    st.binary(min_size=16, max_size=16).map(bytes.hex),
+    st.binary(min_size=16, max_size=16).map(lambda b: b.hex().upper()),
+    st.just(""),
+    st.text(max_size=33),
+    st.none(),
+)
+scalars = st.one_of(st.integers(-3, 3), st.booleans(), st.floats(allow_nan=False), st.text(max_size=5), st.none())
+systems = st.one_of(
+    st.just({}),
+    st.dictionaries(st.sampled_from(["SenderId", "AWSTraceHeader", "Other"]), scalars, max_size=3),
+    st.fixed_dictionaries({"SenderId": st.text(max_size=5), "FerryMQPriority": st.integers(0, 9)}),
+    st.just({"k": [1, 2]}),
+    st.none(),
+)
+attrs = st.one_of(
+    st.just({}),
+    st.just({"a": {"DataType": "String", "StringValue": "v"}}),
+    st.none(),
+)
+bodies = st.one_of(st.text(max_size=20), st.binary(max_size=20))
+
+
+@given(st.lists(st.tuples(ids, bodies, attrs, md5s, md5s, systems, st.one_of(st.none(), st.text(max_size=8))),
+                min_size=1, max_size=8), st.booleans())
+@fuzz_settings(ci_examples=100)
+def test_every_field_comes_back_exactly_as_it_was_stored(items: list[tuple], fifo: bool) -> None:
+    # given messages whose ids, MD5s, attributes and system attributes take every form, canonical or not
+    stored = [
+        (message_id, body, a, md5_body, md5_attrs, system, TS - 5, TS, 2, TS - 1, "group" if fifo else None, dedup)
+        for message_id, body, a, md5_body, md5_attrs, system, dedup in items
+    ]
+    state = PartitionState()
+    # when they are stored, and then restored into a second state from the first one's snapshot
+    state.apply((STORED, Q, TS, 1, fifo, stored))
+    again = PartitionState.replay(list(state.snapshot()))
+    # then each field comes back as it went in, with its type (1 is not True, None is not {})
+    for got in (state.state()[Q], again.state()[Q]):
+        for row, item in zip(got, stored, strict=True):
+            want = (row[0], *item[:6], *item[6:10])
+            assert _typed(row[:11]) == _typed(want)
+            if fifo:
+                assert row[11:13] == ("group", item[11])
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}, list(value)
+    if isinstance(value, (list, tuple)):
+        return [_typed(v) for v in value]
+    return (type(value), value)
+
+
+def test_a_message_held_while_millions_pass_keeps_the_table_small_and_is_still_found(clock: ManualClock) -> None:
+    # given one message received and held, then 200,000 sent and deleted after it
+    engine = Engine(clock, RECEIPT_KEY)
+    engine.send(Q, [plain_message("stuck")], RETENTION)
+    (held,), _ = poll(engine, Q, n=1, visibility=3600)
+    table = engine.partition.table
+    batch = [plain_message(f"m{i}") for i in range(10)]
+    for seq in range(2, 200_002, 10):
+        engine.partition.apply((SENT, OTHER, engine.now_ms(), seq, batch))
+        engine.partition.apply((DELETED, OTHER, list(range(seq, seq + 10))))
+    # then the table holds one row and a window far smaller than what was sent
+    assert table.live == 1 and len(table.extra) <= 11
+    assert len(table.window) < 100_000
+    # and the held message is there as it was: its handle deletes it
+    assert engine.delete(Q, [held["receipt"]]) == [None]
+    assert table.live == 0 and len(table.window) == 0
+
+
+def test_messages_restored_queue_by_queue_out_of_sequence_order_come_back_in_order() -> None:
+    # given two queues whose messages were sent interleaved, far into the partition's sequence numbers
+    base = 10**9
+    first = [_restored(base + 2 * i) for i in range(500)]
+    second = [_restored(base + 2 * i + 1) for i in range(500)]
+    # when records restore the other queue's newer half, then the first queue, then the other's older half
+    chunks = [(RESTORED, OTHER, second[250:]), (RESTORED, Q, first), (RESTORED, OTHER, second[:250])]
+    state = PartitionState.replay(chunks)
+    # then every message is found under its own queue, and each queue keeps the order it was restored in
+    assert [row[0] for row in state.state()[Q]] == [base + 2 * i for i in range(500)]
+    assert [row[0] for row in state.state()[OTHER]] == [base + 2 * i + 1 for i in range(250, 500)] + [
+        base + 2 * i + 1 for i in range(250)
+    ]
+    assert all(seq not in state.queues[OTHER].msgs for seq in range(base, base + 1000, 2))
+    assert state.table.live == 1000 and len(state.table.window) < 10_000
+
+
+def _restored(seq: int) -> tuple:
+    return (seq, str(uuid.uuid4()), f"b{seq}", {}, "0" * 32, None, {"SenderId": "AIDA"}, TS, TS, 0, 0)
+
+
+def test_a_stored_message_is_no_python_object_of_its_own(clock: ManualClock) -> None:
+    # given an engine, and messages shaped as the front end sends them, made before counting
+    engine = Engine(clock, RECEIPT_KEY)
+    batches = [[[str(uuid.uuid4()), f"body {i}-{k}", {}, uuid.uuid4().hex, None, 0, {"SenderId": "AIDA"}]
+                for k in range(10)] for i in range(500)]
+    for batch in batches:
+        engine.send(Q, batch, RETENTION)
+    engine.purge(Q)
+    gc.collect()
+    before = len(gc.get_objects())
+    # when 5,000 of them are stored
+    for batch in batches:
+        engine.send(Q, [list(m) for m in batch], RETENTION)
+    del batch
+    gc.collect()
+    # then the objects the collector tracks grew by far fewer than one per message
+    assert len(gc.get_objects()) - before < 100
+    assert len(engine.queues[Q].msgs) == 5000
