@@ -1,8 +1,8 @@
 """The worker's controller: plays, for every partition the worker holds, the role its coordination item says.
 
-Every ``poll_seconds`` (at once when a follower reports trouble) it reads the cluster's replica sets (one
-strongly consistent scan of the partitions table, :class:`~ferrymq.aws.replica_sets.ReplicaSets`) and, per
-partition:
+Every ``poll_seconds`` (at once when a follower reports trouble; every ``steady_poll_seconds`` while
+:meth:`ClusterController.steady`) it reads the cluster's replica sets (one strongly consistent scan of the
+partitions table, :class:`~ferrymq.aws.replica_sets.ReplicaSets`) and, per partition:
 
 - **leading in the item's epoch**: renews the lease every third of it, unless replies have been stuck
   for a whole lease (then the lease is let lapse, so that an in-sync follower that can still reach the
@@ -91,6 +91,10 @@ COORDINATION_THREADS = 8
 class ControllerTimes:
     lease_ms: int = 5_000
     poll_seconds: float = 0.5
+    steady_poll_seconds: float = 2.0
+    """The pause between scans while every partition here is led and served (see ``steady``): a scan then only
+    finds replicas added to this worker, or a handover come due. Trouble (a follower's failed fetch) still
+    wakes the loop at once, so failover does not wait on it; an idle cluster makes a quarter of the scans."""
     isr_check_seconds: float = 0.2
     max_lag_ms: int = 2_000
     heartbeat_seconds: float = 1.0
@@ -151,6 +155,8 @@ class ClusterController:
         """The cluster's replica sets as the last poll read them (the manager plans from it: a plan made from
         a stale read is refused by ``reassign``'s condition)."""
         self._wake = asyncio.Event()
+        self._woken_ms: int | None = None
+        """When (monotonic ms) something last asked for a pass: trouble, a role change ended, a lost race."""
         # Local times below are monotonic ms.
         self._renewed: dict[int, int] = {}
         """Per led partition, when the write of its last claim or renewal was sent."""
@@ -201,6 +207,7 @@ class ClusterController:
 
     def wake(self) -> None:
         """Read the coordination items again soon (a follower lost its leader, or was refused)."""
+        self._woken_ms = self.mono_ms()
         self._wake.set()
 
     async def _poll_loop(self) -> None:
@@ -211,8 +218,9 @@ class ClusterController:
                 log.warning("cluster %s: reading the replica sets failed: %s", self.cluster, exc.__cause__ or exc)
             except Exception:
                 log.exception("cluster %s: controller step failed", self.cluster)
+            pause = self.times.steady_poll_seconds if self.steady() else self.times.poll_seconds
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.times.poll_seconds)
+                await asyncio.wait_for(self._wake.wait(), pause)
             if self._wake.is_set():
                 self._wake.clear()
                 await asyncio.sleep(self.times.trouble_pause_seconds)
@@ -319,6 +327,33 @@ class ClusterController:
             if rs is None or rs.lease_until <= now:
                 out.append(partition)
         return out
+
+    def steady(self) -> bool:
+        """Whether, as of the last scan, nothing here waits on the next one: no role change under way, not
+        leaving, nothing asked for a pass within the slow cadence (a follower's trouble keeps asking), every
+        replica held (not refusing a damaged copy) in a set naming this worker under a live lease, and either
+        leading it or following it without a failure; no replica set names this worker for a partition it does
+        not host yet."""
+        if self._changes or self.leaving or not self._scanned:
+            return False
+        woken = self._woken_ms
+        if woken is not None and self.mono_ms() - woken < self.times.steady_poll_seconds * 1000:
+            return False
+        now = self.now_ms()
+        scanned = {rs.partition: rs for rs in self._scanned}
+        for partition, replica in self.replicas.items():
+            if getattr(replica, "refusing", False):
+                continue
+            rs = scanned.get(partition)
+            if rs is None or self.me not in rs.replicas or rs.lease_until <= now:
+                return False
+            if replica.leading_epoch is None:
+                follower = replica.follower
+                if follower is None or follower.failure is not None:
+                    return False
+        return self.host is None or all(
+            rs.partition in self.replicas for rs in self._scanned if self.me in rs.replicas
+        )
 
     async def settled(self) -> None:
         """Return once no role change is under way."""

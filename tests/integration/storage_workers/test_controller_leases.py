@@ -18,7 +18,7 @@ from ferrymq.replication_rules import Acks, ReplicaSet, answers_until
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.settings import Settings
 from ferrymq.storage.replication.controller import ClusterController, ControllerTimes
-from ferrymq.storage.replication.roles import LeaderRole
+from ferrymq.storage.replication.roles import FollowerRole, LeaderRole
 from ferrymq.storage.server import StorageWorker, WorkerConfig
 from tests.functional.storage_workers.worker_calls import RETENTION, eventually
 from tests.support.engine_requests import RECEIPT_KEY
@@ -269,5 +269,68 @@ def test_a_worker_whose_first_claim_fails_at_start_up_claims_again_before_it_say
             assert worker.replicas[p].leading_epoch is not None
             assert await answers(client, p)
             assert controller.leaderless() == []
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_leading_all_it_holds_is_steady_until_a_change_is_under_way_or_its_lease_lapses(
+    tmp_path: Path, aws_settings: Settings
+) -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        (p,) = unique_partitions(1)
+        gated: dict[int, GatedReplica] = {}
+
+        def gate_p(replicas: dict[int, Any]) -> dict[int, Any]:
+            gated[p] = GatedReplica(replicas[p])
+            return {**replicas, p: gated[p]}
+
+        async with controlled_worker(tmp_path, aws_settings, (p,), clock, wrap=gate_p) as (worker, controller, _):
+            # given a worker that scanned once and whose claim of p is still becoming a lead
+            assert not controller.steady(), "nothing scanned yet"
+            passing = asyncio.get_running_loop().create_task(controller.poll_once())
+            while not gated[p].waiting:
+                await asyncio.sleep(0.01)
+            # then it is not steady while the role change is under way: the next scan comes at the quick cadence
+            assert not controller.steady()
+            gated[p].gate.set()
+            await passing
+            await controller.poll_once()  # the first scan was made before p's replica set was created
+            # and once it leads p under a live lease, and the wake its role change ended with is a slow cadence
+            # old, it is steady: scans may come at the slow cadence
+            assert worker.replicas[p].leading_epoch is not None
+            assert not controller.steady()
+            clock.advance(controller.times.steady_poll_seconds)
+            assert controller.steady()
+            # when the lease read by the last scan lapses (no renewal ran: the loops are not started)
+            clock.advance(LEASE_MS / 1000)
+            # then it is not steady: a lapsed lease is a claim to make, at the quick cadence
+            assert not controller.steady()
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_in_trouble_is_not_steady(tmp_path: Path, aws_settings: Settings) -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        (p,) = unique_partitions(1)
+        async with controlled_worker(tmp_path, aws_settings, (p,), clock) as (worker, controller, _):
+            # given a worker leading p, steady once the wake its role change ended with is a slow cadence old
+            await controller.poll_once()
+            await controller.poll_once()
+            clock.advance(controller.times.steady_poll_seconds)
+            assert controller.steady()
+            # when it follows a leader that is not there (as if deposed) and its first request to it fails
+            troubled = asyncio.Event()
+
+            def trouble() -> None:
+                controller.wake()
+                troubled.set()
+
+            await worker.replicas[p].stand_by("test")
+            await worker.replicas[p].follow(FollowerRole(leader=("127.0.0.1", 1), epoch=99), on_trouble=trouble)
+            await asyncio.wait_for(troubled.wait(), 10)
+            # then it is not steady: its scans stay at the quick cadence while the trouble lasts
+            assert not controller.steady()
 
     asyncio.run(scenario())
