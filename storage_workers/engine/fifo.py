@@ -41,6 +41,7 @@ from ferrymq.storage.engine.messages import (
     TOKEN_BITS,
     TOKEN_MASK,
     QueueState,
+    approx_size,
     timer,
 )
 from ferrymq.storage.engine.rings import Ring
@@ -111,8 +112,12 @@ class FifoQueue(QueueState):
         dedup_id: Any = None,
         attempt: str | None = None,
     ) -> None:
-        self._admit(seq, state, message_id, body, attrs, md5_body, md5_attrs, system, sent_ts, visible_at,
-                    receive_count, first_receive_ts, group, dedup_id, 0)
+        size = approx_size(body, attrs)
+        self.table.insert(seq, self.number, message_id, body, attrs, md5_body, md5_attrs, system, sent_ts,
+                          visible_at, receive_count, first_receive_ts, group, dedup_id, size, 0, state)
+        self.order.append(seq)
+        self.live_bytes += size
+        self.counts[state] += 1
         if state != READY:
             heappush(self.timers, timer(visible_at, seq, 1))
         if attempt is not None:

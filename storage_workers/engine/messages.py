@@ -192,16 +192,22 @@ class QueueState:
         attempt: str | None = None,
     ) -> None:
         """A new message, in ``state``; ``group``, ``dedup_id`` and ``attempt`` are for FIFO queues."""
-        level = system.get(SYSTEM_KEY, 0) if isinstance(system, dict) else 0
-        self._admit(seq, state, message_id, body, attrs, md5_body, md5_attrs, system, sent_ts, visible_at,
-                    receive_count, first_receive_ts, None, None, level)
+        level = system.get(SYSTEM_KEY, 0) if type(system) is dict else 0
+        size = approx_size(body, attrs)
+        # The table is filled here and in FifoQueue.add directly: a shared helper would pass fifteen arguments
+        # once more for every message stored or replayed.
+        self.table.insert(seq, self.number, message_id, body, attrs, md5_body, md5_attrs, system, sent_ts,
+                          visible_at, receive_count, first_receive_ts, None, None, size, level, state)
+        self.order.append(seq)
+        self.live_bytes += size
+        self.counts[state] += 1
         if state == READY:
             if level:
-                self.tier(level).fresh.append(entry(seq, 1))
+                self.tier(level).fresh.append(seq << TOKEN_BITS | 1)
             else:
-                self.fresh.append(entry(seq, 1))
+                self.fresh.append(seq << TOKEN_BITS | 1)
         else:
-            heappush(self.timers, timer(visible_at, seq, 1))
+            heappush(self.timers, visible_at << 64 | seq << TOKEN_BITS | 1)
 
     def tier(self, level: int) -> Tier:
         """The index of visible messages of ``level`` (above 0), made on first use."""
@@ -212,34 +218,6 @@ class QueueState:
         if t is None:
             t = tiers[level] = Tier()
         return t
-
-    def _admit(
-        self,
-        seq: int,
-        state: int,
-        message_id: Any,
-        body: Any,
-        attrs: Any,
-        md5_body: Any,
-        md5_attrs: Any,
-        system: Any,
-        sent_ts: int,
-        visible_at: int,
-        receive_count: int,
-        first_receive_ts: int,
-        group: str | None,
-        dedup_id: Any,
-        level: int,
-    ) -> int:
-        """The part of adding a message every kind of queue shares; each indexes visible messages its own way.
-        Returns its slot."""
-        size = approx_size(body, attrs)
-        slot = self.table.insert(seq, self.number, message_id, body, attrs, md5_body, md5_attrs, system, sent_ts,
-                                 visible_at, receive_count, first_receive_ts, group, dedup_id, size, level, state)
-        self.order.append(seq)
-        self.live_bytes += size
-        self.counts[state] += 1
-        return slot
 
     def remove(self, seqs: Iterable[int]) -> int:
         """Forget these messages (missing ones are skipped); returns the bytes freed."""

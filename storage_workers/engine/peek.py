@@ -30,9 +30,10 @@ def peek_rows(q: QueueState, now: int, max_messages: int, retention_seconds: int
         m = msgs.get(seq)
         if m is None or m.visible_at > now or m.sent_ts <= cutoff:
             continue
-        row = (m.id, None, m.body, m.attrs, m.md5_body, m.md5_attrs, m.system, m.sent_ts, m.first_receive_ts,
+        message_id, body, attrs, md5_body, md5_attrs, system, dedup_id = m.t.fields(m.slot)
+        row = (message_id, None, body, attrs, md5_body, md5_attrs, system, m.sent_ts, m.first_receive_ts,
                m.receive_count)
-        rows.append((*row, f"{m.seq:020d}", m.group, m.dedup_id) if q.fifo else row)
+        rows.append((*row, f"{m.seq:020d}", m.group, dedup_id) if q.fifo else row)
         if len(rows) >= max_messages:
             break
     return rows

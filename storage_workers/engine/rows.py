@@ -20,39 +20,41 @@ def received_rows(receipts: Receipts, queue_tag: bytes, fifo: bool, messages: li
     encode, id_tag = receipts.encode, receipts.id_tag
     rows = []
     for m in messages:
-        # Read from the table's columns directly: a received message's fields, each once.
         t, slot, seq = m.t, m.slot, m.seq
-        message_id, count = t.message_id(slot), t.receives[slot]
+        message_id, body, attrs, md5_body, md5_attrs, system, dedup_id = t.fields(slot)
+        count = t.receives[slot]
         row = (
             message_id,
             encode(queue_tag, seq, count, id_tag(message_id)),
-            t.body(slot),
-            t.attrs(slot),
-            t.md5_body(slot),
-            t.md5_attrs(slot),
-            t.system_of(slot),
+            body,
+            attrs,
+            md5_body,
+            md5_attrs,
+            system,
             t.sent[slot],
             t.first_receive[slot],
             count,
         )
-        rows.append((*row, f"{seq:020d}", t.group_of(slot), t.dedup_id(slot)) if fifo else row)
+        rows.append((*row, f"{seq:020d}", t.group_of(slot), dedup_id) if fifo else row)
     return rows
 
 
 def outgoing(m: Message) -> Outgoing:
+    t, slot = m.t, m.slot
+    message_id, body, attrs, md5_body, md5_attrs, system, dedup_id = t.fields(slot)
     return Outgoing(
         m.seq,
-        m.id,
-        m.body,
-        m.attrs,
-        m.md5_body,
-        m.md5_attrs,
-        m.system,
-        m.sent_ts,
-        m.receive_count,
-        m.first_receive_ts,
-        m.group,
-        m.dedup_id,
+        message_id,
+        body,
+        attrs,
+        md5_body,
+        md5_attrs,
+        system,
+        t.sent[slot],
+        t.receives[slot],
+        t.first_receive[slot],
+        t.group_of(slot),
+        dedup_id,
     )
 
 

@@ -124,23 +124,15 @@ class Row:
     def as_restored(self) -> tuple:
         """The fields a RESTORED record carries (FIFO messages add group, dedup id and attempt)."""
         t, slot = self.t, self.slot
+        message_id, body, attrs, md5_body, md5_attrs, system, dedup_id = t.fields(slot)
         fields = (
-            self.seq,
-            t.message_id(slot),
-            t.body(slot),
-            t.attrs(slot),
-            t.md5_body(slot),
-            t.md5_attrs(slot),
-            t.system_of(slot),
-            t.sent[slot],
-            t.visible[slot],
-            t.receives[slot],
-            t.first_receive[slot],
+            self.seq, message_id, body, attrs, md5_body, md5_attrs, system, t.sent[slot], t.visible[slot],
+            t.receives[slot], t.first_receive[slot],
         )
         group = t.group_of(slot)
         if group is None:
             return fields
-        return (*fields, group, t.dedup_id(slot), self.attempt)
+        return (*fields, group, dedup_id, self.attempt)
 
     def __repr__(self) -> str:
         return f"Row(seq={self.seq}, state={self.state}, visible_at={self.visible_at})"
