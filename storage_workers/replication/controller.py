@@ -97,7 +97,7 @@ class ControllerTimes:
     wakes the loop at once, so failover does not wait on it; an idle cluster makes a quarter of the scans."""
     isr_check_seconds: float = 0.2
     max_lag_ms: int = 2_000
-    heartbeat_seconds: float = 1.0
+    heartbeat_seconds: float = 2.0
     claim_stagger_ms: int = 300
     handover_after_ms: int = 10_000
     """How long the preferred leader (the first replica) must have been caught up, in sync and not leading
@@ -259,12 +259,16 @@ class ClusterController:
         """Act as the in-cluster manager while holding its lease: replace dead replicas (see ``replacements``)."""
         assert self.registry is not None
         lease_ms = int(self.times.manager_seconds * 3000)
+        pause = self.times.manager_seconds
         while True:
-            await asyncio.sleep(self.times.manager_seconds)
+            await asyncio.sleep(pause)
+            # Another worker's lease runs a whole lease from its last renewal: asking again sooner only fails.
+            pause = lease_ms / 1000
             try:
                 if await self._call(
                     self.registry.hold_manager_lease, self.cluster, self.me, self.now_ms(), lease_ms
                 ):
+                    pause = self.times.manager_seconds
                     await self.manage_once()
             except (SqsError, CoordinationError) as exc:
                 log.warning("cluster %s: manager step failed: %s", self.cluster, exc.__cause__ or exc)

@@ -8,11 +8,11 @@ def test_the_workers_table_follows_the_table_prefix() -> None:
 
 
 def test_lease_and_heartbeat_timings_have_defaults_and_read_their_variables() -> None:
-    # given no setting, then a 5 s lease, a heartbeat each second and 10 s of grace
+    # given no setting, then a 5 s lease, a heartbeat every 2 s and 10 s of grace
     defaults = Settings.from_env({})
     assert (defaults.leader_lease_seconds, defaults.worker_heartbeat_seconds, defaults.worker_grace_seconds) == (
         5.0,
-        1.0,
+        2.0,
         10.0,
     )
     # when the environment names them, then they are used

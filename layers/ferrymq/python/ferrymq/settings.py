@@ -141,7 +141,7 @@ class Settings:
     # public unicast addresses; empty: public addresses only (ferrymq.push.destinations). `ferrymq up` allows
     # loopback unless this is set.
     push_allowed_networks: tuple[str, ...] = ()
-    worker_heartbeat_seconds: float = 1.0
+    worker_heartbeat_seconds: float = 2.0
     worker_grace_seconds: float = 10.0
     # The cluster a worker belongs to, and the shape `ferrymq up` gives a new one: how many workers, how many
     # replicas per partition, and when a write counts as acknowledged (leader | majority | all).
