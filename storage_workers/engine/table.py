@@ -22,9 +22,10 @@ Fields of no fixed width stay out of the columns where they can:
   that is 32 lower-case hex digits its 16 bytes; anything else (older logs, tests) is kept as it came;
 - system attributes (``SenderId``, a priority level, a dead-letter source) repeat across messages, so each
   distinct set is kept once (:class:`Interner`), as is each FIFO group name, and freed with its last message;
-- ``extra`` holds the body alone, or, when the message has anything more (attributes, an attributes MD5, an
-  id or MD5 kept as it came, a deduplication id), a tuple of the body and those.  The body is reached through
-  :meth:`MessageTable.body` only, so a later step can keep it on disk instead.
+- ``extra`` holds the body alone; or, for a FIFO message with nothing else to keep, the body and its
+  deduplication id (a content-based one, 64 hex digits, as its 32 bytes); or, when the message has anything
+  more (attributes, an attributes MD5, an id or MD5 kept as it came), a tuple of the body and all of those.
+  The body is reached through :meth:`MessageTable.body` only, so a later step can keep it on disk instead.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ F_SYSTEM = 16
 """System attributes that could not be shared (not hashable, or not a dict), in the extra tuple."""
 F_NO_MD5 = 32
 """The body MD5 is ``""`` (an encrypted message's: its MD5s are inside the envelope)."""
+F_PAIR = 64
+"""With F_EXTRA: ``extra`` is ``(body, deduplication id)``, a FIFO message with nothing else to keep."""
+F_DEDUP_HEX = 128
+"""The deduplication id is 64 lower-case hex digits (a content-based one, SHA-256), kept as its 32 bytes."""
 
 _BODY_ALONE = frozenset({F_UUID | F_MD5, F_UUID | F_NO_MD5})
 """Flags of a message whose ``extra`` is its body alone."""
@@ -74,15 +79,20 @@ def uuid_text(raw: bytes | bytearray) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def md5_bytes(md5: object) -> bytes | None:
-    """The 16 bytes of 32 lower-case hex digits, else None."""
-    if type(md5) is not str or len(md5) != 32:
+def hex_bytes(text: object, size: int) -> bytes | None:
+    """The ``size`` bytes ``2 * size`` lower-case hex digits stand for, else None."""
+    if type(text) is not str or len(text) != 2 * size:
         return None
     try:
-        raw = bytes.fromhex(md5)
+        raw = bytes.fromhex(text)
     except ValueError:
         return None
-    return raw if raw.hex() == md5 else None
+    return raw if len(raw) == size and raw.hex() == text else None
+
+
+def md5_bytes(md5: object) -> bytes | None:
+    """The 16 bytes of 32 lower-case hex digits, else None."""
+    return hex_bytes(md5, 16)
 
 
 class Interner:
@@ -302,7 +312,18 @@ class MessageTable:
         else:
             flags |= F_SYSTEM
         group_no = self.groups.add(group, group) if group is not None else 0
-        if flags not in _BODY_ALONE or md5_attrs is not None or dedup_id is not None:
+        if dedup_id is not None:
+            raw_dedup = hex_bytes(dedup_id, 32)
+            if raw_dedup is not None:
+                flags |= F_DEDUP_HEX
+                dedup_id = raw_dedup
+        if flags & ~F_DEDUP_HEX in _BODY_ALONE and md5_attrs is None:
+            if dedup_id is None:
+                extra: Any = body
+            else:
+                flags |= F_EXTRA | F_PAIR
+                extra = (body, dedup_id)
+        else:
             flags |= F_EXTRA
             extra: Any = (
                 body,
@@ -313,8 +334,6 @@ class MessageTable:
                 system if flags & F_SYSTEM else None,
                 dedup_id,
             )
-        else:
-            extra = body
         level = level if 0 <= level < 256 else 255
         size = min(size, 0xFFFFFFFF)
         if self._free:
@@ -396,6 +415,17 @@ class MessageTable:
             )
         extra = self.extra[slot]
         shared = dict(self.systems.value(no)) if no else {}
+        if flags & F_PAIR:
+            return (
+                uuid_text(self.ids[at:at + 16]),
+                extra[0],
+                {},
+                self.md5[at:at + 16].hex() if flags & F_MD5 else "",
+                None,
+                shared,
+                extra[1].hex() if flags & F_DEDUP_HEX else extra[1],
+            )
+        dedup_id = extra[_E_DEDUP]
         return (
             uuid_text(self.ids[at:at + 16]) if flags & F_UUID else extra[_E_ID],
             extra[_E_BODY],
@@ -403,7 +433,7 @@ class MessageTable:
             self.md5[at:at + 16].hex() if flags & F_MD5 else "" if flags & F_NO_MD5 else extra[_E_MD5],
             extra[_E_MD5_ATTRS],
             extra[_E_SYSTEM] if flags & F_SYSTEM else shared,
-            extra[_E_DEDUP],
+            dedup_id.hex() if flags & F_DEDUP_HEX else dedup_id,
         )
 
     def message_id(self, slot: int) -> Any:
@@ -422,7 +452,8 @@ class MessageTable:
         return "" if flags & F_NO_MD5 else self.extra[slot][_E_MD5]
 
     def md5_attrs(self, slot: int) -> Any:
-        return self.extra[slot][_E_MD5_ATTRS] if self.flags[slot] & F_EXTRA else None
+        flags = self.flags[slot]
+        return self.extra[slot][_E_MD5_ATTRS] if flags & F_EXTRA and not flags & F_PAIR else None
 
     def attrs(self, slot: int) -> Any:
         return self.extra[slot][_E_ATTRS] if self.flags[slot] & F_ATTRS else {}
@@ -439,4 +470,8 @@ class MessageTable:
         return self.groups.value(no) if no else None
 
     def dedup_id(self, slot: int) -> Any:
-        return self.extra[slot][_E_DEDUP] if self.flags[slot] & F_EXTRA else None
+        flags = self.flags[slot]
+        if not flags & F_EXTRA:
+            return None
+        dedup_id = self.extra[slot][1 if flags & F_PAIR else _E_DEDUP]
+        return dedup_id.hex() if flags & F_DEDUP_HEX else dedup_id
