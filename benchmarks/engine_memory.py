@@ -1,10 +1,12 @@
 """Memory the queue engine holds per stored message, besides the body, and its rates, in process.
 
-    python benchmarks/engine_memory.py [--messages 200000] [--body-bytes 256] [--fifo]
+    python benchmarks/engine_memory.py [--messages 200000] [--body-bytes 256] [--fifo] [--sse]
 
 Fills one Engine with ``--messages`` sends of ``--body-bytes`` bodies (batches of ten, each message shaped as the
 front end sends it: a UUID message id, the MD5 of the body, a ``SenderId`` system attribute; ``--fifo``: a FIFO
-queue through ``store``, 100 message groups, a deduplication id each). It prints:
+queue through ``store``, 100 message groups, a content-based deduplication id each; ``--sse``: as an encrypting
+front end stores them, the body an opaque envelope of bytes and the MD5s empty, as the default stack does).
+It prints:
 
 - the bytes tracemalloc sees allocated per message, and the process's RSS growth per message, both less the
   body's own bytes (what step 4 of docs/design/storage-at-scale.md moves to disk);
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
+import os
 import time
 import tracemalloc
 import uuid
@@ -39,20 +42,23 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * 4096
 
 
-def bodies(n: int, body_bytes: int) -> list[str]:
+def bodies(n: int, body_bytes: int, sse: bool = False) -> list[Any]:
+    if sse:
+        return [os.urandom(body_bytes) for _ in range(n)]
     return [f"{i:012d}".ljust(body_bytes, "x") for i in range(n)]
 
 
-def message(i: int, body: str, fifo: bool) -> list[Any]:
+def message(i: int, body: Any, fifo: bool) -> list[Any]:
     """A message as the worker decodes it from a request: every string and dict its own object."""
-    md5 = hashlib.md5(body.encode()).hexdigest()
+    raw = body if isinstance(body, bytes) else body.encode()
+    md5 = "" if isinstance(body, bytes) else hashlib.md5(raw).hexdigest()
     if fifo:
         return [str(uuid.uuid4()), body, {}, md5, None, 0, dict(SENDER), f"group-{i % 100}",
-                hashlib.sha256(body.encode()).hexdigest(), None]
+                hashlib.sha256(raw).hexdigest(), None]
     return [str(uuid.uuid4()), body, {}, md5, None, 0, dict(SENDER)]
 
 
-def fill(engine: Engine, texts: list[str], fifo: bool) -> float:
+def fill(engine: Engine, texts: list[Any], fifo: bool) -> float:
     """Sends every body in batches of ten; the seconds spent in the engine."""
     spent = 0.0
     for i in range(0, len(texts), 10):
@@ -84,10 +90,11 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--body-bytes", type=int, default=256)
     parser.add_argument("--fifo", action="store_true")
+    parser.add_argument("--sse", action="store_true")
     args = parser.parse_args()
     n = args.messages
 
-    texts = bodies(n, args.body_bytes)
+    texts = bodies(n, args.body_bytes, args.sse)
     # RSS first, in a process that has done nothing else yet; tracemalloc then, over a second engine.
     engine = Engine(ManualClock(), KEY)
     gc.collect()
@@ -106,7 +113,8 @@ def main() -> None:
     traced = tracemalloc.get_traced_memory()[0] - traced_before
     tracemalloc.stop()
     # The bodies were made before either fill and are shared with the engine: neither figure counts them.
-    print(f"{n} messages of {args.body_bytes} B ({'FIFO' if args.fifo else 'standard'} queue), bodies not counted")
+    kind = ("FIFO" if args.fifo else "standard") + (", encrypted" if args.sse else "")
+    print(f"{n} messages of {args.body_bytes} B ({kind} queue), bodies not counted")
     print(f"  tracemalloc:     {traced / n:10.1f} B per message")
     print(f"  RSS growth:      {rss / n:10.1f} B per message")
     print(f"  send:            {n / send_seconds:10.0f} msg/s")
