@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 
+from ferrymq import ids
 from ferrymq.errors import InvalidAction, SqsError
 from ferrymq.frontend.actions import ACTIONS
 from ferrymq.frontend.auth import Authenticator
@@ -70,7 +70,7 @@ class Frontend:
         )
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
-        request_id = str(uuid.uuid4())
+        request_id = ids.uuid4()
         # Every line logged for this request, here and in the storage workers its RPCs reach, carries this id.
         request_token = REQUEST_ID.set(request_id)
         arrived, started = self.services.clock.now(), self.services.clock.monotonic()
@@ -142,7 +142,7 @@ class Frontend:
 
     def refuse(self, request: HttpRequest, error: SqsError) -> HttpResponse:
         """The answer to a request the gateway refuses before the pipeline runs, in the request's protocol."""
-        return render_error(_protocol_of(request), error, str(uuid.uuid4()))
+        return render_error(_protocol_of(request), error, ids.uuid4())
 
     def start(self) -> None:
         """Start the background work of a long-running host (the local gateway; the Lambda entry never does)."""

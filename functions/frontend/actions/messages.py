@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from ferrymq import ids
 from ferrymq.aws.dedup_store import dedup_key
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.bulkhead import off_loop
@@ -143,7 +143,7 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
     md5_body = md5_of_body(body)
     md5_attrs = md5_of_attributes(attributes)
     message = sent_message(
-        str(uuid.uuid4()),
+        ids.uuid4(),
         body,
         attributes,
         md5_body,
