@@ -261,7 +261,10 @@ def test_queues_that_are_missing_or_not_the_callers_are_lambdas_sqs_error(stack:
         raw.delete_event_source_mapping(UUID=made["UUID"])
 
 
-@pytest.mark.parametrize("mapping_id", ["", "nope", "0" * 5000, str(uuid.uuid4()), "'; DROP TABLE x; --"])
+UNKNOWN_MAPPING = "5f0c7a3e-0b1d-4c2e-9a4f-6d8e1b2c3a4f"
+
+
+@pytest.mark.parametrize("mapping_id", ["", "nope", "0" * 5000, UNKNOWN_MAPPING, "'; DROP TABLE x; --"])
 def test_unknown_or_malformed_uuids_are_not_found(raw: Any, mapping_id: str) -> None:
     for call in (raw.get_event_source_mapping, raw.delete_event_source_mapping, raw.update_event_source_mapping):
         _refused(lambda call=call: call(UUID=mapping_id), "ResourceNotFoundException",
