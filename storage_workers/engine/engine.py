@@ -498,15 +498,16 @@ class Engine(MoveTaskRequests):
     def _expire(self, q: QueueState, now: int, retention_seconds: int, *, sweeping: bool = False) -> None:
         if not sweeping:
             q.retention_seconds = retention_seconds
-        order, msgs = q.order, q.msgs
+        order, slot_of, sent = q.order, q.msgs.slot, q.table.sent
         cutoff = now - retention_seconds * 1000
         expired: list[int] = []
         while order:
-            m = msgs.get(order[0])
-            if m is not None:
-                if m.sent_ts > cutoff:
+            seq = order[0]
+            slot = slot_of(seq)
+            if slot >= 0:
+                if sent[slot] > cutoff:
                     break
-                expired.append(m.seq)
+                expired.append(seq)
             order.popleft()
         if expired:
             self._commit((EXPIRED, q.queue_id, expired))

@@ -16,14 +16,14 @@ _CUT_AT = 1024
 
 
 class Ring:
-    __slots__ = ("_a", "_head")
+    __slots__ = ("_a", "_head", "append")
 
     def __init__(self, items: Iterable[int] = ()) -> None:
         self._a = array("Q", items)
         self._head = 0
-
-    def append(self, value: int) -> None:
-        self._a.append(value)
+        # The array's own method: appending is the hot path (every message sent), and the array object stays
+        # the same when its front is cut off.
+        self.append = self._a.append
 
     def popleft(self) -> int:
         a, head = self._a, self._head
