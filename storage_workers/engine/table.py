@@ -56,6 +56,8 @@ _BODY_ALONE = frozenset({F_UUID | F_MD5, F_UUID | F_NO_MD5})
 
 _E_BODY, _E_ID, _E_MD5, _E_MD5_ATTRS, _E_ATTRS, _E_SYSTEM, _E_DEDUP = range(7)
 _ZERO16 = bytes(16)
+_ID_TEXTS = 4096
+"""At most this many ids kept as text (``MessageTable.id_texts``); then it starts over."""
 _WINDOW_SLACK = 65536
 _CUT_SLACK = 4096
 
@@ -156,6 +158,7 @@ class MessageTable:
         "flags",
         "group",
         "groups",
+        "id_texts",
         "ids",
         "level",
         "live",
@@ -202,6 +205,9 @@ class MessageTable:
         self.level = array("B")
         self.flags = array("B")
         self.extra: list[Any] = []
+        self.id_texts: dict[int, str] = {}
+        """Slot -> its UUID id as text, for the messages whose id was read lately: a message received is read
+        again by its delete (the handle's check, and the removal), so its id is formatted once, not thrice."""
 
     # --- sequence number -> slot ---------------------------------------------------------------------
 
@@ -378,6 +384,7 @@ class MessageTable:
     def free(self, seq: int, slot: int) -> None:
         """Forget message ``seq`` (its row is ``slot``)."""
         self._unplace(seq)
+        self.id_texts.pop(slot, None)
         no = self.system[slot]
         if no:
             self.systems.release(no)
@@ -405,7 +412,7 @@ class MessageTable:
         no = self.system[slot]
         if not flags & F_EXTRA:
             return (
-                uuid_text(self.ids[at:at + 16]),
+                self._uuid(slot),
                 self.extra[slot],
                 {},
                 self.md5[at:at + 16].hex() if flags & F_MD5 else "",
@@ -417,7 +424,7 @@ class MessageTable:
         shared = dict(self.systems.value(no)) if no else {}
         if flags & F_PAIR:
             return (
-                uuid_text(self.ids[at:at + 16]),
+                self._uuid(slot),
                 extra[0],
                 {},
                 self.md5[at:at + 16].hex() if flags & F_MD5 else "",
@@ -427,7 +434,7 @@ class MessageTable:
             )
         dedup_id = extra[_E_DEDUP]
         return (
-            uuid_text(self.ids[at:at + 16]) if flags & F_UUID else extra[_E_ID],
+            self._uuid(slot) if flags & F_UUID else extra[_E_ID],
             extra[_E_BODY],
             extra[_E_ATTRS] if flags & F_ATTRS else {},
             self.md5[at:at + 16].hex() if flags & F_MD5 else "" if flags & F_NO_MD5 else extra[_E_MD5],
@@ -438,8 +445,18 @@ class MessageTable:
 
     def message_id(self, slot: int) -> Any:
         if self.flags[slot] & F_UUID:
-            return uuid_text(self.ids[16 * slot:16 * slot + 16])
+            return self._uuid(slot)
         return self.extra[slot][_E_ID]
+
+    def _uuid(self, slot: int) -> str:
+        texts = self.id_texts
+        text = texts.get(slot)
+        if text is None:
+            text = uuid_text(self.ids[16 * slot:16 * slot + 16])
+            if len(texts) >= _ID_TEXTS:
+                texts.clear()
+            texts[slot] = text
+        return text
 
     def body(self, slot: int) -> Any:
         extra = self.extra[slot]
