@@ -1,6 +1,6 @@
 """The partition's message table (``ferrymq.storage.engine.table``): every field comes back exactly as it went
 in, whatever its form; the memory it holds follows what is stored, not what was sent; no stored message is a
-Python object of its own."""
+Python object of its own.  And the rings its queues index messages with answer as a deque does."""
 
 from __future__ import annotations
 
@@ -9,14 +9,17 @@ import hashlib
 import os
 import tracemalloc
 import uuid
+from collections import deque
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ferrymq.clock import ManualClock
 from ferrymq.storage.engine import Engine, PartitionState
 from ferrymq.storage.engine.records import DELETED, RESTORED, SENT, STORED
+from ferrymq.storage.engine.rings import Ring
 from tests.fuzz.profiles import fuzz_settings
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, as_dicts, plain_message, poll
 
@@ -197,3 +200,39 @@ def test_a_fifo_message_keeps_a_content_based_deduplication_id_as_its_bytes(cloc
     assert held < 280
     rows = as_dicts(engine.peek(fifo, 1, RETENTION))
     assert rows[0]["dedup_id"] == hashlib.sha256(b"body 0").hexdigest()
+
+
+@given(st.lists(st.one_of(st.integers(0, 2**64 - 1), st.integers(1, 3000).map(lambda n: -n)), max_size=60))
+@fuzz_settings(ci_examples=100)
+def test_a_ring_answers_as_a_deque(steps: list[int]) -> None:
+    # given a ring and a deque, fed the same appends (a value) and takes from the front (-n: take n)
+    ring, reference = Ring(), deque[int]()
+    for step in steps:
+        if step >= 0:
+            ring.append(step)
+            reference.append(step)
+            continue
+        for _ in range(-step):
+            if not reference:
+                with pytest.raises(IndexError):
+                    ring.popleft()
+                break
+            assert ring.popleft() == reference.popleft()
+        # when the two are looked at after every step, then they hold the same, front, back and in both orders
+        assert (len(ring), bool(ring), list(ring), list(reversed(ring))) == (
+            len(reference), bool(reference), list(reference), list(reversed(reference)))
+        if reference:
+            assert (ring[0], ring[-1]) == (reference[0], reference[-1])
+        else:
+            with pytest.raises(IndexError):
+                ring[-1]
+
+
+def test_a_ring_cuts_what_it_gave_out_and_keeps_the_rest() -> None:
+    # given a ring of 10,000 values, 9,000 taken from its front
+    ring = Ring(range(10_000))
+    for i in range(9_000):
+        assert ring.popleft() == i
+    # then the array under it holds about what is left, not all that was ever appended
+    assert len(ring._a) < 6_000
+    assert list(ring) == list(range(9_000, 10_000))
