@@ -122,6 +122,17 @@ class Interner:
         self._refs[no] += 1
         return no
 
+    def entry(self, no: int) -> object:
+        """What identifies value ``no`` as it is now (for :meth:`add_again`)."""
+        return self._values[no]
+
+    def add_again(self, no: int, entry: object) -> bool:
+        """One more row for value ``no``, if it is still the ``entry`` it was (not freed and reused since)."""
+        if self._values[no] is not entry:
+            return False
+        self._refs[no] += 1
+        return True
+
     def value(self, no: int) -> Any:
         entry = self._values[no]
         return entry[1] if entry is not None else None
@@ -141,17 +152,13 @@ class Interner:
         return len(self._numbers)
 
 
-def _system_key(system: dict) -> Hashable:
-    # Types are part of the key: {"k": 1} and {"k": True} are equal, yet must come back as they went in.
-    return (tuple(system.items()), tuple(map(type, system.values())))
-
-
 class MessageTable:
     """The rows of every message of one partition (module docstring)."""
 
     __slots__ = (
         "_free",
         "_front",
+        "_last_system",
         "base",
         "extra",
         "first_receive",
@@ -180,6 +187,8 @@ class MessageTable:
         self._reset()
         self.systems = Interner()
         self.groups = Interner()
+        self._last_system: tuple[tuple, int, object] | None = None
+        """``(items, number, entry)`` of the system attribute set shared last, if its values are all text."""
 
     def _reset(self) -> None:
         self.base = 0
@@ -311,10 +320,24 @@ class MessageTable:
         system_no = 0
         if type(system) is dict:
             if system:
-                try:
-                    system_no = self.systems.add(_system_key(system), system)
-                except TypeError:
-                    flags |= F_SYSTEM
+                items = tuple(system.items())
+                last = self._last_system
+                # The messages of one request, and a sender's next ones, name the same system attributes: the
+                # set shared last is checked first, by its items in order, without building its full key.
+                if last is not None and items == last[0] and self.systems.add_again(last[1], last[2]):
+                    system_no = last[1]
+                else:
+                    try:
+                        # Types are part of the key: {"k": 1} and {"k": True} are equal, yet must come back as
+                        # they went in.
+                        types = tuple(map(type, system.values()))
+                        system_no = self.systems.add((items, types), system)
+                    except TypeError:
+                        flags |= F_SYSTEM
+                    else:
+                        # Only a set of text values: a text equals nothing but text, so equal items are the same.
+                        if all(t is str for t in types):
+                            self._last_system = (items, system_no, self.systems.entry(system_no))
         else:
             flags |= F_SYSTEM
         group_no = self.groups.add(group, group) if group is not None else 0

@@ -236,3 +236,18 @@ def test_a_ring_cuts_what_it_gave_out_and_keeps_the_rest() -> None:
     # then the array under it holds about what is left, not all that was ever appended
     assert len(ring._a) < 6_000
     assert list(ring) == list(range(9_000, 10_000))
+
+
+def test_a_shared_system_attribute_set_freed_and_its_number_reused_is_not_handed_to_a_later_message() -> None:
+    # given a message whose system attributes were shared, removed (the set freed), and a message with other
+    # system attributes that took the freed set's number
+    state = PartitionState()
+    sender_a = {"SenderId": "a"}
+    state.apply((SENT, Q, TS, 1, [(str(uuid.uuid4()), "first", {}, "", None, 0, dict(sender_a))]))
+    state.apply((DELETED, Q, [1]))
+    state.apply((SENT, Q, TS, 2, [(str(uuid.uuid4()), "second", {}, "", None, 0, {"FerryMQPriority": 1})]))
+    # when a third message names the first one's set again
+    state.apply((SENT, Q, TS, 3, [(str(uuid.uuid4()), "third", {}, "", None, 0, dict(sender_a))]))
+    # then each message keeps its own system attributes
+    assert [(row[2], row[6]) for row in state.state()[Q]] == [("second", {"FerryMQPriority": 1}),
+                                                              ("third", sender_a)]
