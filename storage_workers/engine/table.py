@@ -245,10 +245,23 @@ class MessageTable:
                 self.base -= grow
                 self._front = 0
                 i += grow
+                # Stragglers the window now covers go back into it: a number is looked up in one place only.
+                overflow, base = self.overflow, self.base
+                for straggler in [s for s in overflow if s >= base]:
+                    window[straggler - base] = overflow.pop(straggler)
             else:
                 self.overflow[seq] = slot
                 return
         if i >= len(window):
+            if i - len(window) > 8 * self.live + _WINDOW_SLACK:
+                # Far past the window (numbers used and gone meanwhile, as after a restore): a new window starts
+                # here and the old one's rows become stragglers, rather than the window spanning the gap.
+                overflow, base = self.overflow, self.base
+                for j, kept in enumerate(window):
+                    if kept >= 0:
+                        overflow[base + j] = kept
+                self.window = window = array("i")
+                self.base, self._front, i = seq, 0, 0
             window.extend(array("i", [-1]) * (i - len(window) + 1))
         window[i] = slot
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ferrymq.clock import ManualClock
 from ferrymq.storage.engine import Engine, PartitionState
-from ferrymq.storage.engine.records import DELETED, RESTORED, SENT, STORED
+from ferrymq.storage.engine.records import DELETED, RESTORED, SENT, SEQUENCE, STORED
 from ferrymq.storage.engine.rings import Ring
 from tests.fuzz.profiles import fuzz_settings
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, as_dicts, plain_message, poll
@@ -251,3 +251,35 @@ def test_a_shared_system_attribute_set_freed_and_its_number_reused_is_not_handed
     # then each message keeps its own system attributes
     assert [(row[2], row[6]) for row in state.state()[Q]] == [("second", {"FerryMQPriority": 1}),
                                                               ("third", sender_a)]
+
+
+def test_a_straggler_is_still_found_after_the_window_grows_back_over_it() -> None:
+    # given a message left behind in the overflow while 70,000 later ones came and went, all but one
+    state = PartitionState()
+    state.apply((SENT, Q, TS, 1, [plain_message("straggler")]))
+    batch = [plain_message(f"m{i}") for i in range(10)]
+    kept = 40_000
+    for seq in range(2, 70_002, 10):
+        state.apply((SENT, OTHER, TS, seq, batch))
+        state.apply((DELETED, OTHER, [s for s in range(seq, seq + 10) if s != kept]))
+    table = state.table
+    assert 1 in table.overflow and table.base > 1
+    # when a message is restored just below the window's front, so that the window grows back down over it
+    state.apply((RESTORED, OTHER, [_restored(table.base - 5)]))
+    assert table.base <= 1
+    # then the straggler is found where it is, and removed by its record
+    assert [row[2] for row in state.state()[Q]] == ["straggler"]
+    state.apply((DELETED, Q, [1]))
+    assert Q not in state.state() and table.live == 2
+
+
+def test_a_message_sent_long_after_those_kept_does_not_stretch_the_window_over_the_numbers_between() -> None:
+    # given a partition restored from a snapshot: a few old messages kept, ten million numbers used since
+    state = PartitionState.replay([(RESTORED, Q, [_restored(seq) for seq in (3, 5, 8)]), (SEQUENCE, 10_000_000)])
+    # when a message is sent after them
+    state.apply((SENT, Q, TS, state.next_seq, [plain_message("new")]))
+    # then the table spans what it holds, not the ten million numbers between, and finds all four
+    assert len(state.table.window) < 100_000
+    assert [row[0] for row in state.state()[Q]] == [3, 5, 8, 10_000_000]
+    state.apply((DELETED, Q, [5, 10_000_000]))
+    assert [row[0] for row in state.state()[Q]] == [3, 8]
