@@ -263,6 +263,8 @@ class MessageTable:
                 self.window = window = array("i")
                 self.base, self._front, i = seq, 0, 0
             window.extend(array("i", [-1]) * (i - len(window) + 1))
+        elif i < self._front:
+            self._front = i
         window[i] = slot
 
     def _unplace(self, seq: int) -> None:

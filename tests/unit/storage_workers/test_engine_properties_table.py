@@ -20,6 +20,7 @@ from ferrymq.clock import ManualClock
 from ferrymq.storage.engine import Engine, PartitionState
 from ferrymq.storage.engine.records import DELETED, RESTORED, SENT, SEQUENCE, STORED
 from ferrymq.storage.engine.rings import Ring
+from ferrymq.storage.engine.table import MessageTable
 from tests.fuzz.profiles import fuzz_settings
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, as_dicts, plain_message, poll
 
@@ -283,3 +284,45 @@ def test_a_message_sent_long_after_those_kept_does_not_stretch_the_window_over_t
     assert [row[0] for row in state.state()[Q]] == [3, 5, 8, 10_000_000]
     state.apply((DELETED, Q, [5, 10_000_000]))
     assert [row[0] for row in state.state()[Q]] == [3, 8]
+
+
+seq_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("insert"), st.integers(1, 3_000_000)),
+        st.tuples(st.just("insert_run"), st.integers(1, 3_000_000), st.integers(1, 2_000)),
+        st.tuples(st.just("free"), st.integers(0, 10**6)),
+        st.tuples(st.just("free_run"), st.integers(0, 10**6), st.integers(1, 2_000)),
+    ),
+    max_size=40,
+)
+
+
+@given(seq_ops)
+@fuzz_settings(ci_examples=200)
+def test_the_table_finds_every_live_row_by_its_number_whatever_the_order(ops: list[tuple]) -> None:
+    # given rows inserted and freed in any order: runs and single numbers, ahead of the window, behind it and
+    # far from it (what restores, stragglers and sends after a restore do)
+    table = MessageTable()
+    live: dict[int, int] = {}
+    for op in ops:
+        if op[0].startswith("insert"):
+            first, count = op[1], op[2] if len(op) > 2 else 1
+            for seq in range(first, first + count):
+                if seq not in live:
+                    live[seq] = table.insert(seq, 7, None, f"b{seq}", {}, None, None, {}, seq, 0, 0, 0, None,
+                                             None, 1, 0, 0)
+        else:
+            ordered = sorted(live)
+            if not ordered:
+                continue
+            at = op[1] % len(ordered)
+            for seq in ordered[at:at + (op[2] if len(op) > 2 else 1)]:
+                table.free(seq, live.pop(seq))
+            table.tidy()
+        # then every live row is found by its number, with its own fields, and no freed number is
+        for seq, slot in live.items():
+            assert table.slot(seq) == slot and table.sent[slot] == seq and table.body(slot) == f"b{seq}"
+        assert table.live == len(live)
+    for seq in range(1, 50):
+        if seq not in live:
+            assert table.slot(seq) == -1
