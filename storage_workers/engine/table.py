@@ -346,7 +346,8 @@ class MessageTable:
                         # Types are part of the key: {"k": 1} and {"k": True} are equal, yet must come back as
                         # they went in.
                         types = tuple(map(type, system.values()))
-                        system_no = self.systems.add((items, types), system)
+                        # A copy is shared: the sender's dict is not the table's to keep.
+                        system_no = self.systems.add((items, types), dict(system))
                     except TypeError:
                         flags |= F_SYSTEM
                     else:

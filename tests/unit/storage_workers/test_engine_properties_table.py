@@ -326,3 +326,14 @@ def test_the_table_finds_every_live_row_by_its_number_whatever_the_order(ops: li
     for seq in range(1, 50):
         if seq not in live:
             assert table.slot(seq) == -1
+
+
+def test_a_system_attribute_dict_changed_by_its_sender_afterwards_changes_no_stored_message() -> None:
+    # given two messages sent with one system attribute dict, then that dict changed by the code that sent it
+    state = PartitionState()
+    shared = {"SenderId": "a"}
+    state.apply((SENT, Q, TS, 1, [(str(uuid.uuid4()), "one", {}, "", None, 0, shared),
+                                  (str(uuid.uuid4()), "two", {}, "", None, 0, {"SenderId": "a"})]))
+    shared["SenderId"] = "changed"
+    # then both messages keep the attributes they were sent with
+    assert [row[6] for row in state.state()[Q]] == [{"SenderId": "a"}, {"SenderId": "a"}]
