@@ -12,6 +12,12 @@ nothing came within ``wait_ms``.
 Records in the tail buffer are answered at once, durable on the leader or not; older ones come from the log
 (``LogWriter.read_from``, in a thread) once durable.  A FETCH that finds nothing waits, woken by the next
 append or answered empty when its time is up.  The FETCH reply itself never waits for the high watermark.
+
+A waiting FETCH is parked as a plain record (:class:`_Parked`), not a task: at low load every message parks
+one fetch per follower, and a task, a future and a timer for each cost more than the message itself.  The
+appends of one event-loop turn wake the parked fetches once, after the turn, so that one answer carries them
+all; one timer, armed for the earliest deadline, answers the expired ones empty.  A parked fetch is held by
+its connection, which cancels it (drops it from here) when it closes.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_DEADLINE_SLACK = 0.001
+
 
 def _wall_ms() -> int:
     return int(time.time() * 1000)
@@ -61,7 +69,12 @@ class LeaderStream:
         self.tracker = CommitTracker(me, log, acks=role.acks, replicas=role.replicas, isr=role.isr)
         self.tail: TailBuffer | None = TailBuffer(role.tail_bytes) if len(self.tracker.replicas) > 1 else None
         """None without followers: appends then go to the log exactly as in the single-copy mode."""
-        self._fetches: set[asyncio.Future[None]] = set()
+        self._parked: dict[_Parked, None] = {}
+        """Fetches waiting for the next append, in arrival order."""
+        self._waking = False
+        self._sweep: asyncio.TimerHandle | None = None
+        self._sweep_at = 0.0
+        """When the timer answering expired parked fetches fires (loop time), while it is armed."""
         self._now_ms = now_ms
         self.term_start = log.end_offset
         """The offset of this term's first record: a follower joins the in-sync set only once it has it."""
@@ -82,15 +95,14 @@ class LeaderStream:
         self._check_open()
         tail = self.tail
         if tail is None:
-            return self.log.append(record, self.epoch)
-        payload = codec.encode(record)
-        offset = self.log.append_replicated(self.epoch, self.log.end_offset, payload)
-        tail.add(self.epoch, offset, payload)
-        if self._fetches:
-            fetches, self._fetches = self._fetches, set()
-            for fut in fetches:
-                if not fut.done():
-                    fut.set_result(None)
+            offset = self.log.append(record, self.epoch)
+        else:
+            payload = codec.encode(record)
+            offset = self.log.append_replicated(self.epoch, self.log.end_offset, payload)
+            tail.add(self.epoch, offset, payload)
+        if self._parked and not self._waking:
+            self._waking = True
+            asyncio.get_running_loop().call_soon(self._wake)
         return offset
 
     def committed(self) -> None:
@@ -126,12 +138,20 @@ class LeaderStream:
             )
         self.tracker.ack(replica, durable_offset)
         self._note_fetch(replica, from_offset)
-        tail = self.tail
-        if tail is not None and from_offset < self.log.end_offset and tail.covers(from_offset):
-            _answer(conn, request_id, tail.read(from_offset, max(max_bytes, 1)))
+        max_bytes = max(max_bytes, 1)
+        if from_offset == self.log.end_offset:
+            if wait_ms <= 0:
+                _answer(conn, request_id, [])
+            else:
+                self._park(_Parked(self, conn, request_id, from_offset, max_bytes, fail), wait_ms / 1000)
             return None
+        tail = self.tail
+        if tail is not None and tail.covers(from_offset):
+            _answer(conn, request_id, tail.read(from_offset, max_bytes))
+            return None
+        # Older than the tail: from the log, in a task the connection owns.
         return asyncio.get_running_loop().create_task(
-            self._answer_later(conn, request_id, from_offset, max(max_bytes, 1), wait_ms, fail)
+            self._answer_later(conn, request_id, from_offset, max_bytes, fail)
         )
 
     def _lost_copy(self, replica: str, durable_offset: int) -> None:
@@ -160,17 +180,78 @@ class LeaderStream:
             self.caught_up_at[replica] = max(self.caught_up_at.get(replica, previous[1]), previous[1])
         self._last_fetch[replica] = (end, now)
 
+    # --- parked fetches ---------------------------------------------------------------------------------
+
+    def _park(self, parked: _Parked, wait: float) -> None:
+        loop = asyncio.get_running_loop()
+        parked.deadline = deadline = loop.time() + wait
+        self._parked[parked] = None
+        parked.conn.hold(parked)
+        if self._sweep is None or deadline < self._sweep_at:
+            if self._sweep is not None:
+                self._sweep.cancel()
+            self._sweep_at = deadline
+            self._sweep = loop.call_at(deadline, self._expire)
+
+    def _unpark(self, parked: _Parked) -> None:
+        """Forget ``parked`` (its connection closed): nothing of it is left behind."""
+        self._parked.pop(parked, None)
+        if not self._parked and self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+
+    def _wake(self) -> None:
+        """After the turn that appended: answer every parked fetch with what it asked for."""
+        self._waking = False
+        if not self._parked:
+            return
+        parked, self._parked = self._parked, {}
+        for fetch in parked:
+            fetch.conn.release(fetch)
+            self._answer_parked(fetch)
+
+    def _answer_parked(self, fetch: _Parked) -> None:
+        from_offset = fetch.from_offset
+        if from_offset >= self.log.end_offset:
+            _answer(fetch.conn, fetch.request_id, [])
+            return
+        tail = self.tail
+        if tail is not None and tail.covers(from_offset):
+            _answer(fetch.conn, fetch.request_id, tail.read(from_offset, fetch.max_bytes))
+            return
+        # Past the tail already (more appended in one turn than it holds): from the log, as a fetch from behind.
+        task = asyncio.get_running_loop().create_task(
+            self._answer_later(fetch.conn, fetch.request_id, from_offset, fetch.max_bytes, fetch.fail)
+        )
+        fetch.conn.start(task)
+
+    def _expire(self) -> None:
+        """The earliest deadline came: answer the fetches whose time is up, and wait for the next deadline."""
+        self._sweep = None
+        if not self._parked:
+            return
+        loop = asyncio.get_running_loop()
+        # A timer may fire a little before its deadline (the loop's clock counts milliseconds): counted as due.
+        now = loop.time() + _DEADLINE_SLACK
+        due = [fetch for fetch in self._parked if fetch.deadline <= now]
+        for fetch in due:
+            del self._parked[fetch]
+            fetch.conn.release(fetch)
+            self._answer_parked(fetch)
+        if self._parked:
+            self._sweep_at = min(fetch.deadline for fetch in self._parked)
+            self._sweep = loop.call_at(self._sweep_at, self._expire)
+
     async def _answer_later(
         self,
         conn: Connection,
         request_id: int,
         from_offset: int,
         max_bytes: int,
-        wait_ms: int,
         fail: Callable[[Connection, int, BaseException], None],
     ) -> None:
         try:
-            frames = await self._frames(from_offset, max_bytes, wait_ms / 1000)
+            frames = await self._frames(from_offset, max_bytes)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -178,23 +259,12 @@ class LeaderStream:
             return
         _answer(conn, request_id, frames)
 
-    async def _frames(self, from_offset: int, max_bytes: int, wait: float) -> list[Frame]:
-        loop = asyncio.get_running_loop()
-        if from_offset == self.log.end_offset and wait > 0:
-            fut: asyncio.Future[None] = loop.create_future()
-            self._fetches.add(fut)
-            timer = loop.call_later(wait, _resolve, fut)
-            try:
-                await fut
-            finally:
-                timer.cancel()
-                self._fetches.discard(fut)
-        if from_offset == self.log.end_offset:
-            return []
+    async def _frames(self, from_offset: int, max_bytes: int) -> list[Frame]:
+        """The records from ``from_offset`` on, older than the tail buffer: from the log, once it is durable up
+        to where the tail takes over."""
         tail = self.tail
         if tail is not None and tail.covers(from_offset):
             return tail.read(from_offset, max_bytes)
-        # Older than the tail: from the log, once it is durable up to where the tail takes over.
         upto = tail.first_offset if tail is not None and tail.first_offset is not None else self.log.end_offset
         await self.log.wait_offset_durable(upto - 1)
         return await asyncio.to_thread(self._read_log, from_offset, upto, max_bytes)
@@ -215,7 +285,8 @@ class LeaderStream:
 
     @property
     def waiting_fetches(self) -> int:
-        return len(self._fetches)
+        """Fetches parked until the next append or their deadline."""
+        return len(self._parked)
 
     def _check_epoch(self, epoch: int) -> None:
         if epoch < self.epoch:
@@ -291,17 +362,42 @@ class LeaderStream:
         """End the term: parked fetches are answered with ``error``, nothing more is appended, and the
         replies still waiting for the high watermark are returned (their outcome is the next leader's)."""
         self.closed = error
-        fetches, self._fetches = self._fetches, set()
-        for fut in fetches:
-            if not fut.done():
-                fut.set_exception(error)
+        parked, self._parked = self._parked, {}
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+        for fetch in parked:
+            fetch.conn.release(fetch)
+            fetch.fail(fetch.conn, fetch.request_id, error)
         return self.tracker.abandon()
+
+
+class _Parked:
+    """A FETCH from the leader's log end, waiting for the next append or its deadline (loop time)."""
+
+    __slots__ = ("conn", "deadline", "fail", "from_offset", "max_bytes", "request_id", "stream")
+
+    def __init__(
+        self,
+        stream: LeaderStream,
+        conn: Connection,
+        request_id: int,
+        from_offset: int,
+        max_bytes: int,
+        fail: Callable[[Connection, int, BaseException], None],
+    ) -> None:
+        self.stream = stream
+        self.conn = conn
+        self.request_id = request_id
+        self.from_offset = from_offset
+        self.max_bytes = max_bytes
+        self.fail = fail
+        self.deadline = 0.0
+
+    def cancel(self) -> None:
+        """The connection closed: no answer is due."""
+        self.stream._unpark(self)
 
 
 def _answer(conn: Connection, request_id: int, frames: list[Frame]) -> None:
     conn.write(encode_frame(request_id, STATUS_OK, pack(frames)))
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)

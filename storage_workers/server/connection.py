@@ -12,6 +12,7 @@ import asyncio
 import logging
 import socket
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from ferrymq.rpc.framing import FrameDecoder, FrameError
 from ferrymq.rpc.peer_auth import PeerAuth
@@ -25,6 +26,12 @@ Dispatch = Callable[["Connection", int, int, bytes], None]
 """``dispatch(connection, request_id, op, payload)``: handle one request; the reply goes to the connection."""
 
 
+class Cancellable(Protocol):
+    """Work held on behalf of a connection: a task, or a parked request that drops itself when cancelled."""
+
+    def cancel(self) -> Any: ...
+
+
 class Connection:
     """One client connection: replies are queued and written once per event-loop turn."""
 
@@ -36,8 +43,8 @@ class Connection:
         self.out: list[bytes] = []
         self.scheduled = False
         self.closed = False
-        self.tasks: set[asyncio.Task[None]] = set()
-        """Long polls waiting on behalf of this connection: cancelled when it closes."""
+        self.tasks: set[Cancellable] = set()
+        """Long polls and parked fetches waiting on behalf of this connection: cancelled when it closes."""
 
     def write(self, frame: bytes) -> None:
         if self.closed:
@@ -57,6 +64,13 @@ class Connection:
         """Tie ``task`` to this connection: it is cancelled when the connection goes."""
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    def hold(self, waiter: Cancellable) -> None:
+        """Tie ``waiter`` to this connection until :meth:`release`: it is cancelled if the connection goes first."""
+        self.tasks.add(waiter)
+
+    def release(self, waiter: Cancellable) -> None:
+        self.tasks.discard(waiter)
 
     def cancel_tasks(self) -> None:
         for task in list(self.tasks):
