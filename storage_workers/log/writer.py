@@ -177,12 +177,17 @@ class LogWriter:
     def append_replicated(self, epoch: int, offset: int, payload: bytes | memoryview) -> int:
         """Append a record a leader appended at ``offset`` under ``epoch`` (a follower's append); ``offset``
         must be the log's next, and ``payload`` an engine record's bytes."""
+        if not codec.readable(payload):
+            raise ValueError(f"replicated payload at offset {offset} is not a record")
+        return self.append_encoded(epoch, offset, payload)
+
+    def append_encoded(self, epoch: int, offset: int, payload: bytes | memoryview) -> int:
+        """:meth:`append_replicated` of a payload the caller knows to be an engine record's bytes (it encoded
+        the record, or decoded the payload already): decoding it once more would cost as much as the append."""
         if offset != self._next_offset:
             raise OffsetMismatch(
                 f"replicated record at offset {offset}, but the log's next offset is {self._next_offset}"
             )
-        if not codec.readable(payload):
-            raise ValueError(f"replicated payload at offset {offset} is not a record")
         return self._append(epoch, offset, bytes(payload))
 
     def _append(self, epoch: int, offset: int, payload: bytes) -> int:

@@ -11,10 +11,13 @@ acknowledgement.  A replica whose damaged copy was set aside reports 0 instead u
 once: a leader whose term began before the replica left the in-sync set still counts it in sync, and must
 drop it and add it back once caught up (``LeaderStream._lost_copy``).
 
-Fetches are pipelined: the next one goes as soon as a batch is appended, without waiting
-for that batch's fsync; if the leader has nothing new meanwhile, the loop waits for its own fsync and then
-reports it with a fetch that waits at the leader for new records.  A restarted follower simply reconciles
-and fetches from its recovered log's end.
+Fetches are pipelined while records come faster than one per fetch: the next one goes as soon as a batch is
+appended, without waiting for that batch's fsync; if the leader has nothing new meanwhile, the loop waits for
+its own fsync and then reports it with a fetch that waits at the leader for new records.  When a fetch brings
+a single record (a client sending one message at a time), the pipelined fetch would only come back empty,
+costing both sides a round trip per record: the loop then waits for its fsync first and reports it in the
+fetch that waits, until a fetch brings several records again.  A restarted follower simply reconciles and
+fetches from its recovered log's end.
 
 A leader that cannot be reached, or that refuses the epoch, is reported through ``on_trouble`` (the worker's
 controller then reads the partition's coordination item again) and tried again after a pause.
@@ -101,6 +104,7 @@ class Follower:
     async def run(self) -> None:
         """Reconcile, then fetch, append and apply until cancelled, or until a frame cannot be appended."""
         await self._reconcile()
+        pipelining = True
         while True:
             await self._running.wait()
             wal = self.host.log
@@ -108,6 +112,9 @@ class Follower:
             end = wal.end_offset
             syncing = wal.durable_offset < end
             lost = getattr(self.host, "lost_copy", False)
+            if syncing and not pipelining and not lost:
+                await wal.wait_offset_durable(end - 1)
+                continue
             try:
                 frames = await self.client.fetch(
                     self.partition,
@@ -134,13 +141,18 @@ class Follower:
                 continue
             self.fetches += 1
             if not frames and syncing:
-                # Nothing new while this log syncs: report the sync once it is done.
+                # Nothing new while this log syncs: report the sync once it is done, and stop pipelining.
+                pipelining = False
                 await wal.wait_offset_durable(end - 1)
                 continue
+            if frames:
+                pipelining = len(frames) > 1
             try:
                 for epoch, offset, payload in frames:
-                    wal.append_replicated(epoch, offset, payload)
-                    self.host.apply(codec.decode(payload))
+                    # Decoded once, before the append: what is not a record is refused before it is stored.
+                    record = codec.decode(payload)
+                    wal.append_encoded(epoch, offset, payload)
+                    self.host.apply(record)
             except Exception as exc:
                 log.critical("partition %d: replication stopped: %s", self.partition, exc)
                 self.failure = exc

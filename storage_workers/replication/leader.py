@@ -98,7 +98,7 @@ class LeaderStream:
             offset = self.log.append(record, self.epoch)
         else:
             payload = codec.encode(record)
-            offset = self.log.append_replicated(self.epoch, self.log.end_offset, payload)
+            offset = self.log.append_encoded(self.epoch, self.log.end_offset, payload)
             tail.add(self.epoch, offset, payload)
         if self._parked and not self._waking:
             self._waking = True

@@ -97,6 +97,8 @@ class PartitionReplica:
         self._follow_task: asyncio.Task[None] | None = None
         self._rebuild_task: asyncio.Task[None] | None = None
         self._changing = asyncio.Lock()
+        self._lost_copy_marked: bool | None = None
+        """Whether the lost-copy mark is in the log directory; None until read."""
 
     @property
     def _standing_by(self) -> dict[int, Handler]:
@@ -175,16 +177,23 @@ class PartitionReplica:
             self.partition, where, target,
         )
         self.handlers = self._standing_by
+        self._lost_copy_marked = None
         await self.open_off_loop()
         await asyncio.to_thread(mark_lost_copy, self.directory)
+        self._lost_copy_marked = True
 
     @property
     def lost_copy(self) -> bool:
         """This replica's copy was set aside and no leader has heard so yet (the follower tells the next one)."""
-        return (self.directory / LOST_COPY_MARK).exists()
+        # Asked before every fetch: the mark is read from disk once, then known from what this replica does to it.
+        marked = self._lost_copy_marked
+        if marked is None:
+            marked = self._lost_copy_marked = (self.directory / LOST_COPY_MARK).exists()
+        return marked
 
     def lost_copy_reported(self) -> None:
         (self.directory / LOST_COPY_MARK).unlink(missing_ok=True)
+        self._lost_copy_marked = False
 
     def _refuse_damaged(self, conn: Connection, request_id: int, args: Any) -> Any:
         raise NotLeader(
