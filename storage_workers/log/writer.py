@@ -1,4 +1,5 @@
-"""Group commit: many appends, one write and one ``fdatasync`` in an I/O thread, then all of them acknowledged.
+"""Group commit: many appends, one write and one ``fdatasync`` in an I/O thread (:mod:`.io_thread`), then all of
+them acknowledged.
 
 ``append`` is synchronous and cheap: it gives the record the log's next offset, encodes it into the pending
 batch and returns that offset.  While one batch is being written and synced in the I/O thread, the event
@@ -21,13 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import os
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from ferrymq.storage.engine.records import Record
 from ferrymq.storage.log import records as codec
 from ferrymq.storage.log.epochs import EpochHistory
 from ferrymq.storage.log.format import BASE, RECORD, VERSION, encode_commit, encode_frame
+from ferrymq.storage.log.io_thread import IoThread
 from ferrymq.storage.log.reading import LogReader, OffsetCompacted, SegmentIndexes
 from ferrymq.storage.log.recovery import RecoveredLog
 from ferrymq.storage.log.segments import SegmentInfo, create_segment, list_segments, open_for_append, write_all
@@ -100,7 +100,9 @@ class LogWriter:
         self._roll_requested = False
 
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ferrymq-log")
+        self._io = IoThread("ferrymq-log")
+        self._in_flight = (0, 0, 0)
+        """The batch in the I/O thread: the position it makes durable, its bytes on disk and the next offset."""
         self._pending: list[tuple[bytes, int, int]] = []
         """Frames not yet handed to the I/O thread, with their epoch and offset."""
         self._end = 0
@@ -265,10 +267,8 @@ class LogWriter:
         self._handed += len(data)
         self._committing = True
         assert self._loop is not None
-        fut = self._loop.run_in_executor(self._io, self._write_and_sync, written, offset + 1)
-        fut.add_done_callback(
-            functools.partial(self._committed, target=self._handed, size=len(written), next_offset=offset + 1)
-        )
+        self._in_flight = (self._handed, len(written), offset + 1)
+        self._io.submit(self._loop, self._write_and_sync, (written, offset + 1), self._committed)
 
     def _write_and_sync(self, data: bytes, next_offset: int) -> SegmentInfo | None:
         """In the I/O thread: append, sync, and roll to a new segment when due; returns the new segment."""
@@ -288,16 +288,15 @@ class LogWriter:
         self._io_size = os.fstat(fd).st_size
         return SegmentInfo(index, self._io_size, 0, VERSION, next_offset, next_offset)
 
-    def _committed(self, fut: asyncio.Future, *, target: int, size: int, next_offset: int) -> None:
+    def _committed(self, rolled: SegmentInfo | None, exc: BaseException | None) -> None:
         self._committing = False
-        exc = fut.exception()
         if exc is not None:
             self._fail(exc)
             return
+        target, size, next_offset = self._in_flight
         self.batches += 1
         self.segments[-1].size += size
         self.segments[-1].end_offset = next_offset
-        rolled = fut.result()
         if rolled is not None:
             self.segments.append(rolled)
         self._durable = target
@@ -349,8 +348,7 @@ class LogWriter:
             async with self.segment_lock:
                 if offset + 1 < self.start_offset:
                     raise OffsetCompacted(f"offset {offset} was compacted away while the truncation waited")
-                loop = asyncio.get_running_loop()
-                self.segments = await loop.run_in_executor(self._io, self._cut, offset)
+                self.segments = await self._io.call(self._cut, offset)
                 # A cut in place keeps the file's inode: what was noted of its batches may no longer hold.
                 self.indexes.clear()
         finally:
@@ -387,9 +385,8 @@ class LogWriter:
             with contextlib.suppress(LogFailed):
                 await self.flush()
         self.closed = True
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._io, os.close, self._fd)
-        self._io.shutdown(wait=True)
+        await self._io.call(os.close, self._fd)
+        self._io.shutdown()
 
 
 def _fire(waiters: deque[tuple[int, Callable[[Any], None], Any]], due: Callable[[int], bool]) -> None:
