@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any
@@ -31,6 +32,8 @@ class IoThread:
         self._queue: SimpleQueue[_Call | None] = SimpleQueue()
         self._thread: threading.Thread | None = None
         self._shut = False
+        # A writer dropped without being closed must not leave its thread waiting for good.
+        weakref.finalize(self, self._queue.put, None)
 
     def submit(
         self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: tuple[Any, ...], done: Done
@@ -39,7 +42,8 @@ class IoThread:
         if self._shut:
             raise RuntimeError(f"I/O thread {self.name} is shut down")
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            # The thread holds the queue alone, not this object, which may then be collected.
+            self._thread = threading.Thread(target=_run, args=(self._queue,), name=self.name, daemon=True)
             self._thread.start()
         self._queue.put((loop, fn, args, done))
 
@@ -67,17 +71,18 @@ class IoThread:
             self._queue.put(None)
             thread.join()
 
-    def _run(self) -> None:
-        get = self._queue.get
-        while True:
-            item = get()
-            if item is None:
-                return
-            loop, fn, args, done = item
-            try:
-                result, error = fn(*args), None
-            except BaseException as exc:  # handed to the loop, which decides what a failed call means
-                result, error = None, exc
-            # A loop closed meanwhile has no one left to tell.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(done, result, error)
+
+def _run(queue: SimpleQueue[_Call | None]) -> None:
+    get = queue.get
+    while True:
+        item = get()
+        if item is None:
+            return
+        loop, fn, args, done = item
+        try:
+            result, error = fn(*args), None
+        except BaseException as exc:  # handed to the loop, which decides what a failed call means
+            result, error = None, exc
+        # A loop closed meanwhile has no one left to tell.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(done, result, error)

@@ -196,6 +196,7 @@ class LeaderStream:
     def _unpark(self, parked: _Parked) -> None:
         """Forget ``parked`` (its connection closed): nothing of it is left behind."""
         self._parked.pop(parked, None)
+        parked.conn.release(parked)
         if not self._parked and self._sweep is not None:
             self._sweep.cancel()
             self._sweep = None

@@ -5,6 +5,7 @@ after shutdown."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 
 import pytest
@@ -97,3 +98,20 @@ def test_shutdown_runs_what_was_submitted_then_takes_nothing_more() -> None:
         return ran
 
     assert asyncio.run(scenario()) == [0, 1, 2]
+
+
+def test_a_thread_dropped_without_shutdown_ends_with_its_owner() -> None:
+    async def scenario() -> threading.Thread:
+        # given an I/O thread that ran a call, then dropped by its owner without a shutdown
+        io = IoThread("test-io")
+        assert await io.call(str, 1) == "1"
+        thread = io._thread
+        assert thread is not None and thread.is_alive()
+        del io
+        gc.collect()
+        return thread
+
+    thread = asyncio.run(scenario())
+    # then its thread ends rather than waiting for calls for good
+    thread.join(timeout=10)
+    assert not thread.is_alive()

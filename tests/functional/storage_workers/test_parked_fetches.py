@@ -189,3 +189,25 @@ def test_a_fetch_parked_at_a_worker_leaves_nothing_behind_when_its_connection_dr
             assert stream.waiting_fetches == 0
 
     asyncio.run(scenario())
+
+
+def test_a_parked_fetch_cancelled_by_its_connection_is_forgotten_and_released(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        # given a fetch parked and held by its connection
+        writer = LogWriter(tmp_path)
+        stream = LeaderStream(P, "a", ROLE, writer)
+        conn = Conn()
+        stream.fetch(conn, 3, fetch_args("b", writer.end_offset, LONG_WAIT_MS), fail)  # type: ignore[arg-type]
+        [held] = conn.tasks
+        # when the connection closes and cancels what it holds
+        held.cancel()
+        # then nothing is parked or held, no timer is left, and the next append answers nothing
+        assert stream.waiting_fetches == 0 and not conn.tasks
+        assert stream._sweep is None
+        stream.append(sent(1))
+        await asyncio.sleep(0)
+        assert conn.written == [] and conn.failed == []
+        stream.close(RuntimeError("done"))
+        await writer.close()
+
+    asyncio.run(scenario())
