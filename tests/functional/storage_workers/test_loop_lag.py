@@ -53,3 +53,30 @@ def test_the_worst_stall_is_forgotten_a_minute_later() -> None:
     # and a minute without any wake recorded leaves nothing
     now[0] += WINDOW_SECONDS
     assert monitor.worst == 0.0
+
+
+def test_the_monitor_runs_as_a_timer_with_no_task_and_stops_for_good() -> None:
+    async def run() -> tuple[int, int, float]:
+        # given a loop with no task but this test's
+        before = len(asyncio.all_tasks())
+        monitor = LoopLagMonitor(interval=0.01)
+        # when the monitor runs for a while
+        monitor.start()
+        await asyncio.sleep(0.1)
+        during = len(asyncio.all_tasks())
+        seen = _count_above(monitor, 0.001) + _count_below(monitor, 0.001)
+        await monitor.stop()
+        # then it ran with no task of its own, recording its wakes, and records none once stopped
+        await asyncio.sleep(0.05)
+        assert _count_above(monitor, 0.001) + _count_below(monitor, 0.001) == seen
+        return before, during, seen
+
+    before, during, seen = asyncio.run(run())
+    assert during == before
+    assert seen >= 1
+
+
+def _count_below(monitor: LoopLagMonitor, seconds: float) -> float:
+    """Observations of the histogram at or under ``seconds``."""
+    samples = {(s.name, s.labels.get("le")): s.value for m in monitor.histogram.collect() for s in m.samples}
+    return samples[("ferrymq_worker_loop_lag_seconds_bucket", str(seconds))]
