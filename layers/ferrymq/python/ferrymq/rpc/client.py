@@ -2,7 +2,8 @@
 
 Any number of coroutines may call it at once: each request gets an id, goes out in the next write (requests
 made in the same event-loop turn share one ``send``), and waits on a future that the connection's reader
-resolves when the response with that id arrives, in whatever order the worker answers.
+resolves when the response with that id arrives, in whatever order the worker answers.  Plain sends to one
+queue made in the same turn go as one SEND (:mod:`.send_groups`).
 
 Every request has a deadline (``request_timeout``, plus the wait of a long poll).  A worker that misses one
 is hung rather than dead (a dead one closes the connection), so the request fails with :class:`WorkerTimeout`
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from ferrymq.errors import ServiceUnavailable
@@ -30,6 +33,7 @@ from ferrymq.rpc.framing import (
     encode_traced_frame,
 )
 from ferrymq.rpc.peer_auth import PeerAuth, PeerAuthFailed
+from ferrymq.rpc.send_groups import SendGroup, bodies_size
 
 _READ_CHUNK = 256 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -52,8 +56,8 @@ class WorkerConnectionLost(ServiceUnavailable):
 class _Connection:
     """One TCP connection and the requests outstanding on it; dead for good once lost."""
 
-    __slots__ = ("_flush_scheduled", "_loop", "_next_id", "_out", "_pending", "_reader_task", "lost", "where",
-                 "writer")
+    __slots__ = ("_deferred", "_flush_scheduled", "_loop", "_next_id", "_out", "_pending", "_reader_task", "lost",
+                 "where", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str) -> None:
         self._loop = asyncio.get_running_loop()
@@ -63,11 +67,22 @@ class _Connection:
         # Each outstanding request's future and the timer that fails it at its deadline.
         self._pending: dict[int, tuple[asyncio.Future[tuple[int, bytes]], asyncio.TimerHandle]] = {}
         self._next_id = 0
-        self._out: list[bytes] = []
+        self._out: list[bytes | Callable[[], bytes]] = []
+        self._deferred = False
+        """Whether ``_out`` holds a frame to build when written (``request_built``)."""
         self._flush_scheduled = False
         self._reader_task = self._loop.create_task(self._read_loop(reader))
 
     def request(self, op: int, payload: bytes, timeout: float) -> asyncio.Future[tuple[int, bytes]]:
+        return self._request(op, payload, timeout)
+
+    def request_built(self, op: int, build: Callable[[], bytes], timeout: float) -> asyncio.Future[tuple[int, bytes]]:
+        """A request whose payload ``build`` makes when its frame is written, later in this turn: until then,
+        what it holds may still grow (:mod:`.send_groups`)."""
+        return self._request(op, build, timeout)
+
+    def _request(self, op: int, payload: bytes | Callable[[], bytes],
+                 timeout: float) -> asyncio.Future[tuple[int, bytes]]:
         if self.lost:
             raise WorkerConnectionLost(f"connection to storage worker {self.where} lost")
         request_id = self._next_id = (self._next_id + 1) & 0xFFFFFFFF
@@ -75,13 +90,13 @@ class _Connection:
         timer = self._loop.call_later(timeout, self._expire, request_id, timeout)
         self._pending[request_id] = (fut, timer)
         trace = REQUEST_ID.get()
-        if trace is None:
-            self._out.append(encode_frame(request_id, op, payload))
+        # The front end's request id, so the worker's log lines about this call name it (rpc/framing.py).
+        traced = None if trace is None else trace.encode("ascii", "replace")[:MAX_TRACE]
+        if type(payload) is bytes:
+            self._out.append(_frame(request_id, op, traced, payload))
         else:
-            # The front end's request id, so the worker's log lines about this call name it (rpc/framing.py).
-            self._out.append(
-                encode_traced_frame(request_id, op, trace.encode("ascii", "replace")[:MAX_TRACE], payload)
-            )
+            self._deferred = True
+            self._out.append(functools.partial(_built_frame, request_id, op, traced, payload))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
@@ -90,8 +105,11 @@ class _Connection:
     def _flush(self) -> None:
         self._flush_scheduled = False
         out, self._out = self._out, []
+        if self._deferred:
+            self._deferred = False
+            out = [frame if type(frame) is bytes else frame() for frame in out]  # type: ignore[operator]
         if not self.lost and out:
-            self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+            self.writer.write(out[0] if len(out) == 1 else b"".join(out))  # type: ignore[arg-type]
 
     async def drain_if_needed(self, timeout: float) -> None:
         """Wait for the write buffer to empty, at most ``timeout`` seconds: a worker that stopped reading
@@ -156,6 +174,16 @@ class _Connection:
             await self.writer.wait_closed()
 
 
+def _frame(request_id: int, op: int, traced: bytes | None, payload: bytes) -> bytes:
+    if traced is None:
+        return encode_frame(request_id, op, payload)
+    return encode_traced_frame(request_id, op, traced, payload)
+
+
+def _built_frame(request_id: int, op: int, traced: bytes | None, build: Callable[[], bytes]) -> bytes:
+    return _frame(request_id, op, traced, build())
+
+
 class WorkerClient:
     """Talks to one storage worker at ``host:port`` (about any of the partitions it serves); reconnects on the
     next call after the connection drops, until :meth:`close`, after which every call raises
@@ -178,6 +206,8 @@ class WorkerClient:
         self._conn: _Connection | None = None
         self._connecting: asyncio.Future[_Connection] | None = None
         self._closed = False
+        self._send_groups: dict[tuple[int, str, int], SendGroup] = {}
+        """Per (partition, queue, retention), the group of plain sends whose SEND is not written yet."""
 
     def __repr__(self) -> str:
         return f"WorkerClient({self.host!r}, {self.port})"
@@ -239,13 +269,18 @@ class WorkerClient:
         self._conn = conn = _Connection(reader, writer, where)
         return conn
 
-    async def _call(self, op: int, args: Any, wait: float = 0.0) -> Any:
-        """Send one request and wait for its answer, at most ``wait`` plus the request timeout seconds."""
+    async def _ready_connection(self) -> _Connection:
+        """The connection, made if there is none, once its write buffer is below the high-water mark."""
         conn = self._conn
         if conn is None or conn.lost:
-            conn = await self._connection()
-        elif conn.writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+            return await self._connection()
+        if conn.writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
             await conn.drain_if_needed(self._request_timeout)
+        return conn
+
+    async def _call(self, op: int, args: Any, wait: float = 0.0) -> Any:
+        """Send one request and wait for its answer, at most ``wait`` plus the request timeout seconds."""
+        conn = await self._ready_connection()
         status, payload = await conn.request(op, pack(args), wait + self._request_timeout)
         if status == STATUS_OK:
             return unpack(payload)
@@ -279,8 +314,39 @@ class WorkerClient:
         this repeats a send whose outcome is unknown: those the worker stored within the resend horizon, by id,
         are not stored again.
         """
+        if not fifo and not resend and all(m.get("origin") is None for m in messages):
+            return await self._send_grouped(partition, queue_id, messages, retention_seconds)
         args, stored = shapes.send_request(partition, queue_id, messages, retention_seconds, fifo, resend)
         return shapes.read_send_answer(await self._call(Op.SEND, args), stored, fifo)
+
+    async def _send_grouped(self, partition: int, queue_id: str, messages: list[dict],
+                            retention_seconds: int) -> list[dict]:
+        """Plain messages, sent with the others of this turn for the same queue (:mod:`.send_groups`)."""
+        key = (partition, queue_id, retention_seconds)
+        size = bodies_size(messages)
+        group = self._send_groups.get(key)
+        if group is not None and group.takes(messages, size):
+            return await group.join(messages, size)
+        group = self._send_groups[key] = SendGroup(partition, queue_id, retention_seconds)
+        mine = group.join(messages, size)
+        try:
+            conn = await self._ready_connection()
+            rpc = conn.request_built(Op.SEND, functools.partial(self._close_group, key, group), self._request_timeout)
+        except BaseException as exc:
+            if self._send_groups.get(key) is group:
+                del self._send_groups[key]
+            mine.cancel()
+            # Never written: whoever joined may try again as if it had not been sent.
+            group.fail(exc if isinstance(exc, ServiceUnavailable) else WorkerUnreachable(
+                f"The request to storage worker {self.host}:{self.port} was not sent."))
+            raise
+        rpc.add_done_callback(group.answered)
+        return await mine
+
+    def _close_group(self, key: tuple[int, str, int], group: SendGroup) -> bytes:
+        if self._send_groups.get(key) is group:
+            del self._send_groups[key]
+        return group.payload()
 
     async def receive(
         self,
