@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ferrymq.errors import InvalidParameterValue, NotLeader, ServiceUnavailable
+from ferrymq.errors import InternalError, InvalidParameterValue, NotLeader, ServiceUnavailable
 from ferrymq.rpc import send_groups
 from ferrymq.rpc.client import WorkerClient, WorkerConnectionLost
 from tests.functional.storage_workers.in_process import worker
@@ -142,5 +142,25 @@ def test_fifo_sends_and_resends_go_one_send_each(tmp_path: Path, fifo: bool) -> 
             await asyncio.gather(*(client.send(0, "f" if fifo else "q", one(i), retention_seconds=RETENTION,
                                                fifo=fifo, resend=not fifo) for i in range(3)))
             assert server.requests - requests == 3
+
+    asyncio.run(scenario())
+
+
+def test_a_group_that_cannot_be_encoded_fails_its_callers_at_once_and_the_connection_serves_on(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with worker(tmp_path) as (_, client):
+            await client.ping()
+            unencodable = message("x")
+            unencodable["attrs"] = {"a": {1, 2}}  # a set: msgpack has no form for it
+            outcomes = await asyncio.wait_for(asyncio.gather(
+                client.send(0, "q", [message("fine")], retention_seconds=RETENTION),
+                client.send(0, "q", [unencodable], retention_seconds=RETENTION),
+                return_exceptions=True,
+            ), 2)  # failed when written, not at the request deadline (5 s)
+            assert [type(o) for o in outcomes] == [InternalError, InternalError]
+            await client.send(0, "q", [message("after")], retention_seconds=RETENTION)
+            assert [m["body"] for m in await drain(client, "q")] == ["after"]
 
     asyncio.run(scenario())

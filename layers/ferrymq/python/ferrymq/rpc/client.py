@@ -19,7 +19,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from ferrymq.errors import ServiceUnavailable
+from ferrymq.errors import InternalError, ServiceUnavailable
 from ferrymq.logs import REQUEST_ID
 from ferrymq.rpc import shapes
 from ferrymq.rpc.codec import pack, unpack, unpack_error
@@ -107,9 +107,26 @@ class _Connection:
         out, self._out = self._out, []
         if self._deferred:
             self._deferred = False
-            out = [frame if type(frame) is bytes else frame() for frame in out]  # type: ignore[operator]
+            out = self._build(out)
         if not self.lost and out:
             self.writer.write(out[0] if len(out) == 1 else b"".join(out))  # type: ignore[arg-type]
+
+    def _build(self, out: list[Any]) -> list[bytes]:
+        """The frames of ``out``, the deferred ones built now; one that cannot be built fails its request alone."""
+        frames = []
+        for frame in out:
+            if type(frame) is bytes:
+                frames.append(frame)
+                continue
+            try:
+                frames.append(frame())
+            except Exception as exc:
+                entry = self._pending.pop(frame.args[0], None)
+                if entry is not None:
+                    entry[1].cancel()
+                    if not entry[0].done():
+                        entry[0].set_exception(InternalError(f"The request could not be encoded: {exc}"))
+        return frames
 
     async def drain_if_needed(self, timeout: float) -> None:
         """Wait for the write buffer to empty, at most ``timeout`` seconds: a worker that stopped reading
