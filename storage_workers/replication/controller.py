@@ -93,8 +93,8 @@ class ControllerTimes:
     poll_seconds: float = 0.5
     steady_poll_seconds: float = 2.0
     """The pause between scans while every partition here is led and served (see ``steady``): a scan then only
-    finds replicas added to this worker, or a handover come due. Trouble (a follower's failed fetch) still
-    wakes the loop at once, so failover does not wait on it; an idle cluster makes a quarter of the scans."""
+    finds replicas added to this worker. Trouble (a follower's failed fetch) still wakes the loop at once, so
+    failover does not wait on it; an idle cluster makes a quarter of the scans."""
     isr_check_seconds: float = 0.2
     max_lag_ms: int = 2_000
     heartbeat_seconds: float = 2.0
@@ -336,8 +336,8 @@ class ClusterController:
         """Whether, as of the last scan, nothing here waits on the next one: no role change under way, not
         leaving, nothing asked for a pass within the slow cadence (a follower's trouble keeps asking), every
         replica held (not refusing a damaged copy) in a set naming this worker under a live lease, and either
-        leading it or following it without a failure; no replica set names this worker for a partition it does
-        not host yet."""
+        leading it (as its preferred replica, while handovers are on) or following it without a failure; no
+        replica set names this worker for a partition it does not host yet."""
         if self._changes or self.leaving or not self._scanned:
             return False
         woken = self._woken_ms
@@ -355,6 +355,8 @@ class ClusterController:
                 follower = replica.follower
                 if follower is None or follower.failure is not None:
                     return False
+            elif rs.replicas[0] != self.me and self.times.handover_after_ms > 0:
+                return False  # a handover to the preferred replica may come due: its passes keep the quick cadence
         return self.host is None or all(
             rs.partition in self.replicas for rs in self._scanned if self.me in rs.replicas
         )

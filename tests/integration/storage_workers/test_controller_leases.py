@@ -334,3 +334,27 @@ def test_a_follower_in_trouble_is_not_steady(tmp_path: Path, aws_settings: Setti
             assert not controller.steady()
 
     asyncio.run(scenario())
+
+
+def test_a_leader_that_is_not_its_partitions_preferred_replica_is_not_steady_while_handovers_are_on(
+    tmp_path: Path, aws_settings: Settings
+) -> None:
+    async def scenario(handover_after_ms: int) -> bool:
+        clock = ManualClock()
+        (p,) = unique_partitions(1)
+        times = ControllerTimes(lease_ms=LEASE_MS, handover_after_ms=handover_after_ms)
+        async with controlled_worker(tmp_path / str(handover_after_ms), aws_settings, (p,), clock, times=times) as (
+            worker, controller, _,
+        ):
+            # given a replica set preferring worker b, which never started, so that worker a claims and leads
+            await asyncio.to_thread(controller.sets.create, p, controller.cluster, ["b", "a"], Acks.LEADER)
+            clock.advance(1)
+            await controller.poll_once()
+            await controller.poll_once()
+            assert worker.replicas[p].leading_epoch is not None
+            clock.advance(controller.times.steady_poll_seconds)
+            return controller.steady()
+
+    # then it keeps the quick cadence while a handover back to b may come due, and only then
+    assert not asyncio.run(scenario(10_000))
+    assert asyncio.run(scenario(0))
