@@ -46,13 +46,12 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from soak import stack_processes, wait_until_quiet
+from soak import own_cpu_seconds, stack_processes, wait_until_quiet
 from sqs_bench import Target, _create_queue, _run_process
 
 from ferrymq.infra.up_process import UpProcess, up_environment
 
 HERE = Path(__file__).resolve().parent
-TICK = os.sysconf("SC_CLK_TCK")
 BODY = "x" * 256
 SCENARIOS = ("send x1", "send x16", "batch x16", "receive+delete x16", "boto3 send x1", "idle")
 _LOAD = {
@@ -82,12 +81,7 @@ class Result:
 
 def cpu_seconds(pid: int) -> float:
     """utime + stime of ``pid`` and of every descendant it has now."""
-    total = 0.0
-    for p in [pid, *_descendants(pid)]:
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICK
-    return total
+    return sum(own_cpu_seconds(p) for p in [pid, *_descendants(pid)])
 
 
 def _descendants(pid: int) -> list[int]:

@@ -35,6 +35,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferrymq.infra.up_process import UpProcess, up_environment
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
 REGION = "us-east-1"
 # The development credential `ferrymq up` seeds.
 ACCESS_KEY = SECRET_KEY = "test"
@@ -94,25 +96,28 @@ def stack_processes(up_pid: int) -> dict[str, int]:
     return dict(sorted(named.items(), key=lambda kv: (kv[0] != "gateway", kv[0] != "aws", kv[0])))
 
 
+def own_cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` alone (``/proc/<pid>/stat``); 0 for a process that is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def wait_until_quiet(up_pid: int, *, below: float = 0.05, within: float = 30.0) -> float:
     """Wait until the stack's processes together spend less than ``below`` of one core over half a second (up
     prints READY before its push hosts finish starting, and their start-up would be counted against the first
     scenario), at most ``within`` seconds; the seconds waited."""
-    tick = os.sysconf("SC_CLK_TCK")
 
-    def spent() -> int:
-        total = 0
-        for pid in stack_processes(up_pid).values():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])
-        return total
+    def spent() -> float:
+        return sum(own_cpu_seconds(pid) for pid in stack_processes(up_pid).values())
 
     started = time.monotonic()
     while time.monotonic() - started < within:
         before = spent()
         time.sleep(0.5)
-        if (spent() - before) / tick < below * 0.5:
+        if spent() - before < below * 0.5:
             break
     return time.monotonic() - started
 
