@@ -361,6 +361,7 @@ class WorkerClient:
         return await mine
 
     def _close_group(self, key: tuple[int, str, int], group: SendGroup) -> bytes:
+        """The group's payload, once no send may join it any more."""
         if self._send_groups.get(key) is group:
             del self._send_groups[key]
         return group.payload()

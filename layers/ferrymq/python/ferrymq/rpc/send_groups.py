@@ -36,9 +36,10 @@ MAX_BYTES = 1024 * 1024
 
 
 class SendGroup:
-    """The messages of one turn's plain sends to one queue of one partition, and who waits for which."""
+    """The messages of one turn's plain sends to one queue of one partition, and who waits for which. The client
+    holds a group until its frame is built, and only then may a send join it."""
 
-    __slots__ = ("closed", "messages", "partition", "queue_id", "retention_seconds", "size", "waiters")
+    __slots__ = ("messages", "partition", "queue_id", "retention_seconds", "size", "waiters")
 
     def __init__(self, partition: int, queue_id: str, retention_seconds: int) -> None:
         self.partition = partition
@@ -46,14 +47,11 @@ class SendGroup:
         self.retention_seconds = retention_seconds
         self.messages: list[dict] = []
         self.size = 0
-        self.closed = False
-        """Its frame was built: a later send starts another group."""
         self.waiters: list[tuple[asyncio.Future[list[dict]], int, int]] = []
         """Per caller: its future, where its messages start, and how many there are."""
 
     def takes(self, messages: Sequence[dict], size: int) -> bool:
-        return (not self.closed and len(self.messages) + len(messages) <= MAX_MESSAGES
-                and self.size + size <= MAX_BYTES)
+        return len(self.messages) + len(messages) <= MAX_MESSAGES and self.size + size <= MAX_BYTES
 
     def join(self, messages: Sequence[dict], size: int) -> asyncio.Future[list[dict]]:
         fut: asyncio.Future[list[dict]] = asyncio.get_running_loop().create_future()
@@ -63,8 +61,7 @@ class SendGroup:
         return fut
 
     def payload(self) -> bytes:
-        """The SEND's payload, built when its frame is written: no send joins after that."""
-        self.closed = True
+        """The SEND's payload, built when its frame is written."""
         args, _ = shapes.send_request(self.partition, self.queue_id, self.messages, self.retention_seconds,
                                       False, False)
         return pack(args)
@@ -95,7 +92,6 @@ class SendGroup:
                 fut.set_result(results[start:start + count])
 
     def fail(self, error: BaseException) -> None:
-        self.closed = True
         first = True
         for fut, _, _ in self.waiters:
             if not fut.done():
