@@ -145,11 +145,22 @@ class LeaderStream:
             else:
                 self._park(_Parked(self, conn, request_id, from_offset, max_bytes, fail), wait_ms / 1000)
             return None
+        return self._answer_from(conn, request_id, from_offset, max_bytes, fail)
+
+    def _answer_from(
+        self,
+        conn: Connection,
+        request_id: int,
+        from_offset: int,
+        max_bytes: int,
+        fail: Callable[[Connection, int, BaseException], None],
+    ) -> asyncio.Task[None] | None:
+        """Answer a fetch from before the log's end: from the tail at once, or, older than the tail, from the log
+        in a task (returned, for the connection to own)."""
         tail = self.tail
         if tail is not None and tail.covers(from_offset):
             _answer(conn, request_id, tail.read(from_offset, max_bytes))
             return None
-        # Older than the tail: from the log, in a task the connection owns.
         return asyncio.get_running_loop().create_task(
             self._answer_later(conn, request_id, from_offset, max_bytes, fail)
         )
@@ -216,15 +227,11 @@ class LeaderStream:
         if from_offset >= self.log.end_offset:
             _answer(fetch.conn, fetch.request_id, [])
             return
-        tail = self.tail
-        if tail is not None and tail.covers(from_offset):
-            _answer(fetch.conn, fetch.request_id, tail.read(from_offset, fetch.max_bytes))
-            return
-        # Past the tail already (more appended in one turn than it holds): from the log, as a fetch from behind.
-        task = asyncio.get_running_loop().create_task(
-            self._answer_later(fetch.conn, fetch.request_id, from_offset, fetch.max_bytes, fetch.fail)
-        )
-        fetch.conn.start(task)
+        # Past the tail already when more was appended in one turn than it holds: from the log, as a fetch from
+        # behind.
+        task = self._answer_from(fetch.conn, fetch.request_id, from_offset, fetch.max_bytes, fetch.fail)
+        if task is not None:
+            fetch.conn.start(task)
 
     def _expire(self) -> None:
         """The earliest deadline came: answer the fetches whose time is up, and wait for the next deadline."""
