@@ -25,14 +25,16 @@ Fields of no fixed width stay out of the columns where they can:
 - ``extra`` holds the body alone; or, for a FIFO message with nothing else to keep, the body and its
   deduplication id (a content-based one, 64 hex digits, as its 32 bytes); or, when the message has anything
   more (attributes, an attributes MD5, an id or MD5 kept as it came), a tuple of the body and all of those.
-  The body is reached through :meth:`MessageTable.body` only, so a later step can keep it on disk instead.
+  The body is reached through :meth:`MessageTable.body` only: with a :class:`BodyKeeper` (a partition's log,
+  ``ferrymq.storage.log.bodies``) it is not kept here at all, and ``loc``, ``span`` and ``item`` say where it
+  lies on disk (16 bytes a row, in place of the body).
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, Protocol
 
 F_UUID = 1
 """The id is in ``ids`` (else in the extra tuple)."""
@@ -95,6 +97,16 @@ def hex_bytes(text: object, size: int) -> bytes | None:
 def md5_bytes(md5: object) -> bytes | None:
     """The 16 bytes of 32 lower-case hex digits, else None."""
     return hex_bytes(md5, 16)
+
+
+class BodyKeeper(Protocol):
+    """What keeps the bodies of a table's messages out of its memory (``ferrymq.storage.log.bodies``)."""
+
+    def added(self, seq: int, slot: int, body: Any) -> None: ...
+
+    def body(self, slot: int) -> Any: ...
+
+    def forget(self, slot: int) -> None: ...
 
 
 class Interner:
@@ -160,6 +172,7 @@ class MessageTable:
         "_front",
         "_last_system",
         "base",
+        "bodies",
         "extra",
         "first_receive",
         "flags",
@@ -167,14 +180,17 @@ class MessageTable:
         "groups",
         "id_texts",
         "ids",
+        "item",
         "level",
         "live",
+        "loc",
         "md5",
         "overflow",
         "owner",
         "receives",
         "sent",
         "size",
+        "span",
         "state",
         "system",
         "systems",
@@ -189,6 +205,8 @@ class MessageTable:
         self.groups = Interner()
         self._last_system: tuple[tuple, int, object] | None = None
         """``(items, number, entry)`` of the system attribute set shared last, if its values are all text."""
+        self.bodies: BodyKeeper | None = None
+        """Where bodies are kept when not in ``extra`` (a partition's log: ``ferrymq.storage.log.bodies``)."""
 
     def _reset(self) -> None:
         self.base = 0
@@ -213,6 +231,10 @@ class MessageTable:
         self.state = array("B")
         self.level = array("B")
         self.flags = array("B")
+        self.loc = array("Q")
+        self.span = array("I")
+        self.item = array("I")
+        """Where the body lies on disk, when ``bodies`` keeps it there (``ferrymq.storage.log.bodies``)."""
         self.extra: list[Any] = []
         self.id_texts: dict[int, str] = {}
         """Slot -> its UUID id as text, for the messages whose id was read lately: a message received is read
@@ -321,6 +343,9 @@ class MessageTable:
         state: int,
     ) -> int:
         """A new row for message ``seq`` of queue number ``owner`` (token 1); returns its slot."""
+        keeper, kept = self.bodies, body
+        if keeper is not None:
+            body = None  # kept on disk, not in ``extra``
         flags = 0
         raw_id = uuid_bytes(message_id)
         if raw_id is not None:
@@ -395,6 +420,7 @@ class MessageTable:
             self.state[slot] = state
             self.level[slot] = level
             self.flags[slot] = flags
+            self.loc[slot] = 0
             at = 16 * slot
             self.ids[at:at + 16] = raw_id or _ZERO16
             self.md5[at:at + 16] = raw_md5 or _ZERO16
@@ -413,11 +439,16 @@ class MessageTable:
             self.state.append(state)
             self.level.append(level)
             self.flags.append(flags)
+            self.loc.append(0)
+            self.span.append(0)
+            self.item.append(0)
             self.ids += raw_id or _ZERO16
             self.md5 += raw_md5 or _ZERO16
             self.extra.append(extra)
         self._place(seq, slot)
         self.live += 1
+        if keeper is not None:
+            keeper.added(seq, slot, kept)
         return slot
 
     def free(self, seq: int, slot: int) -> None:
@@ -430,6 +461,8 @@ class MessageTable:
         no = self.group[slot]
         if no:
             self.groups.release(no)
+        if self.bodies is not None:
+            self.bodies.forget(slot)
         self.extra[slot] = None
         self.live -= 1
         if self.live == 0:
@@ -449,10 +482,11 @@ class MessageTable:
         RESTORED item: one look at the flags instead of one per field."""
         flags, at = self.flags[slot], 16 * slot
         no = self.system[slot]
+        keeper = self.bodies
         if not flags & F_EXTRA:
             return (
                 self._uuid(slot),
-                self.extra[slot],
+                self.extra[slot] if keeper is None else keeper.body(slot),
                 {},
                 self.md5[at:at + 16].hex() if flags & F_MD5 else "",
                 None,
@@ -464,7 +498,7 @@ class MessageTable:
         if flags & F_PAIR:
             return (
                 self._uuid(slot),
-                extra[0],
+                extra[0] if keeper is None else keeper.body(slot),
                 {},
                 self.md5[at:at + 16].hex() if flags & F_MD5 else "",
                 None,
@@ -474,7 +508,7 @@ class MessageTable:
         dedup_id = extra[_E_DEDUP]
         return (
             self._uuid(slot) if flags & F_UUID else extra[_E_ID],
-            extra[_E_BODY],
+            extra[_E_BODY] if keeper is None else keeper.body(slot),
             extra[_E_ATTRS] if flags & F_ATTRS else {},
             self.md5[at:at + 16].hex() if flags & F_MD5 else "" if flags & F_NO_MD5 else extra[_E_MD5],
             extra[_E_MD5_ATTRS],
@@ -498,6 +532,8 @@ class MessageTable:
         return text
 
     def body(self, slot: int) -> Any:
+        if self.bodies is not None:
+            return self.bodies.body(slot)
         extra = self.extra[slot]
         return extra[_E_BODY] if self.flags[slot] & F_EXTRA else extra
 

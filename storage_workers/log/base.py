@@ -15,21 +15,41 @@ from itertools import chain
 from pathlib import Path
 
 from ferrymq.storage.log.epochs import EpochHistory
-from ferrymq.storage.log.format import BASE, EPOCHS, SNAPSHOT, committed, encode_frame, encode_header
+from ferrymq.storage.log.format import (
+    BASE,
+    EPOCHS,
+    FRAME_OVERHEAD,
+    SNAPSHOT,
+    committed,
+    encode_frame,
+    encode_header,
+)
 from ferrymq.storage.log.segments import TMP_SUFFIX, fsync_dir, list_segments, replace_segment, segment_path
 
 
 def write_base(
-    directory: Path, index: int, payloads: Iterable[bytes], offset: int, epoch: int, history: EpochHistory
+    directory: Path,
+    index: int,
+    payloads: Iterable[bytes],
+    offset: int,
+    epoch: int,
+    history: EpochHistory,
+    positions: list[int] | None = None,
 ) -> int:
     """Write segment ``index`` as a base holding ``payloads`` (encoded records) as the state as of ``offset``
-    (appended in ``epoch``), atomically over whatever segment ``index`` was; returns its size."""
+    (appended in ``epoch``), atomically over whatever segment ``index`` was; returns its size.  ``positions``,
+    when given, receives where each payload lies in the file, in order (where message bodies are read back)."""
     frames = chain(
         [encode_frame(EPOCHS, epoch, offset, history.upto(offset).encode())],
         (encode_frame(SNAPSHOT, epoch, offset, payload) for payload in payloads),
     )
     header = encode_header(BASE, offset + 1, offset, epoch)
-    return replace_segment(directory, index, chain([header], committed(frames, epoch, offset)))
+    starts: list[int] | None = [] if positions is not None else None
+    size = replace_segment(directory, index, chain([header], committed(frames, epoch, offset, starts=starts)))
+    if positions is not None and starts is not None:
+        # The first frame is the epoch history's; the payloads' frames follow, each payload past its frame head.
+        positions.extend(len(header) + start + FRAME_OVERHEAD for start in starts[1:])
+    return size
 
 
 def install_snapshot(

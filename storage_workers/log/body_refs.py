@@ -90,6 +90,19 @@ def resolve_bodies(records: Iterable[Record], directory: Path) -> Iterator[Recor
             yield (RESTORED, record[1], items)
 
 
+def body_items(record: Record) -> list[tuple[Any, int]]:
+    """Every message item ``record`` stores, as ``(item, where its body sits in it)``, in the order applying the
+    record adds them (a BATCH's records one after the other); the message id sits just before the body."""
+    kind = record[0]
+    if kind == BATCH:
+        return [entry for inner in record[1] for entry in body_items(inner)]
+    at = _ITEMS_AT.get(kind)
+    if at is None:
+        return []
+    body_at = _BODY_AT[kind]
+    return [(item, body_at) for item in record[at]]
+
+
 class _BodyReader:
     """Reads referenced records back with ``pread``; consecutive references mostly share a record."""
 

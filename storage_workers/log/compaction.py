@@ -29,12 +29,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator
+from array import array
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
+from typing import NamedTuple
 
 from ferrymq.clock import Clock, SystemClock
-from ferrymq.storage.engine.records import DROPPED, SEQUENCE, Record
+from ferrymq.storage.engine.records import DROPPED, RESTORED, SEQUENCE, Record
 from ferrymq.storage.log import records as codec
 from ferrymq.storage.log.base import write_base
 from ferrymq.storage.log.body_refs import records_without_bodies, resolve_bodies
@@ -60,12 +62,15 @@ def compact_segments(
     cancelled: threading.Event | None = None,
     *,
     keep_queues: Collection[str] | None = None,
+    placed: list[Placement] | None = None,
 ) -> SegmentInfo:
     """Replace the sealed segments ``indexes`` (consecutive, starting at the base) by one base segment.
 
     The fold sees the records with their bodies left on disk (:mod:`.body_refs`).  ``keep_queues``: the
     queues the worker still has; the state of any other queue (dropped, or forgotten once idle) is left
     out, since whatever the log holds after these segments can only re-create such a queue from nothing.
+    ``placed``, when given, receives where the new base keeps each message (:class:`Placement`), for a state
+    that reads bodies from the log to find them once the folded segments are gone.
     """
     last = indexes[-1]
     sealed = SealedSegments(directory, indexes)
@@ -80,12 +85,40 @@ def compact_segments(
     if keep_queues is not None:
         snapshot = (r for r in snapshot if r[0] in (SEQUENCE, DROPPED) or r[1] in keep_queues)
     offset, epoch = sealed.last_offset, sealed.last_epoch
-    payloads = (codec.encode(r) for r in _watch(resolve_bodies(snapshot, directory), cancelled))
-    size = write_base(directory, last, payloads, offset, epoch, sealed.history)
+    records = _watch(resolve_bodies(snapshot, directory), cancelled)
+    if placed is None:
+        size = write_base(directory, last, (codec.encode(r) for r in records), offset, epoch, sealed.history)
+    else:
+        lengths: list[int] = []
+        seqs: list[array[int] | None] = []
+        positions: list[int] = []
+        size = write_base(directory, last, _noting(records, lengths, seqs), offset, epoch, sealed.history, positions)
+        placed.extend(
+            Placement(position, length, held)
+            for position, length, held in zip(positions, lengths, seqs, strict=True)
+            if held is not None
+        )
     for index in indexes[:-1]:
         segment_path(directory, index).unlink()
     fsync_dir(directory)
     return SegmentInfo(last, size, BASE, VERSION, offset + 1, offset + 1)
+
+
+class Placement(NamedTuple):
+    """A record of a new base that holds messages: where its payload lies and, item by item, whose it is."""
+
+    position: int
+    length: int
+    seqs: array[int]
+
+
+def _noting(records: Iterable[Record], lengths: list[int], seqs: list[array[int] | None]) -> Iterator[bytes]:
+    """``records`` encoded, noting each payload's length and the messages it holds."""
+    for record in records:
+        payload = codec.encode(record)
+        lengths.append(len(payload))
+        seqs.append(array("q", [item[0] for item in record[2]]) if record[0] == RESTORED else None)
+        yield payload
 
 
 def _watch(records: Iterable[Record], cancelled: threading.Event | None) -> Iterator[Record]:
@@ -94,6 +127,9 @@ def _watch(records: Iterable[Record], cancelled: threading.Event | None) -> Iter
             raise CompactionCancelled()
         yield record
 
+
+Relocate = Callable[[list[int], int, list[Placement]], Awaitable[None]]
+"""``(folded segment indexes, the new base's index, where the base keeps each message)``."""
 
 FIRST_RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 300.0
@@ -125,8 +161,12 @@ class Compactor:
         live_queues: Callable[[], Iterable[str]] | None = None,
         min_dead_bytes: int = 8 * 1024 * 1024,
         dead_share: float = 0.5,
+        relocate: Relocate | None = None,
     ) -> None:
         self.writer = writer
+        self.relocate = relocate
+        """Told, once the new base replaced the folded segments, where the base keeps each message: a state that
+        reads bodies from the log moves its references there before the old files are let go."""
         self.min_dead_bytes = min_dead_bytes
         self.dead_share = dead_share
         self.live_queues = live_queues
@@ -202,9 +242,10 @@ class Compactor:
             if not set(indexes) <= {s.index for s in self.writer.sealed_segments()}:
                 # A truncation cut the log since these segments were chosen: the next check chooses again.
                 return
+            placed: list[Placement] | None = [] if self.relocate is not None else None
             try:
                 base = await asyncio.to_thread(
-                    compact_segments, directory, indexes, self.fold, self._cancelled, keep_queues=keep
+                    compact_segments, directory, indexes, self.fold, self._cancelled, keep_queues=keep, placed=placed
                 )
             except CompactionCancelled:
                 return
@@ -212,6 +253,8 @@ class Compactor:
                 self._failed(indexes, exc)
                 return
             self.writer.replace_sealed(indexes, base)
+            if self.relocate is not None and placed is not None:
+                await self.relocate(indexes, base.index, placed)
         self.runs += 1
         if self.failures:
             log.info(

@@ -210,24 +210,36 @@ def commit_matches(data: bytes | memoryview, frame: Frame) -> bool:
     return start >= 0 and crc32(memoryview(data)[start : frame.start]) == crc
 
 
-def committed(frames: Iterable[bytes], epoch: int, offset: int, batch_bytes: int = 1024 * 1024) -> Iterator[bytes]:
+def committed(
+    frames: Iterable[bytes],
+    epoch: int,
+    offset: int,
+    batch_bytes: int = 1024 * 1024,
+    starts: list[int] | None = None,
+) -> Iterator[bytes]:
     """``frames`` as batches of about ``batch_bytes``, each followed by its commit frame (for segments written
-    whole, as compaction's); the commits carry ``epoch`` and ``offset``."""
+    whole, as compaction's); the commits carry ``epoch`` and ``offset``.  ``starts``, when given, is told where
+    each frame starts, counted from the first byte yielded."""
     batch: list[bytes] = []
     size = 0
+    done = 0
     for frame in frames:
+        if starts is not None:
+            starts.append(done + size)
         batch.append(frame)
         size += len(frame)
         if size >= batch_bytes:
             data = b"".join(batch)
-            yield data + encode_commit(data, epoch, offset)
+            chunk = data + encode_commit(data, epoch, offset)
+            done += len(chunk)
+            yield chunk
             batch, size = [], 0
     if batch:
         data = b"".join(batch)
         yield data + encode_commit(data, epoch, offset)
 
 
-def _frame_at(view: memoryview, start: int, version: int) -> Frame | None:
+def frame_at(view: memoryview, start: int, version: int) -> Frame | None:
     """The frame at ``start`` if its length fits, its flags are known and its CRC checks out."""
     size = len(view)
     if version == VERSION_1:
@@ -263,7 +275,7 @@ def scan_frames(data: bytes | memoryview, offset: int, version: int = VERSION) -
     view = memoryview(data)
     size = len(view)
     while offset < size:
-        frame = _frame_at(view, offset, version)
+        frame = frame_at(view, offset, version)
         if frame is None:
             return
         yield frame
@@ -303,14 +315,14 @@ def _candidate(view: memoryview, start: int, version: int, readable: Readable) -
         end = start + FRAME_OVERHEAD_V1 + length
         if length == 0 or length > MAX_RECORD or end > size or not readable(view[start + FRAME_OVERHEAD_V1 : end]):
             return None
-        return _frame_at(view, start, version)
+        return frame_at(view, start, version)
     length, _, flags, epoch, offset = _HEAD.unpack_from(view, start)
     end = start + FRAME_OVERHEAD + length
     if length == 0 or length > MAX_RECORD or end > size or flags not in _KNOWN_FLAGS:
         return None
     if not intact(Frame(start, end, flags, epoch, offset, view[start + FRAME_OVERHEAD : end]), readable):
         return None
-    return _frame_at(view, start, version)
+    return frame_at(view, start, version)
 
 
 def spans(

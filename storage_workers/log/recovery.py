@@ -80,7 +80,10 @@ class RecoveredLog:
 
 
 def recover(
-    directory: Path, apply: Callable[[Record], None], progress: RecoveryProgress | None = None
+    directory: Path,
+    apply: Callable[[Record], None],
+    progress: RecoveryProgress | None = None,
+    located: Callable[[int, int, int], None] | None = None,
 ) -> RecoveredLog:
     """Feed every engine record of the log in ``directory`` to ``apply`` (snapshot records, then records, in
     order; never a log-internal frame); returns the segments that remain with the log's end offset and epoch
@@ -91,7 +94,8 @@ def recover(
     base segment go, a last segment whose header never made it to disk goes, and a torn tail of the last
     segment is truncated.  Damage anywhere else raises :class:`CorruptSegment` (:class:`DamagedLog` for
     damaged frames) and leaves the files as they are; records before the damage may have been fed to
-    ``apply`` by then.
+    ``apply`` by then.  ``located``, when given, is told after each record where its payload lies
+    (``(segment index, byte position, length)``), for a state that reads message bodies back from the log.
     """
     directory.mkdir(parents=True, exist_ok=True)
     for entry in os.scandir(directory):
@@ -150,6 +154,8 @@ def recover(
             for frame in batch:
                 if frame.flags in ENGINE_FLAGS:
                     apply(decode(frame, path))
+                    if located is not None:
+                        located(index, frame.end - len(frame.payload), len(frame.payload))
                     records += 1
                 if frame.flags == RECORD:
                     last_epoch = frame.epoch

@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 
 
+Placed = Callable[[int, int, list[tuple[bytes, int, int]]], None]
+
+
 class LogFailed(Exception):
     """A write or sync failed: what the log holds on disk is no longer known, so nothing more is acknowledged."""
 
@@ -63,9 +66,12 @@ class LogWriter:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         max_batch: int = 1024,
         on_fatal: Callable[[BaseException], None] | None = None,
+        on_placed: Placed | None = None,
     ) -> None:
         """Continue the log in ``directory`` that :func:`~.recovery.recover` returned, or start one in an
-        empty directory (``recovered`` None)."""
+        empty directory (``recovered`` None).  ``on_placed`` is told, on the event loop, where each batch
+        lies once it is durable (``(segment index, position of its first frame, [(frame, epoch, offset)])``):
+        from then on its records can be read back from the file."""
         if recovered is None:
             directory.mkdir(parents=True, exist_ok=True)
             if list_segments(directory):
@@ -75,6 +81,7 @@ class LogWriter:
         self.segment_bytes = segment_bytes
         self.max_batch = max(1, max_batch)
         self.on_fatal = on_fatal
+        self.on_placed = on_placed
         self.on_commit: Callable[[], None] | None = None
         """Called in the event loop after each batch is durable (compaction checks hang here)."""
         self.on_sync: Callable[[float], None] | None = None
@@ -103,6 +110,8 @@ class LogWriter:
         self._io = IoThread("ferrymq-log")
         self._in_flight = (0, 0, 0)
         """The batch in the I/O thread: the position it makes durable, its bytes on disk and the next offset."""
+        self._in_flight_frames: tuple[int, int, list[tuple[bytes, int, int]]] = (0, 0, [])
+        """The batch in the I/O thread: its segment, where in it the batch starts, and its frames."""
         self._pending: list[tuple[bytes, int, int]] = []
         """Frames not yet handed to the I/O thread, with their epoch and offset."""
         self._end = 0
@@ -268,6 +277,8 @@ class LogWriter:
         self._committing = True
         assert self._loop is not None
         self._in_flight = (self._handed, len(written), offset + 1)
+        active = self.segments[-1]
+        self._in_flight_frames = (active.index, active.size, batch)
         self._io.submit(self._loop, self._write_and_sync, (written, offset + 1), self._committed)
 
     def _write_and_sync(self, data: bytes, next_offset: int) -> SegmentInfo | None:
@@ -301,6 +312,12 @@ class LogWriter:
             self.segments.append(rolled)
         self._durable = target
         self._durable_offset = next_offset
+        if self.on_placed is not None:
+            try:
+                self.on_placed(*self._in_flight_frames)
+            except Exception:
+                # What was not placed stays readable where it was kept meanwhile; the log itself is fine.
+                log.exception("noting where a batch lies failed")
         if self._pending:
             self._start_commit()
         _fire(self._waiters, lambda position: position <= target)

@@ -30,6 +30,8 @@ class WorkerConfig:
     single-partition layout is adopted by the first.  A worker in a cluster starts with those and hosts any
     other its cluster's replica sets add it to (none: a spare)."""
     group_commit_max_batch: int = 1024
+    body_cache_bytes: int = 32 * 1024 * 1024
+    """Recent message bodies kept in memory, shared by the worker's partitions (the rest are read from the log)."""
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     compact_min_bytes: int = 128 * 1024 * 1024
     compact_ratio: float = 4.0
@@ -61,6 +63,7 @@ class WorkerConfig:
             "admin_port": settings.worker_admin_port,
             "worker_id": worker_id,
             "group_commit_max_batch": settings.group_commit_max_batch,
+            "body_cache_bytes": settings.worker_body_cache_bytes,
             "peer_auth": PeerAuth.from_settings(settings),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -26,6 +26,7 @@ from ferrymq.storage.engine import Engine
 from ferrymq.storage.engine.records import Record
 from ferrymq.storage.handover import DeadLetterForwarder
 from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.bodies import BodyStore
 from ferrymq.storage.log.writer import LogWriter
 from ferrymq.storage.move_tasks import MoveTaskRunner
 from ferrymq.storage.peers import Peers
@@ -54,9 +55,11 @@ class LeaderTerm:
         peers: Peers,
         fail: Callable[[Connection, int, BaseException], None],
         on_diverged: Callable[[], None],
+        bodies: BodyStore,
     ) -> None:
         """``on_diverged`` is told when the engine applied a record the log refused (the term had ended):
-        the replica's state then no longer matches its log and must be rebuilt from it."""
+        the replica's state then no longer matches its log and must be rebuilt from it.  ``bodies`` keeps the
+        engine's message bodies in ``wal``: it is told the offset of each record appended."""
         self.partition = partition
         self.epoch = role.epoch
         self.config = config
@@ -71,6 +74,7 @@ class LeaderTerm:
         )
         self._fail = fail
         self._on_diverged = on_diverged
+        self._bodies = bodies
         self.handlers: dict[int, Handler] = Handlers(
             engine=engine,
             partition=partition,
@@ -113,11 +117,12 @@ class LeaderTerm:
 
     def _append(self, record: Record) -> None:
         try:
-            self.stream.append(record)
+            offset = self.stream.append(record)
         except BaseException:
             # The engine applied the record before the log refused it.
             self._on_diverged()
             raise
+        self._bodies.keyed(offset)
 
     # --- requests -------------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ferrymq.storage.log.body_cache import BodyCache
 from ferrymq.storage.server.loop_lag import LoopLagMonitor
 from ferrymq.storage.server.replica import PartitionReplica
 
@@ -44,6 +45,7 @@ class Worker(Protocol):
     requests: int
     replicas: dict[int, PartitionReplica]
     loop_lag: LoopLagMonitor
+    body_cache: BodyCache
 
     @property
     def address(self) -> tuple[str, int] | None: ...
@@ -95,6 +97,15 @@ class WorkerCollector(Collector):
         yield GaugeMetricFamily("ferrymq_worker_requests_in_flight",
                                 "Requests received and not answered yet: replies waiting for their records to "
                                 "commit, and long polls.", value=sum(_in_flight(r) for r in worker.replicas.values()))
+        cache = worker.body_cache
+        yield GaugeMetricFamily("ferrymq_worker_body_cache_bytes",
+                                "Bytes of recent message bodies kept in memory (the rest are read from the logs).",
+                                value=cache.size)
+        yield CounterMetricFamily("ferrymq_worker_body_cache_hits", "Bodies answered from the body cache.",
+                                  value=cache.hits)
+        yield CounterMetricFamily("ferrymq_worker_body_reads",
+                                  "Records read back from a log for a message body the cache did not hold.",
+                                  value=sum(r.bodies.reads for r in worker.replicas.values()))
         yield from self._partitions(worker.replicas)
 
     def _partitions(self, replicas: Mapping[int, PartitionReplica]) -> Iterator[Metric]:

@@ -33,6 +33,8 @@ from ferrymq.storage.drops import PendingDropStore
 from ferrymq.storage.engine import Engine
 from ferrymq.storage.engine.records import Record
 from ferrymq.storage.log.base import install_snapshot
+from ferrymq.storage.log.bodies import BodyStore
+from ferrymq.storage.log.body_cache import BodyCache
 from ferrymq.storage.log.compaction import Compactor
 from ferrymq.storage.log.epochs import EpochHistory
 from ferrymq.storage.log.format import CorruptSegment
@@ -63,16 +65,21 @@ class PartitionReplica:
         *,
         fail: Callable[[Connection, int, BaseException], None],
         on_fatal: Callable[[BaseException], None],
+        body_cache: BodyCache | None = None,
     ) -> None:
         """``receipt_key`` authenticates the partition's receipt handles (see ``PartitionMap.receipt_key``);
-        ``fail`` answers a request with an error; ``on_fatal`` is told when the log fails for good."""
+        ``fail`` answers a request with an error; ``on_fatal`` is told when the log fails for good;
+        ``body_cache`` keeps recent message bodies (the worker's, shared by its partitions; else one of the
+        replica's own, ``config.body_cache_bytes``)."""
         self.partition = partition
         self.config = config
         self.directory = replica_dir(config.data_dir, partition)
         self.receipt_key = receipt_key
         self.clock = clock
         self.peers = peers
-        self.engine = self._new_engine()
+        self.body_cache = body_cache if body_cache is not None else BodyCache(config.body_cache_bytes)
+        self.engine, self.bodies = self._new_engine()
+        """The state, and where it keeps message bodies (the log: replaced with the engine, by recovery)."""
         self.log: LogWriter | None = None
         self.compactor: Compactor | None = None
         self.term: LeaderTerm | None = None
@@ -104,10 +111,22 @@ class PartitionReplica:
     def _standing_by(self) -> dict[int, Handler]:
         return dict.fromkeys(PARTITION_OPS, self._not_leader)
 
-    def _new_engine(self) -> Engine:
+    def _new_engine(self) -> tuple[Engine, BodyStore]:
         engine = Engine(self.clock, self.receipt_key)
         engine.transfer_hold_seconds = self.config.transfer_hold_seconds
-        return engine
+        return engine, BodyStore(engine.partition.table, self.directory, self.body_cache)
+
+    def _recover(self, engine: Engine, bodies: BodyStore) -> RecoveredLog:
+        try:
+            return recover(self.directory, engine.apply, located=bodies.located)
+        except BaseException:
+            bodies.close()
+            raise
+
+    def _publish(self, engine: Engine, bodies: BodyStore) -> None:
+        """Serve from a state recovery completed (the previous one's files are let go)."""
+        self.bodies.close()
+        self.engine, self.bodies = engine, bodies
 
     # --- the log and the state ------------------------------------------------------------------------
 
@@ -116,22 +135,22 @@ class PartitionReplica:
         start, before the worker serves anything).  A damaged log leaves the replica refusing (see
         :mod:`.damage`)."""
         self._lock_directory()
-        engine = self._new_engine()
+        engine, bodies = self._new_engine()
         try:
-            recovered = recover(self.directory, engine.apply)
+            recovered = self._recover(engine, bodies)
         except CorruptSegment as exc:
             self._found_damage(exc)
             return
-        self.engine = engine
+        self._publish(engine, bodies)
         self._use(recovered)
 
     async def open_off_loop(self) -> None:
         """:meth:`open` for a running worker: the replay, which may take seconds for a large log, runs in a
         thread while the event loop goes on serving the other partitions."""
         self._lock_directory()
-        engine = self._new_engine()
+        engine, bodies = self._new_engine()
         try:
-            recovered = await asyncio.to_thread(recover, self.directory, engine.apply)
+            recovered = await asyncio.to_thread(self._recover, engine, bodies)
         except CorruptSegment as exc:
             self._found_damage(exc)
             return
@@ -139,7 +158,7 @@ class PartitionReplica:
             # A replica that failed to open is dropped: it must not keep the directory locked against the next try.
             self._lock.close()
             raise
-        self.engine = engine
+        self._publish(engine, bodies)
         self._use(recovered)
 
     # --- damage ---------------------------------------------------------------------------------------------
@@ -211,6 +230,7 @@ class PartitionReplica:
             segment_bytes=self.config.segment_bytes,
             max_batch=self.config.group_commit_max_batch,
             on_fatal=self._on_fatal,
+            on_placed=self.bodies.placed,
         )
         self.compactor = Compactor(
             wal,
@@ -219,6 +239,7 @@ class PartitionReplica:
             min_bytes=self.config.compact_min_bytes,
             ratio=self.config.compact_ratio,
             live_queues=lambda: self.engine.queues.keys(),
+            relocate=self.bodies.relocate,
         )
         wal.on_commit = self._committed
         wal.on_sync = self.on_sync
@@ -240,15 +261,17 @@ class PartitionReplica:
             await self.log.close()
         # Filled in a thread and published only when complete: status and metrics read the engine's queues
         # on the loop meanwhile, and must never see a dictionary that another thread is growing.
-        engine = self._new_engine()
-        recovered = await asyncio.to_thread(recover, self.directory, engine.apply)
-        self.engine = engine
+        engine, bodies = self._new_engine()
+        recovered = await asyncio.to_thread(self._recover, engine, bodies)
+        self._publish(engine, bodies)
         self._use(recovered)
         self.diverged = False
 
     def apply(self, record: Record) -> None:
         """Apply a record the follower appended (the follower's host)."""
         self.engine.apply(record)
+        assert self.log is not None
+        self.bodies.keyed(self.log.end_offset - 1)
 
     async def truncate(self, end_offset: int) -> None:
         """Cut the log so that ``end_offset`` is its end and rebuild the state (the follower's host).
@@ -311,6 +334,7 @@ class PartitionReplica:
                 peers=self.peers,
                 fail=self._fail,
                 on_diverged=self._mark_diverged,
+                bodies=self.bodies,
             )
             self.handlers = term.handlers
             self.role_changes += 1
@@ -405,6 +429,7 @@ class PartitionReplica:
             await self.compactor.close()
         if self.log is not None:
             await self.log.close()
+        self.bodies.close()
         self._lock.close()
 
     def status(self) -> dict[str, Any]:

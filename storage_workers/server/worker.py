@@ -39,6 +39,7 @@ from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.codec import pack, pack_error, unpack
 from ferrymq.rpc.framing import STATUS_ERROR, STATUS_OK, TRACED, FrameError, Op, encode_frame, split_trace
 from ferrymq.storage.drops import PendingDropStore
+from ferrymq.storage.log.body_cache import BodyCache
 from ferrymq.storage.log.lock import locked
 from ferrymq.storage.log.writer import LogFailed
 from ferrymq.storage.peers import IsolatedPeers, ReplicaPeers, SharedPeers
@@ -68,6 +69,8 @@ class StorageWorker:
             raise ValueError(f"no receipt key for partitions {missing}")
         self.config = config
         self.clock = clock or SystemClock()
+        self.body_cache = BodyCache(config.body_cache_bytes)
+        """Recent message bodies of every partition here (the rest are read back from the logs)."""
         self.peers: SharedPeers = peers if peers is not None else IsolatedPeers()
         self.requests = 0
         self.sync_observer: Callable[[float], None] | None = None
@@ -98,6 +101,7 @@ class StorageWorker:
             ReplicaPeers(self.peers, partition, self._local_client),
             fail=self._fail,
             on_fatal=self._on_log_failure,
+            body_cache=self.body_cache,
         )
         replica.on_sync = self._synced
         return replica

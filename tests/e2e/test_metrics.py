@@ -186,6 +186,10 @@ def test_each_worker_serves_its_health_checks_and_metrics(metrics_stack: Stack) 
             roles[role] += samples[("ferrymq_worker_partitions", frozenset({("role", role)}))]
         assert all(samples[("ferrymq_worker_log_bytes", frozenset({("partition", p)}))] > 0 for p in "01")
         assert ("ferrymq_worker_requests_in_flight", frozenset()) in samples
+        # and what its message bodies cost: the bytes kept in memory, what the cache answered, what was read back
+        assert samples[("ferrymq_worker_body_cache_bytes", frozenset())] >= 0
+        assert ("ferrymq_worker_body_cache_hits_total", frozenset()) in samples
+        assert ("ferrymq_worker_body_reads_total", frozenset()) in samples
         synced += samples[("ferrymq_worker_fsync_seconds_count", frozenset())]
         # and how late its event loop woke, sampled many times a second since it started
         assert samples[("ferrymq_worker_loop_lag_seconds_count", frozenset())] > 10

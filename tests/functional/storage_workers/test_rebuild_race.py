@@ -45,7 +45,7 @@ class PausedRecovery:
     def go(self) -> None:
         self._go.set()
 
-    def __call__(self, directory: Path, apply: Callable[[Record], None]) -> RecoveredLog:
+    def __call__(self, directory: Path, apply: Callable[[Record], None], **options: Any) -> RecoveredLog:
         applied = 0
 
         def paced(record: Record) -> None:
@@ -56,7 +56,7 @@ class PausedRecovery:
                 self.halfway.set()
                 self._go.wait(30)
 
-        return recover(directory, paced)
+        return recover(directory, paced, **options)
 
 
 @pytest.fixture
@@ -122,12 +122,12 @@ def test_status_and_metrics_polled_throughout_slow_rebuilds_never_raise(
     # given a standing-by replica of a log of many queues, whose replay is slowed down
     log_of_many_queues(replica_dir(tmp_path, 0))
 
-    def slow_recover(directory: Path, apply: Callable[[Record], None]) -> RecoveredLog:
+    def slow_recover(directory: Path, apply: Callable[[Record], None], **options: Any) -> RecoveredLog:
         def paced(record: Record) -> None:
             apply(record)
             threading.Event().wait(0.0005)
 
-        return recover(directory, paced)
+        return recover(directory, paced, **options)
 
     async def scenario() -> None:
         worker = standing_by(tmp_path, (0,))
@@ -209,13 +209,13 @@ def test_a_host_whose_replay_fails_leaves_the_directory_unlocked_for_the_next_tr
     log_of_many_queues(replica_dir(tmp_path, 5))
     calls = 0
 
-    def failing_once(directory: Path, apply: Callable[[Record], None]) -> RecoveredLog:
+    def failing_once(directory: Path, apply: Callable[[Record], None], **options: Any) -> RecoveredLog:
         nonlocal calls
         if directory.name == "p5":
             calls += 1
             if calls == 1:
                 raise OSError("disk read failed")
-        return recover(directory, apply)
+        return recover(directory, apply, **options)
 
     monkeypatch.setattr(replica_module, "recover", failing_once)
 

@@ -118,6 +118,9 @@ class Settings:
     worker_id: str = "worker-1"
     partitions: int = 1
     group_commit_max_batch: int = 1024
+    # Message bodies live in each partition's log on disk; a worker keeps this many bytes of recent ones in memory
+    # (shared by its partitions), so that consumers keeping up never read the disk. 0: none.
+    worker_body_cache_bytes: int = 32 * 1024 * 1024
     worker_connect_timeout_seconds: float = 5.0
     # Deadline of every worker RPC (a long poll gets its wait on top): a hung worker, unlike a dead one, never
     # closes the connection, so without one a request would wait for it forever.
@@ -327,6 +330,7 @@ class Settings:
             worker_id=get("WORKER_ID", defaults.worker_id),
             partitions=int(get("PARTITIONS", str(defaults.partitions))),
             group_commit_max_batch=int(get("GROUP_COMMIT_MAX_BATCH", str(defaults.group_commit_max_batch))),
+            worker_body_cache_bytes=int(get("WORKER_BODY_CACHE_BYTES", str(defaults.worker_body_cache_bytes))),
             worker_connect_timeout_seconds=float(
                 get("WORKER_CONNECT_TIMEOUT_SECONDS", str(defaults.worker_connect_timeout_seconds))
             ),

@@ -1,0 +1,259 @@
+"""Message bodies kept in the log, not in memory: where each one lies, and reading it back.
+
+The log holds every body already (the SENT, STORED or RESTORED record that added the message), so a partition's
+message table (:class:`~ferrymq.storage.engine.table.MessageTable`) keeps, per message, only where that record's
+payload lies and which of its items is the message:
+
+    loc   q  file number << 40 | byte position of the record's payload in that file
+    span  I  the payload's length
+    item  I  the message's place among the items the record adds (:func:`.body_refs.body_items`)
+
+A message gets its place in three ways:
+
+- **recovery** reads each frame where it lies (``recover(..., located=store.located)``);
+- **appends** (a leader's records, a follower's replicated ones): applying the record adds the messages, the
+  append gives its offset (:meth:`BodyStore.keyed`), and once the batch holding it is durable the writer says
+  where it lies (``LogWriter(on_placed=store.placed)``).  Until then the body is kept in memory (``_pending``): a
+  body is never read back from bytes not yet written;
+- **compaction** writes the live messages into a new base segment and says where each went
+  (``Compactor(relocate=store.relocate)``); the rows move there before the folded files are let go.
+
+Files are numbered by the store, not by segment index: a compaction writes its base under the index of the last
+segment it folds, so for a while one index names two files, the old one (still open, unlinked) that rows not yet
+moved point into and the new one.  A file stays open from the first message placed in it until a compaction
+moved every message out of it (or the store closes), so a segment deleted meanwhile is still read.
+
+A read checks the frame's checksum, as recovery does, and that the item it finds names the row's message id: a
+body is never answered for the wrong message, nor damaged.  One that cannot be read fails its request
+(:class:`BodyUnreadable`); the message stays where it is.
+Recent bodies stay in the worker's :class:`~.body_cache.BodyCache`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.body_cache import BodyCache
+from ferrymq.storage.log.body_refs import body_items
+from ferrymq.storage.log.format import (
+    FRAME_OVERHEAD,
+    FRAME_OVERHEAD_V1,
+    HEADER_SIZE,
+    VERSION_1,
+    decode_header,
+    frame_at,
+)
+from ferrymq.storage.log.segments import segment_path
+
+if TYPE_CHECKING:
+    from ferrymq.storage.engine.table import MessageTable
+    from ferrymq.storage.log.compaction import Placement
+
+log = logging.getLogger(__name__)
+
+POSITION_BITS = 40
+_POSITION_MASK = (1 << POSITION_BITS) - 1
+_OWNER_SHIFT = 32
+"""A row's cache key is its store's owner number above its slot (slots stay below 2**32)."""
+RELOCATE_CHUNK = 20000
+"""Messages moved to a new base per event-loop turn (about 10 ms)."""
+_MISSING = object()
+
+
+class BodyUnreadable(Exception):
+    """A message's body could not be read back from the log (a bug or damage: never answered as a wrong body)."""
+
+
+class BodyStore:
+    """Where the bodies of one partition's messages lie in its log, and reading them back (module docstring)."""
+
+    def __init__(self, table: MessageTable, directory: Path, cache: BodyCache) -> None:
+        self.table = table
+        self.directory = directory
+        self.cache = cache
+        self.reads = 0
+        """Payloads read from disk so far."""
+        self.closed = False
+        self._owner = cache.owner() << _OWNER_SHIFT
+        self._pending: dict[int, Any] = {}
+        """Slot -> body, for messages not yet placed on disk."""
+        self._unkeyed: list[int] = []
+        """The messages the record being applied added, in item order."""
+        self._unplaced: deque[tuple[int, list[int]]] = deque()
+        """``(offset, messages)`` of records appended but not yet durable, in offset order."""
+        self._files: dict[int, tuple[int, int]] = {}
+        """File number -> its open descriptor and its format version."""
+        self._numbers: dict[int, int] = {}
+        """Segment index -> the file number of the segment now under that index."""
+        self._next_number = 1
+        """0 is nowhere: a ``loc`` of 0 means not placed yet."""
+        self._last: tuple[int, list[tuple[Any, int]]] | None = None
+        """The payload read last and its items: a receive reads a batch's messages one after the other."""
+        table.bodies = self
+
+    # --- the table's side -------------------------------------------------------------------------------
+
+    def added(self, seq: int, slot: int, body: Any) -> None:
+        """Message ``seq`` (row ``slot``) was added by the record being applied."""
+        self._pending[slot] = body
+        self._unkeyed.append(seq)
+
+    def body(self, slot: int) -> Any:
+        body = self._pending.get(slot, _MISSING)
+        if body is not _MISSING:
+            return body
+        key = self._owner | slot
+        body = self.cache.get(key)
+        if body is None:
+            body = self._read(slot)
+            self.cache.put(key, body)
+        return body
+
+    def forget(self, slot: int) -> None:
+        """The message in row ``slot`` is gone (the row may be reused)."""
+        if self._pending:
+            self._pending.pop(slot, None)
+        self.cache.drop(self._owner | slot)
+
+    # --- the log's side ---------------------------------------------------------------------------------
+
+    def keyed(self, offset: int) -> None:
+        """The record just applied was appended at ``offset``."""
+        if self._unkeyed:
+            self._unplaced.append((offset, self._unkeyed))
+            self._unkeyed = []
+
+    def located(self, segment: int, position: int, length: int) -> None:
+        """The record just applied lies at ``position`` in segment ``segment`` (recovery)."""
+        if self._unkeyed:
+            self._place(self._unkeyed, self._number(segment), position, length)
+            self._unkeyed = []
+
+    def placed(self, segment: int, position: int, batch: list[tuple[bytes, int, int]]) -> None:
+        """A batch of frames starting at ``position`` in segment ``segment`` is durable (``LogWriter.on_placed``)."""
+        unplaced = self._unplaced
+        if not unplaced:
+            return
+        number = 0
+        for frame, _, offset in batch:
+            while unplaced and unplaced[0][0] < offset:
+                # Appended but never placed: its bodies stay in memory, still answered right.
+                stray, _ = unplaced.popleft()
+                log.error("%s: the record at offset %d was not placed in the log", self.directory, stray)
+            if not unplaced:
+                return
+            if unplaced[0][0] == offset:
+                if not number:
+                    number = self._number(segment)
+                self._place(unplaced.popleft()[1], number, position + FRAME_OVERHEAD, len(frame) - FRAME_OVERHEAD)
+            position += len(frame)
+
+    async def relocate(self, folded: list[int], base: int, placed: list[Placement]) -> None:
+        """A compaction folded segments ``folded`` into base segment ``base``: move each message still held
+        there to where the base keeps it, a chunk per event-loop turn, then let the folded files go."""
+        old = {self._numbers.pop(index) for index in folded if index in self._numbers}
+        number = self._number(base)
+        table = self.table
+        slot_of, locs, spans, items = table.slot, table.loc, table.span, table.item
+        moved = 0
+        for position, length, seqs in placed:
+            loc = number << POSITION_BITS | position
+            for n, seq in enumerate(seqs):
+                slot = slot_of(seq)
+                if slot >= 0 and locs[slot] >> POSITION_BITS in old:
+                    locs[slot] = loc
+                    spans[slot] = length
+                    items[slot] = n
+            moved += len(seqs)
+            if moved >= RELOCATE_CHUNK:
+                moved = 0
+                await asyncio.sleep(0)
+        self._last = None
+        for file in old:
+            os.close(self._files.pop(file)[0])
+
+    def close(self) -> None:
+        self.closed = True
+        self._last = None
+        for fd, _ in self._files.values():
+            os.close(fd)
+        self._files.clear()
+        self._numbers.clear()
+
+    # --- inside --------------------------------------------------------------------------------------------
+
+    def _number(self, segment: int) -> int:
+        number = self._numbers.get(segment)
+        if number is None:
+            number = self._next_number
+            fd = os.open(segment_path(self.directory, segment), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                version = decode_header(os.pread(fd, HEADER_SIZE, 0)).version
+            except BaseException:
+                os.close(fd)
+                raise
+            self._files[number] = (fd, version)
+            self._next_number += 1
+            self._numbers[segment] = number
+        return number
+
+    def _place(self, seqs: list[int], number: int, position: int, length: int) -> None:
+        table = self.table
+        slot_of, locs, spans, items = table.slot, table.loc, table.span, table.item
+        pending, cache, owner = self._pending, self.cache, self._owner
+        loc = number << POSITION_BITS | position
+        for n, seq in enumerate(seqs):
+            slot = slot_of(seq)
+            if slot < 0 or locs[slot]:
+                continue  # removed meanwhile (its row may hold another message by now)
+            locs[slot] = loc
+            spans[slot] = length
+            items[slot] = n
+            body = pending.pop(slot, None)
+            if body is not None:
+                cache.put(owner | slot, body)
+
+    def _read(self, slot: int) -> Any:
+        table = self.table
+        loc = table.loc[slot]
+        if self.closed:
+            raise BodyUnreadable(f"{self.directory}: the partition's log was closed")
+        if not loc:
+            raise BodyUnreadable(f"{self.directory}: a message (row {slot}) has no body in memory and none on disk")
+        last = self._last
+        if last is not None and last[0] == loc:
+            entries = last[1]
+        else:
+            file = self._files.get(loc >> POSITION_BITS)
+            if file is None:
+                raise BodyUnreadable(f"{self.directory}: a message (row {slot}) names a log file no longer kept")
+            fd, version = file
+            # The frame's head is read with the payload, so that its checksum is checked as recovery checks it.
+            head = FRAME_OVERHEAD_V1 if version == VERSION_1 else FRAME_OVERHEAD
+            length = table.span[slot]
+            position = loc & _POSITION_MASK
+            data = os.pread(fd, head + length, position - head)
+            self.reads += 1
+            frame = frame_at(memoryview(data), 0, version)
+            try:
+                if frame is None or len(frame.payload) != length:
+                    raise ValueError("no intact frame there")
+                entries = body_items(codec.decode(frame.payload))
+            except Exception as exc:
+                raise BodyUnreadable(
+                    f"{self.directory}: the record at byte {position} of log file {loc >> POSITION_BITS} cannot be "
+                    f"read back: {exc}"
+                ) from None
+            self._last = (loc, entries)
+        n = table.item[slot]
+        message_id = table.message_id(slot)
+        if n >= len(entries) or entries[n][0][entries[n][1] - 1] != message_id:
+            raise BodyUnreadable(f"{self.directory}: the log does not hold message {message_id} where it was placed")
+        item, at = entries[n]
+        return item[at]
