@@ -26,8 +26,8 @@ Fields of no fixed width stay out of the columns where they can:
   deduplication id (a content-based one, 64 hex digits, as its 32 bytes); or, when the message has anything
   more (attributes, an attributes MD5, an id or MD5 kept as it came), a tuple of the body and all of those.
   The body is reached through :meth:`MessageTable.body` only: with a :class:`BodyKeeper` (a partition's log,
-  ``ferrymq.storage.log.bodies``) it is not kept here at all, and ``loc``, ``span`` and ``item`` say where it
-  lies on disk (16 bytes a row, in place of the body).
+  ``ferrymq.storage.log.bodies``) it is not kept here at all, nor is its MD5, and ``loc``, ``span`` and ``item``
+  say where it lies on disk (16 bytes a row, in place of the body and the 16 of the ``md5`` column).
 """
 
 from __future__ import annotations
@@ -102,9 +102,12 @@ def md5_bytes(md5: object) -> bytes | None:
 class BodyKeeper(Protocol):
     """What keeps the bodies of a table's messages out of its memory (``ferrymq.storage.log.bodies``)."""
 
-    def added(self, seq: int, slot: int, body: Any) -> None: ...
+    def added(self, seq: int, slot: int, body: Any, md5: str | None) -> None:
+        """``md5``: the body MD5 when it is to be kept with the body (the table then keeps none)."""
 
     def body(self, slot: int) -> Any: ...
+
+    def md5(self, slot: int) -> str: ...
 
     def forget(self, slot: int) -> None: ...
 
@@ -423,7 +426,8 @@ class MessageTable:
             self.loc[slot] = 0
             at = 16 * slot
             self.ids[at:at + 16] = raw_id or _ZERO16
-            self.md5[at:at + 16] = raw_md5 or _ZERO16
+            if keeper is None:
+                self.md5[at:at + 16] = raw_md5 or _ZERO16
             self.extra[slot] = extra
         else:
             slot = len(self.extra)
@@ -443,12 +447,13 @@ class MessageTable:
             self.span.append(0)
             self.item.append(0)
             self.ids += raw_id or _ZERO16
-            self.md5 += raw_md5 or _ZERO16
+            if keeper is None:
+                self.md5 += raw_md5 or _ZERO16
             self.extra.append(extra)
         self._place(seq, slot)
         self.live += 1
         if keeper is not None:
-            keeper.added(seq, slot, kept)
+            keeper.added(seq, slot, kept, md5_body if flags & F_MD5 else None)
         return slot
 
     def free(self, seq: int, slot: int) -> None:
@@ -480,7 +485,7 @@ class MessageTable:
     def fields(self, slot: int) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
         """``(id, body, attrs, md5_body, md5_attrs, system, dedup_id)`` at once, for a received row or a
         RESTORED item: one look at the flags instead of one per field."""
-        flags, at = self.flags[slot], 16 * slot
+        flags = self.flags[slot]
         no = self.system[slot]
         keeper = self.bodies
         if not flags & F_EXTRA:
@@ -488,7 +493,7 @@ class MessageTable:
                 self._uuid(slot),
                 self.extra[slot] if keeper is None else keeper.body(slot),
                 {},
-                self.md5[at:at + 16].hex() if flags & F_MD5 else "",
+                self._md5(slot) if flags & F_MD5 else "",
                 None,
                 dict(self.systems.value(no)) if no else {},
                 None,
@@ -500,7 +505,7 @@ class MessageTable:
                 self._uuid(slot),
                 extra[0] if keeper is None else keeper.body(slot),
                 {},
-                self.md5[at:at + 16].hex() if flags & F_MD5 else "",
+                self._md5(slot) if flags & F_MD5 else "",
                 None,
                 shared,
                 extra[1].hex() if flags & F_DEDUP_HEX else extra[1],
@@ -510,7 +515,7 @@ class MessageTable:
             self._uuid(slot) if flags & F_UUID else extra[_E_ID],
             extra[_E_BODY] if keeper is None else keeper.body(slot),
             extra[_E_ATTRS] if flags & F_ATTRS else {},
-            self.md5[at:at + 16].hex() if flags & F_MD5 else "" if flags & F_NO_MD5 else extra[_E_MD5],
+            self._md5(slot) if flags & F_MD5 else "" if flags & F_NO_MD5 else extra[_E_MD5],
             extra[_E_MD5_ATTRS],
             extra[_E_SYSTEM] if flags & F_SYSTEM else shared,
             dedup_id.hex() if flags & F_DEDUP_HEX else dedup_id,
@@ -540,8 +545,14 @@ class MessageTable:
     def md5_body(self, slot: int) -> Any:
         flags = self.flags[slot]
         if flags & F_MD5:
-            return self.md5[16 * slot:16 * slot + 16].hex()
+            return self._md5(slot)
         return "" if flags & F_NO_MD5 else self.extra[slot][_E_MD5]
+
+    def _md5(self, slot: int) -> str:
+        """The body MD5 of a row flagged F_MD5."""
+        if self.bodies is not None:
+            return self.bodies.md5(slot)
+        return self.md5[16 * slot:16 * slot + 16].hex()
 
     def md5_attrs(self, slot: int) -> Any:
         flags = self.flags[slot]

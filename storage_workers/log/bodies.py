@@ -38,6 +38,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ferrymq.storage.engine.table import F_MD5
 from ferrymq.storage.log import records as codec
 from ferrymq.storage.log.body_cache import BodyCache
 from ferrymq.storage.log.body_refs import body_items
@@ -99,21 +100,31 @@ class BodyStore:
 
     # --- the table's side -------------------------------------------------------------------------------
 
-    def added(self, seq: int, slot: int, body: Any) -> None:
-        """Message ``seq`` (row ``slot``) was added by the record being applied."""
-        self._pending[slot] = body
+    def added(self, seq: int, slot: int, body: Any, md5: str | None) -> None:
+        """Message ``seq`` (row ``slot``) was added by the record being applied; ``md5``: its body MD5, when the
+        table keeps it with the body (a row flagged F_MD5)."""
+        self._pending[slot] = body if md5 is None else (body, md5)
         self._unkeyed.append(seq)
 
     def body(self, slot: int) -> Any:
-        body = self._pending.get(slot, _MISSING)
-        if body is not _MISSING:
-            return body
+        kept = self._kept(slot)
+        return kept[0] if self.table.flags[slot] & F_MD5 else kept
+
+    def md5(self, slot: int) -> str:
+        """The body MD5 of a row flagged F_MD5."""
+        return self._kept(slot)[1]
+
+    def _kept(self, slot: int) -> Any:
+        """The body of row ``slot``, or the pair of its body and MD5 (F_MD5): from memory, else from disk."""
+        kept = self._pending.get(slot, _MISSING)
+        if kept is not _MISSING:
+            return kept
         key = self._owner | slot
-        body = self.cache.get(key)
-        if body is None:
-            body = self._read(slot)
-            self.cache.put(key, body)
-        return body
+        kept = self.cache.get(key)
+        if kept is None:
+            kept = self._read(slot)
+            self.cache.put(key, kept)
+        return kept
 
     def forget(self, slot: int) -> None:
         """The message in row ``slot`` is gone (the row may be reused)."""
@@ -215,9 +226,9 @@ class BodyStore:
             locs[slot] = loc
             spans[slot] = length
             items[slot] = n
-            body = pending.pop(slot, None)
-            if body is not None:
-                cache.put(owner | slot, body)
+            kept = pending.pop(slot, None)
+            if kept is not None:
+                cache.put(owner | slot, kept)
 
     def _read(self, slot: int) -> Any:
         table = self.table
@@ -256,4 +267,5 @@ class BodyStore:
         if n >= len(entries) or entries[n][0][entries[n][1] - 1] != message_id:
             raise BodyUnreadable(f"{self.directory}: the log does not hold message {message_id} where it was placed")
         item, at = entries[n]
-        return item[at]
+        # The MD5 follows the body and its attributes in every item kind (records.py).
+        return (item[at], item[at + 2]) if table.flags[slot] & F_MD5 else item[at]

