@@ -24,6 +24,7 @@ from ferrymq.replication_rules import Acks
 from ferrymq.settings import Settings
 from ferrymq.storage.peers import ClusterPeers
 from ferrymq.storage.replication.controller import ClusterController, ControllerTimes
+from ferrymq.storage.server import allocator
 from ferrymq.storage.server.admin import AdminServer
 from ferrymq.storage.server.config import WorkerConfig
 from ferrymq.storage.server.damage import repair
@@ -49,6 +50,8 @@ async def run_worker(
     """Run a worker until SIGTERM or SIGINT, or until ``parent_pid`` is no longer its parent; returns the
     process exit status."""
     out = out if out is not None else sys.stdout
+    # Before recovery builds the message tables: it is their growth the setting is for.
+    allocator.keep_large_blocks_mapped()
     if config.peer_auth is None:
         log.warning("no cluster secret (FERRYMQ_CLUSTER_SECRET or FERRYMQ_CLUSTER_SECRET_FILE): any process that "
                     "reaches this worker's port can read and change its queues")
