@@ -81,6 +81,9 @@ class BodyStore:
         self.reads = 0
         """Payloads read from disk so far."""
         self.closed = False
+        self.recovering = False
+        """While recovery replays the log: bodies are neither kept in memory nor cached (each is placed right
+        after its record is applied, and caching a whole log's bodies would only churn the cache)."""
         self._owner = cache.owner() << _OWNER_SHIFT
         self._pending: dict[int, Any] = {}
         """Slot -> body, for messages not yet placed on disk."""
@@ -103,7 +106,8 @@ class BodyStore:
     def added(self, seq: int, slot: int, body: Any, md5: str | None) -> None:
         """Message ``seq`` (row ``slot``) was added by the record being applied; ``md5``: its body MD5, when the
         table keeps it with the body (a row flagged F_MD5)."""
-        self._pending[slot] = body if md5 is None else (body, md5)
+        if not self.recovering:
+            self._pending[slot] = body if md5 is None else (body, md5)
         self._unkeyed.append(seq)
 
     def body(self, slot: int) -> Any:

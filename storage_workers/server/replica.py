@@ -117,11 +117,14 @@ class PartitionReplica:
         return engine, BodyStore(engine.partition.table, self.directory, self.body_cache)
 
     def _recover(self, engine: Engine, bodies: BodyStore) -> RecoveredLog:
+        bodies.recovering = True
         try:
             return recover(self.directory, engine.apply, located=bodies.located)
         except BaseException:
             bodies.close()
             raise
+        finally:
+            bodies.recovering = False
 
     def _publish(self, engine: Engine, bodies: BodyStore) -> None:
         """Serve from a state recovery completed (the previous one's files are let go)."""
