@@ -25,6 +25,13 @@ class Ring:
         # the same when its front is cut off.
         self.append = self._a.append
 
+    def __getstate__(self) -> tuple[array, int]:
+        return self._a, self._head
+
+    def __setstate__(self, state: tuple[array, int]) -> None:
+        self._a, self._head = state
+        self.append = self._a.append
+
     def popleft(self) -> int:
         a, head = self._a, self._head
         if head >= len(a):

@@ -81,6 +81,8 @@ class BodyStore:
         self.reads = 0
         """Payloads read from disk so far."""
         self.closed = False
+        self.applied_through = 0
+        """The offset of the last record the state applied (what a checkpoint is as of)."""
         self.recovering = False
         """While recovery replays the log: bodies are neither kept in memory nor cached (each is placed right
         after its record is applied, and caching a whole log's bodies would only churn the cache)."""
@@ -140,6 +142,7 @@ class BodyStore:
 
     def keyed(self, offset: int) -> None:
         """The record just applied was appended at ``offset``."""
+        self.applied_through = offset
         if self._unkeyed:
             self._unplaced.append((offset, self._unkeyed))
             self._unkeyed = []
@@ -193,6 +196,20 @@ class BodyStore:
         for file in old:
             os.close(self._files.pop(file)[0])
 
+    def files(self) -> dict[int, int] | None:
+        """File number -> segment index of every file messages are placed in, for a checkpoint; None while a
+        message is not placed yet, or a compaction is moving messages out of files no segment index names."""
+        if self._pending or self._unkeyed or self._unplaced:
+            return None
+        named = {number: segment for segment, number in self._numbers.items()}
+        return named if set(self._files) <= set(named) else None
+
+    def adopt(self, files: dict[int, int]) -> None:
+        """Take the file numbers a checkpoint's rows were placed under (before anything else is placed)."""
+        for number, segment in sorted(files.items()):
+            self._open(number, segment)
+        self._next_number = max(files, default=0) + 1
+
     def close(self) -> None:
         self.closed = True
         self._last = None
@@ -207,16 +224,19 @@ class BodyStore:
         number = self._numbers.get(segment)
         if number is None:
             number = self._next_number
-            fd = os.open(segment_path(self.directory, segment), os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                version = decode_header(os.pread(fd, HEADER_SIZE, 0)).version
-            except BaseException:
-                os.close(fd)
-                raise
-            self._files[number] = (fd, version)
+            self._open(number, segment)
             self._next_number += 1
-            self._numbers[segment] = number
         return number
+
+    def _open(self, number: int, segment: int) -> None:
+        fd = os.open(segment_path(self.directory, segment), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            version = decode_header(os.pread(fd, HEADER_SIZE, 0)).version
+        except BaseException:
+            os.close(fd)
+            raise
+        self._files[number] = (fd, version)
+        self._numbers[segment] = number
 
     def _place(self, seqs: list[int], number: int, position: int, length: int) -> None:
         table = self.table

@@ -84,6 +84,7 @@ def recover(
     apply: Callable[[Record], None],
     progress: RecoveryProgress | None = None,
     located: Callable[[int, int, int], None] | None = None,
+    skip_through: int = 0,
 ) -> RecoveredLog:
     """Feed every engine record of the log in ``directory`` to ``apply`` (snapshot records, then records, in
     order; never a log-internal frame); returns the segments that remain with the log's end offset and epoch
@@ -96,6 +97,8 @@ def recover(
     damaged frames) and leaves the files as they are; records before the damage may have been fed to
     ``apply`` by then.  ``located``, when given, is told after each record where its payload lies
     (``(segment index, byte position, length)``), for a state that reads message bodies back from the log.
+    ``skip_through``: the state already holds every record up to this offset (a checkpoint's): those, and the
+    base's snapshot when it is as of an offset no later, are walked and checked but not applied.
     """
     directory.mkdir(parents=True, exist_ok=True)
     for entry in os.scandir(directory):
@@ -152,7 +155,7 @@ def recover(
         walk = SegmentWalk(path, data, header, start, history)
         for batch in walk.batches():
             for frame in batch:
-                if frame.flags in ENGINE_FLAGS:
+                if frame.flags in ENGINE_FLAGS and frame.offset > skip_through:
                     apply(decode(frame, path))
                     if located is not None:
                         located(index, frame.end - len(frame.payload), len(frame.payload))

@@ -116,8 +116,10 @@ def replace_segment(directory: Path, index: int, chunks: Iterable[bytes | memory
     ``.tmp`` file, fsynced, renamed over the segment, directory fsynced.  Returns its size.
 
     A crash at any point leaves either the old segment or the new one, and at most a ``.tmp`` that recovery
-    deletes; an exception (a cancelled compaction, a full disk) removes the ``.tmp`` at once.
+    deletes; an exception (a cancelled compaction, a full disk) removes the ``.tmp`` at once.  The partition's
+    checkpoint, a state the old segments add up to, goes first.
     """
+    discard_checkpoint(directory)
     tmp = directory / f"{index:020d}{TMP_SUFFIX}"
     size = 0
     try:
@@ -133,6 +135,19 @@ def replace_segment(directory: Path, index: int, chunks: Iterable[bytes | memory
         raise
     fsync_dir(directory)
     return size
+
+
+CHECKPOINT_NAME = "state.ckpt"
+"""The partition's state as of an offset, written when its worker stops (:mod:`.checkpoint`)."""
+
+
+def discard_checkpoint(directory: Path) -> None:
+    """Delete the checkpoint before segments are rewritten (durably: a crash must not bring it back)."""
+    try:
+        os.unlink(directory / CHECKPOINT_NAME)
+    except FileNotFoundError:
+        return
+    fsync_dir(directory)
 
 
 def truncate_file(path: Path, size: int) -> None:

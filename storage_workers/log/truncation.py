@@ -22,7 +22,14 @@ from pathlib import Path
 from ferrymq.storage.log.epochs import EpochHistory
 from ferrymq.storage.log.format import RECORD, Frame, encode_commit
 from ferrymq.storage.log.reading import SegmentWalk, read_header
-from ferrymq.storage.log.segments import SegmentInfo, fsync_dir, replace_segment, segment_path, truncate_file
+from ferrymq.storage.log.segments import (
+    SegmentInfo,
+    discard_checkpoint,
+    fsync_dir,
+    replace_segment,
+    segment_path,
+    truncate_file,
+)
 
 
 def cut_after(directory: Path, segments: list[SegmentInfo], offset: int) -> list[SegmentInfo]:
@@ -31,6 +38,7 @@ def cut_after(directory: Path, segments: list[SegmentInfo], offset: int) -> list
     holding = [i for i, s in enumerate(segments) if s.first_offset <= offset + 1]
     if not holding:
         raise ValueError(f"offset {offset} is before the log's first segment")
+    discard_checkpoint(directory)
     at = holding[-1]
     later = segments[at + 1 :]
     for info in reversed(later):

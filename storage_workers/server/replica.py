@@ -32,14 +32,24 @@ from ferrymq.errors import NotLeader
 from ferrymq.storage.drops import PendingDropStore
 from ferrymq.storage.engine import Engine
 from ferrymq.storage.engine.records import Record
+from ferrymq.storage.engine.state import PartitionState
 from ferrymq.storage.log.base import install_snapshot
 from ferrymq.storage.log.bodies import BodyStore
 from ferrymq.storage.log.body_cache import BodyCache
+from ferrymq.storage.log.checkpoint import (
+    Checkpoint,
+    CheckpointUnusable,
+    read_checkpoint,
+    segment_files,
+    write_checkpoint,
+)
 from ferrymq.storage.log.compaction import Compactor
 from ferrymq.storage.log.epochs import EpochHistory
+from ferrymq.storage.log.format import VERSION as LOG_VERSION
 from ferrymq.storage.log.format import CorruptSegment
 from ferrymq.storage.log.lock import locked
 from ferrymq.storage.log.recovery import RecoveredLog, recover
+from ferrymq.storage.log.segments import discard_checkpoint
 from ferrymq.storage.log.writer import LogWriter
 from ferrymq.storage.peers import Peers
 from ferrymq.storage.replication import Follower, FollowerRole, LeaderRole
@@ -111,20 +121,88 @@ class PartitionReplica:
     def _standing_by(self) -> dict[int, Handler]:
         return dict.fromkeys(PARTITION_OPS, self._not_leader)
 
-    def _new_engine(self) -> tuple[Engine, BodyStore]:
-        engine = Engine(self.clock, self.receipt_key)
+    def _new_engine(self, partition: PartitionState | None = None) -> tuple[Engine, BodyStore]:
+        engine = Engine(self.clock, self.receipt_key, partition=partition)
         engine.transfer_hold_seconds = self.config.transfer_hold_seconds
         return engine, BodyStore(engine.partition.table, self.directory, self.body_cache)
 
-    def _recover(self, engine: Engine, bodies: BodyStore) -> RecoveredLog:
+    def _recover(self) -> tuple[Engine, BodyStore, RecoveredLog]:
+        """A new state recovered from the log: from the checkpoint and the records after it where there is a
+        usable one (:mod:`~ferrymq.storage.log.checkpoint`), else from the whole log."""
+        checkpoint = self._checkpoint()
+        if checkpoint is not None:
+            try:
+                return self._replay(checkpoint)
+            except CorruptSegment:
+                raise
+            except Exception as exc:
+                # The log is the source of truth: a checkpoint it does not follow from is dropped, not trusted.
+                log.error("partition %d: the checkpoint as of offset %d does not fit the log (%s); replaying the "
+                          "whole log", self.partition, checkpoint.offset, exc)
+                discard_checkpoint(self.directory)
+        return self._replay(None)
+
+    def _replay(self, checkpoint: Checkpoint | None) -> tuple[Engine, BodyStore, RecoveredLog]:
+        engine, bodies = self._new_engine(checkpoint.state if checkpoint is not None else None)
         bodies.recovering = True
         try:
-            return recover(self.directory, engine.apply, located=bodies.located)
+            if checkpoint is not None:
+                bodies.adopt(checkpoint.files)
+            recovered = recover(
+                self.directory,
+                engine.apply,
+                located=bodies.located,
+                skip_through=checkpoint.offset if checkpoint is not None else 0,
+            )
         except BaseException:
             bodies.close()
             raise
         finally:
             bodies.recovering = False
+        bodies.applied_through = recovered.end_offset - 1
+        return engine, bodies, recovered
+
+    def _checkpoint(self) -> Checkpoint | None:
+        try:
+            checkpoint = read_checkpoint(self.directory)
+        except CheckpointUnusable as exc:
+            log.warning("partition %d: %s; replaying the whole log", self.partition, exc)
+            return None
+        if checkpoint is None:
+            return None
+        if not checkpoint.matches(self.directory):
+            log.info("partition %d: the checkpoint as of offset %d names segments the log no longer has as they "
+                     "were; replaying the whole log", self.partition, checkpoint.offset)
+            return None
+        log.info("partition %d: starting from the checkpoint as of offset %d (%d messages), then the log after it",
+                 self.partition, checkpoint.offset, checkpoint.state.table.live)
+        return checkpoint
+
+    async def _write_checkpoint(self) -> None:
+        """At stop, the state as of the log's last record, when it is exactly that (nothing refused, nothing
+        applied past the log) and the log is of today's format."""
+        wal = self.log
+        if wal is None or wal.failed is not None or self.diverged or self.refusing:
+            return
+        offset = wal.end_offset - 1
+        files = self.bodies.files()
+        if (
+            offset < 1
+            or self.bodies.applied_through != offset
+            or files is None
+            or any(s.version != LOG_VERSION for s in wal.segments)
+        ):
+            return
+        checkpoint = Checkpoint(
+            offset, segment_files(self.directory, [s.index for s in wal.segments]), files, self.engine.partition
+        )
+        try:
+            size = await asyncio.to_thread(write_checkpoint, self.directory, checkpoint)
+        except OSError as exc:
+            log.warning("partition %d: no checkpoint written (%s); the next start replays the whole log",
+                        self.partition, exc)
+            return
+        log.info("partition %d: checkpoint as of offset %d written (%d bytes)", self.partition, offset, size)
 
     def _publish(self, engine: Engine, bodies: BodyStore) -> None:
         """Serve from a state recovery completed (the previous one's files are let go)."""
@@ -138,9 +216,8 @@ class PartitionReplica:
         start, before the worker serves anything).  A damaged log leaves the replica refusing (see
         :mod:`.damage`)."""
         self._lock_directory()
-        engine, bodies = self._new_engine()
         try:
-            recovered = self._recover(engine, bodies)
+            engine, bodies, recovered = self._recover()
         except CorruptSegment as exc:
             self._found_damage(exc)
             return
@@ -151,9 +228,8 @@ class PartitionReplica:
         """:meth:`open` for a running worker: the replay, which may take seconds for a large log, runs in a
         thread while the event loop goes on serving the other partitions."""
         self._lock_directory()
-        engine, bodies = self._new_engine()
         try:
-            recovered = await asyncio.to_thread(self._recover, engine, bodies)
+            engine, bodies, recovered = await asyncio.to_thread(self._recover)
         except CorruptSegment as exc:
             self._found_damage(exc)
             return
@@ -264,8 +340,7 @@ class PartitionReplica:
             await self.log.close()
         # Filled in a thread and published only when complete: status and metrics read the engine's queues
         # on the loop meanwhile, and must never see a dictionary that another thread is growing.
-        engine, bodies = self._new_engine()
-        recovered = await asyncio.to_thread(self._recover, engine, bodies)
+        engine, bodies, recovered = await asyncio.to_thread(self._recover)
         self._publish(engine, bodies)
         self._use(recovered)
         self.diverged = False
@@ -432,6 +507,7 @@ class PartitionReplica:
             await self.compactor.close()
         if self.log is not None:
             await self.log.close()
+            await self._write_checkpoint()
         self.bodies.close()
         self._lock.close()
 

@@ -166,6 +166,8 @@ def _single_partition_layout(tmp_path: Path) -> tuple[Path, list[str], list[str]
     for name in names:
         os.rename(data_dir / "p3" / name, data_dir / name)
     (data_dir / "p3" / "LOCK").unlink()
+    # That layout predates checkpoints: the one the stopping worker wrote is not part of it.
+    (data_dir / "p3" / "state.ckpt").unlink()
     os.rmdir(data_dir / "p3")
     return data_dir, names, sorted(bodies)
 

@@ -1,0 +1,227 @@
+"""A worker that stops cleanly writes its partition's state as of its log's last record; the next start loads it
+and replays only the records after it (``ferrymq.storage.log.checkpoint``).  Whatever the checkpoint, the state
+is the one a replay of the whole log gives, and a checkpoint that is torn, stale or crafted is named and passed
+over."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+import shutil
+import struct
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ferrymq.storage.log import checkpoint as checkpoint_module
+from ferrymq.storage.log.checkpoint import FILE_NAME, read_checkpoint
+from ferrymq.storage.server import replica as replica_module
+from ferrymq.storage.server.replica import PartitionReplica
+from tests.functional.storage_workers.test_replication import P, node
+from tests.functional.storage_workers.test_server_fifo import fifo_message, message, receive
+from tests.functional.storage_workers.worker_calls import RETENTION
+
+COMPACTING = {"segment_bytes": 4096, "compact_min_bytes": 1, "compact_ratio": 1.0}
+
+
+async def workload(client: Any, round_: int) -> None:
+    """Sends to a standard and a FIFO queue, receives, deletes, a visibility change, a delayed message."""
+    await client.send(P, "q", [message(f"r{round_}-{i}-" + "x" * 100) for i in range(12)], retention_seconds=RETENTION)
+    await client.send(P, "q", [{**message(f"later-{round_}"), "delay": 600}], retention_seconds=RETENTION)
+    await client.send(P, "fifo.fifo", [fifo_message(f"g{round_}-{i % 3}", f"f{round_}-{i}") for i in range(6)],
+                      retention_seconds=RETENTION, fifo=True)
+    got = await receive(client, "q", max_messages=5)
+    await client.delete(P, "q", [got[0]["receipt"], got[1]["receipt"]])
+    await client.change_visibility(P, "q", [(got[2]["receipt"], 0)])
+    fifo_got = await receive(client, "fifo.fifo", fifo=True, attempt_id=f"attempt-{round_}")
+    await client.delete(P, "fifo.fifo", [fifo_got[0]["receipt"]])
+
+
+def everything(replica: PartitionReplica) -> tuple[Any, ...]:
+    engine = replica.engine
+    return engine.state(), engine.meta_state(), engine.partition.credits_state(), engine.next_seq
+
+
+async def full_replay_of(directory: Path) -> tuple[Any, ...]:
+    """The state a worker rebuilds from the log alone, in a copy of ``directory`` without the checkpoint."""
+    copy = directory.parent / f"{directory.name}-replayed"
+    shutil.copytree(directory, copy)
+    (copy / "p0" / FILE_NAME).unlink(missing_ok=True)
+    async with node(copy, "w") as (replica, _, _):
+        assert replica.bodies.applied_through == replica.log.end_offset - 1 if replica.log else False
+        return everything(replica)
+
+
+def test_a_clean_stop_writes_a_checkpoint_and_the_next_start_replays_nothing_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    applied: list[Any] = []
+    real_recover = replica_module.recover
+
+    def counting(directory: Path, apply: Callable[[Any], None], **options: Any) -> Any:
+        def counted(record: Any) -> None:
+            applied.append(record)
+            apply(record)
+
+        return real_recover(directory, counted, **options)
+
+    async def scenario() -> None:
+        async with node(tmp_path, "w") as (replica, client, _):
+            await workload(client, 0)
+            assert replica.log is not None
+            end = replica.log.end_offset - 1
+            before = everything(replica)
+        # then the stop left a checkpoint as of the log's last record
+        found = read_checkpoint(tmp_path / "p0")
+        assert found is not None and found.offset == end
+        # and a start loads it and applies no record: the state is the one the worker stopped with
+        monkeypatch.setattr(replica_module, "recover", counting)
+        async with node(tmp_path, "w") as (replica, client, _):
+            assert applied == []
+            assert everything(replica) == before
+            got = await receive(client, "q", max_messages=10)
+            assert got and all(row["body"].startswith(("r0-", "later-")) for row in got)
+
+    asyncio.run(scenario())
+
+
+def test_a_checkpoint_and_the_log_after_it_give_the_state_a_whole_replay_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def scenario() -> None:
+        # given a checkpoint written at a stop, and more records after it (a later run that did not stop
+        # cleanly: no newer checkpoint)
+        async with node(tmp_path, "w") as (_, client, _):
+            await workload(client, 0)
+        first = read_checkpoint(tmp_path / "p0")
+        assert first is not None
+        for round_ in (1, 2):
+            async with node(tmp_path, "w") as (_, client, _):
+                monkeypatch.setattr(PartitionReplica, "_write_checkpoint", _no_checkpoint)
+                await workload(client, round_)
+        monkeypatch.undo()
+        again = read_checkpoint(tmp_path / "p0")
+        assert again is not None and again.offset == first.offset
+        # when the worker starts: the checkpoint, then the records after it
+        async with node(tmp_path, "w") as (replica, client, _):
+            from_checkpoint = everything(replica)
+            assert replica.log is not None and replica.log.end_offset - 1 > first.offset
+            # and it serves on from there
+            await workload(client, 3)
+            after = everything(replica)
+        # then it holds what a replay of the whole log gives, before and after serving on
+        assert from_checkpoint[0]["q"] and from_checkpoint[0]["fifo.fifo"]
+        replayed = await full_replay_of(tmp_path)
+        assert after == replayed
+
+    asyncio.run(scenario())
+
+
+async def _no_checkpoint(self: PartitionReplica) -> None:
+    return None
+
+
+def test_a_torn_checkpoint_is_named_and_the_whole_log_replayed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with node(tmp_path, "w") as (replica, client, _):
+            await workload(client, 0)
+            before = everything(replica)
+        path = tmp_path / "p0" / FILE_NAME
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+        with caplog.at_level(logging.WARNING):
+            async with node(tmp_path, "w") as (replica, _, _):
+                assert everything(replica) == before
+        assert any("torn or damaged" in r.getMessage() and "replaying the whole log" in r.getMessage()
+                   for r in caplog.records)
+
+    asyncio.run(scenario())
+
+
+def test_a_checkpoint_of_segments_since_rewritten_is_not_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with node(tmp_path, "w") as (replica, client, _):
+            await workload(client, 0)
+        found = read_checkpoint(tmp_path / "p0")
+        assert found is not None
+        # when a segment it names is replaced by another file (as a rewrite without the checkpoint's deletion
+        # would leave it)
+        index = found.segments[-1][0]
+        segment = tmp_path / "p0" / f"{index:020d}.seg"
+        copy = segment.with_name("copy")
+        copy.write_bytes(segment.read_bytes())
+        os.replace(copy, segment)
+        with caplog.at_level(logging.INFO):
+            async with node(tmp_path, "w") as (replica, _, _):
+                replayed = everything(replica)
+        assert any("no longer has as they were" in r.getMessage() for r in caplog.records)
+        assert replayed[0]["q"]
+
+    asyncio.run(scenario())
+
+
+def test_a_compaction_deletes_the_checkpoint_before_it_rewrites_a_segment(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with node(tmp_path, "w", **COMPACTING) as (_, client, _):
+            await client.send(P, "q", [message("a" * 300) for _ in range(3)], retention_seconds=RETENTION)
+        assert (tmp_path / "p0" / FILE_NAME).exists()
+        async with node(tmp_path, "w", **COMPACTING) as (replica, client, _):
+            assert replica.compactor is not None
+            for _ in range(30):
+                await client.send(P, "q", [message("b" * 300) for _ in range(5)], retention_seconds=RETENTION)
+                got = await receive(client, "q", max_messages=10)
+                await client.delete(P, "q", [row["receipt"] for row in got])
+                if replica.compactor.runs:
+                    break
+            assert replica.compactor.runs >= 1
+            assert not (tmp_path / "p0" / FILE_NAME).exists()
+            before = everything(replica)
+        # and the stop after it writes a new one, which the next start uses
+        async with node(tmp_path, "w", **COMPACTING) as (replica, _, _):
+            assert everything(replica) == before
+
+    asyncio.run(scenario())
+
+
+def test_a_crafted_checkpoint_runs_no_code_and_is_passed_over(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    marker = tmp_path / "ran"
+
+    class Exploit:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (os.system, (f"touch {marker}",))
+
+    async def scenario() -> None:
+        async with node(tmp_path, "w") as (replica, client, _):
+            await workload(client, 0)
+            before = everything(replica)
+        found = read_checkpoint(tmp_path / "p0")
+        assert found is not None
+        # when someone puts a checkpoint there whose head and checksum are right, and whose payload calls a
+        # function when loaded
+        for payload in (
+            pickle.dumps((found.offset, found.segments, found.files, Exploit()), protocol=5),
+            pickle.dumps((found.offset, found.segments, found.files, {"not": "a state"}), protocol=5),
+        ):
+            head = struct.pack(">8sHQQI", checkpoint_module.MAGIC, checkpoint_module.VERSION, found.offset,
+                               len(payload), zlib.crc32(payload))
+            (tmp_path / "p0" / FILE_NAME).write_bytes(head + payload)
+            caplog.clear()
+            with caplog.at_level(logging.WARNING):
+                async with node(tmp_path, "w") as (replica, _, _):
+                    assert everything(replica) == before
+            # then nothing ran, it was named, and the state came from the log
+            assert not marker.exists()
+            assert any("replaying the whole log" in r.getMessage() for r in caplog.records)
+
+    asyncio.run(scenario())
