@@ -348,7 +348,9 @@ def json_requests(draw: st.DrawFn, known: Known, documents: _JsonDocuments | Non
     urls = [url for url in known.queue_urls if action != "DeleteQueue" or url not in known.protected_urls]
     if isinstance(document, dict) and "QueueUrl" in shape.members and urls and draw(st.integers(0, 9)) < 8:
         document["QueueUrl"] = draw(st.sampled_from(urls))
-    if action == "DeleteQueue" and isinstance(document, dict) and document.get("QueueUrl") in known.protected_urls:
+    # A QueueUrl drawn as a list or an object (not hashable) names no queue, protected or not.
+    queue_url = document.get("QueueUrl") if isinstance(document, dict) else None
+    if action == "DeleteQueue" and isinstance(queue_url, str) and queue_url in known.protected_urls:
         del document["QueueUrl"]
     roll = draw(st.integers(0, 39))
     if roll == 0:
