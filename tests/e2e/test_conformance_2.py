@@ -11,7 +11,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,10 +18,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests.e2e.conftest import Stack
 from tests.support.errors import expect_error
 from tests.support.sqs_clients import sqs_client
-from tests.support.stack import started
 
 
 def _name(prefix: str, *, fifo: bool = False) -> str:
@@ -412,19 +409,4 @@ def test_a_dead_letter_queue_must_be_in_the_sources_region(stack: Any, protocol:
     source = north.create_queue(QueueName=_name("c2-src"), Attributes={"RedrivePolicy": policy})["QueueUrl"]
     assert north.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [source]
 
-
-@pytest.fixture(scope="module")
-def host_form_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """A stack told to write queue URLs in the host form."""
-    yield from started(tmp_path_factory.mktemp("host-form"), {"FERRYMQ_QUEUE_URL_FORM": "host"})
-
-
-def test_queue_urls_in_the_host_form(host_form_stack: Stack, protocol: str) -> None:
-    north = _regional(host_form_stack, protocol, "eu-north-1")
-    name = _name("c2-host")
-    url = north.create_queue(QueueName=name)["QueueUrl"]
-    # then the region is in the host name, and the URL names the queue when given back
-    host = host_form_stack.endpoint.split("://", 1)[1]
-    assert url == f"http://sqs.eu-north-1.{host}/000000000000/{name}"
-    north.send_message(QueueUrl=url, MessageBody="hosted")
-    assert _bodies(north.receive_message(QueueUrl=url, WaitTimeSeconds=2)) == ["hosted"]
+# (Queue URLs in the host form: tests/e2e/test_conformance_3.py, on its stack of an operator's settings.)

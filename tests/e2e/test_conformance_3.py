@@ -66,18 +66,35 @@ def test_a_made_up_region_is_still_refused(stack: Stack, protocol: str, region: 
 
 
 @pytest.fixture(scope="module")
-def narrowed_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """A stack whose operator narrowed the regions it serves to eu-central-1 (besides the home one)."""
-    yield from started(Path(tmp_path_factory.mktemp("narrowed-regions")), {"FERRYMQ_REGIONS": "eu-central-1"})
+def operator_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A stack whose operator narrowed the regions it serves to eu-central-1 and eu-north-1 (besides the home
+    one) and chose queue URLs in the host form: one stack for the tests of either setting, neither of which
+    changes what the other's test sees (and, last in this module, for a restart)."""
+    yield from started(Path(tmp_path_factory.mktemp("operator-settings")), {
+        "FERRYMQ_REGIONS": "eu-central-1,eu-north-1",
+        "FERRYMQ_QUEUE_URL_FORM": "host",
+    })
 
 
-def test_ferrymq_regions_narrows_the_regions_served(narrowed_stack: Stack, protocol: str) -> None:
-    for served in ("eu-central-1", narrowed_stack.region):
-        assert "QueueUrls" not in sqs_client(narrowed_stack.endpoint, protocol, region=served).list_queues(
+def test_ferrymq_regions_narrows_the_regions_served(operator_stack: Stack, protocol: str) -> None:
+    for served in ("eu-central-1", "eu-north-1", operator_stack.region):
+        assert "QueueUrls" not in sqs_client(operator_stack.endpoint, protocol, region=served).list_queues(
             QueueNamePrefix="none-")
-    refused = sqs_client(narrowed_stack.endpoint, protocol, region="us-west-1")
+    refused = sqs_client(operator_stack.endpoint, protocol, region="us-west-1")
     expect_error(refused.list_queues, "SignatureDoesNotMatch", 403,
                  message="Credential should be scoped to a valid region, not 'us-west-1'.")
+
+
+def test_queue_urls_in_the_host_form(operator_stack: Stack, protocol: str) -> None:
+    north = sqs_client(operator_stack.endpoint, protocol, access_key=operator_stack.access_key,
+                       secret_key=operator_stack.secret_key, region="eu-north-1")
+    name = _name("c2-host")
+    url = north.create_queue(QueueName=name)["QueueUrl"]
+    # then the region is in the host name, and the URL names the queue when given back
+    host = operator_stack.endpoint.split("://", 1)[1]
+    assert url == f"http://sqs.eu-north-1.{host}/000000000000/{name}"
+    north.send_message(QueueUrl=url, MessageBody="hosted")
+    assert _bodies(north.receive_message(QueueUrl=url, WaitTimeSeconds=2)) == ["hosted"]
 
 
 # --- 2: ChangeMessageVisibility with an earlier receive's handle ---------------------------------------------
@@ -323,17 +340,18 @@ def test_sequence_numbers_look_and_sort_like_aws(sqs: Any) -> None:
     assert got == sent
 
 
-def test_sequence_numbers_keep_increasing_across_a_restart(private_stack: Stack) -> None:
-    # (one protocol: the numbers are the worker's, whichever protocol carries them)
+def test_sequence_numbers_keep_increasing_across_a_restart(operator_stack: Stack) -> None:
+    # (one protocol: the numbers are the worker's, whichever protocol carries them; the module's last test, as it
+    # restarts the module's stack)
     def client() -> Any:
-        return sqs_client(private_stack.endpoint, "json", access_key=private_stack.access_key,
-                          secret_key=private_stack.secret_key, region=private_stack.region)
+        return sqs_client(operator_stack.endpoint, "json", access_key=operator_stack.access_key,
+                          secret_key=operator_stack.secret_key, region=operator_stack.region)
 
     sqs = client()
     url = _fifo(sqs, ContentBasedDeduplication="true")
     before = [sqs.send_message(QueueUrl=url, MessageBody=f"a{i}", MessageGroupId="g")["SequenceNumber"]
               for i in range(2)]
-    private_stack.restart()
+    operator_stack.restart()
     sqs = client()
     after = [sqs.send_message(QueueUrl=url, MessageBody=f"b{i}", MessageGroupId="g")["SequenceNumber"]
              for i in range(2)]
