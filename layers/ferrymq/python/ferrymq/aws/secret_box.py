@@ -23,10 +23,10 @@ import struct
 import threading
 from typing import Any
 
-import boto3
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from ferrymq.aws import session
 from ferrymq.aws.errors import translate_client_errors
 from ferrymq.errors import InternalError
 
@@ -56,7 +56,7 @@ class SecretBox:
     @classmethod
     def for_region(cls, region: str, key_id: str = KEY_ALIAS) -> SecretBox:
         """A box whose KMS client is built as every other FerryMQ client (endpoints from the environment)."""
-        return cls(boto3.session.Session().client("kms", region_name=region), key_id)
+        return cls(session.new_session().client("kms", region_name=region), key_id)
 
     def seal(self, secret: str, bound_to: str) -> bytes:
         wrapped, cipher = self._sealing_key()

@@ -67,10 +67,14 @@ def _shared_loader(data_path: str | None) -> Loader:
     return _SharedLoader(data_path)
 
 
+def new_session() -> boto3.session.Session:
+    """A boto3 session of its own, reading botocore's data through the process's shared loader."""
+    core = botocore.session.Session()
+    core.register_component("data_loader", _shared_loader(core.get_config_variable("data_path")))
+    return boto3.session.Session(botocore_session=core)
+
+
 def client(service: str, settings: Settings, *, config: Config | None = None) -> Any:
     """A boto3 client for ``service`` in the settings' region (``config``: instead of the default one, e.g.
     :func:`lease_config`)."""
-    core = botocore.session.Session()
-    core.register_component("data_loader", _shared_loader(core.get_config_variable("data_path")))
-    session = boto3.session.Session(botocore_session=core)
-    return session.client(service, region_name=settings.region, config=config or _CONFIG)
+    return new_session().client(service, region_name=settings.region, config=config or _CONFIG)
