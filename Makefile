@@ -5,8 +5,8 @@
 #   make install-spark
 #               add what `ferrymq spark ...` needs (pyspark, pyarrow: the `spark` extra) to that install
 #   make test   install FerryMQ with its test tools (and the e2e tests' npm packages, botocore's
-#               query-protocol SQS model, and Debian's chromium and chromium-driver where missing), then ruff
-#               and the whole test suite; the tests download nothing
+#               query-protocol SQS model, and Debian's chromium and chromium-driver where missing), then ruff,
+#               FerryMQ's bytecode (`make bytecode`) and the whole test suite; the tests download nothing
 #   make dist   a wheel in dist/
 #   make deploy-local
 #               deploy template.yaml into MiniStack (a local AWS emulator, installed into .cache/ministack) through
@@ -50,7 +50,13 @@ LOCALSTACK_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/py
 LOCALSTACK_VENV := .cache/localstack
 LOCALSTACK := $(if $(LOCALSTACK_PYTHON),$(LOCALSTACK_VENV)/bin/python)
 
-.PHONY: bench install install-spark up test lint sqs-query-model browser dist build-FrontendFunction build-FerryMQLayer layer-library
+# FerryMQ's own modules as bytecode. An editable install compiles none of them, and where PYTHONDONTWRITEBYTECODE is
+# set (as in many CI sandboxes) no process writes any: each would compile every module it imports again, about a
+# third of the CPU of an admin command and a good part of a stack's start. compileall writes only what is missing or
+# older than its source; Python still reads bytecode with that variable set, and ignores any that is out of date.
+SOURCE_DIRS := layers/ferrymq/python functions storage_workers infra spark tests
+
+.PHONY: bench install install-spark up test lint bytecode sqs-query-model browser dist build-FrontendFunction build-FerryMQLayer layer-library
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -92,13 +98,16 @@ $(BROWSER_INSTALLED):
 
 browser: $(BROWSER_INSTALLED)
 
-up: $(INSTALLED)
+bytecode: $(INSTALLED)
+	$(BIN)/python -m compileall -q $(SOURCE_DIRS)
+
+up: $(INSTALLED) bytecode
 	$(BIN)/ferrymq up
 
 lint: $(TEST_INSTALLED)
 	$(BIN)/ruff check .
 
-test: lint $(JS_INSTALLED) $(SQS_QUERY_MODEL) $(BROWSER_INSTALLED) $(MINISTACK) $(LOCALSTACK)
+test: lint bytecode $(JS_INSTALLED) $(SQS_QUERY_MODEL) $(BROWSER_INSTALLED) $(MINISTACK) $(LOCALSTACK)
 	$(BIN)/pytest
 
 $(MINISTACK): | $(BIN)/python
