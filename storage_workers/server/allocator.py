@@ -1,12 +1,19 @@
-"""The C allocator's settings for a worker: large blocks always mapped on their own.
+"""The C allocator's settings for a worker: the message tables' large arrays mapped on their own.
 
 A partition's message table is a set of large arrays that grow as messages arrive (``engine/table.py``). glibc's
-malloc serves a block above its mmap threshold with a mapping of its own, which a growing array can extend in
-place; but it raises that threshold each time such a block is freed, after which arrays of tens of megabytes come
-from the heap, where each growth copies and leaves the old block as a hole the process keeps. On a worker
-holding 100,000 messages and more that cost about 50 B per stored message beside the table's own ~130 B
-(measured in process: a leader filled by 16 clients, RSS growth over the second half of the fill). Fixing the
-threshold keeps every large block mapped.
+malloc serves a block above its mmap threshold with a mapping of its own, which a growing array extends in
+place; but it raises that threshold each time such a block is freed (up to 32 MiB), after which the arrays come
+from the heap, where each growth copies and leaves the old block as a hole.
+
+The threshold is fixed instead, at 1 MiB, with the trim threshold at twice that (what glibc's own adjustment
+would pair with it). Measured in process (a leader filled by 16 clients with batches of ten, RSS growth over the
+second half of the fill; CPU per message sent, client and worker together):
+
+| threshold | bytes per message at 1,000,000 | CPU per message |
+|---|---|---|
+| glibc's own (adjusted) | 154 | 18 to 19 µs |
+| 128 KiB fixed | 113 | 25 to 26 µs: the group commit's ~128 KiB buffers are mapped and faulted in anew each time |
+| 1 MiB fixed, trim 2 MiB | 112 | 18 to 19 µs |
 """
 
 from __future__ import annotations
@@ -17,14 +24,15 @@ import logging
 
 log = logging.getLogger(__name__)
 
+M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
-"""mallopt's parameter number for the threshold (malloc.h)."""
-MMAP_THRESHOLD_BYTES = 128 * 1024
-"""glibc's own starting value; setting it explicitly is what turns off its adjustment."""
+"""mallopt's parameter numbers (malloc.h)."""
+MMAP_THRESHOLD_BYTES = 1024 * 1024
+TRIM_THRESHOLD_BYTES = 2 * MMAP_THRESHOLD_BYTES
 
 
 def keep_large_blocks_mapped() -> bool:
-    """Fix glibc's mmap threshold (a no-op, returning False, where the C library is not glibc)."""
+    """Fix glibc's mmap and trim thresholds (a no-op, returning False, where the C library is not glibc)."""
     name = ctypes.util.find_library("c")
     if name is None:
         return False
@@ -35,7 +43,7 @@ def keep_large_blocks_mapped() -> bool:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    done = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
+    done = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1 and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1
     if not done:
-        log.debug("mallopt(M_MMAP_THRESHOLD) was refused; large blocks follow the allocator's own threshold")
+        log.debug("mallopt was refused; large blocks follow the allocator's own thresholds")
     return done
