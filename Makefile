@@ -107,8 +107,10 @@ up: $(INSTALLED) bytecode
 lint: $(TEST_INSTALLED)
 	$(BIN)/ruff check .
 
+# pytest keeps the test modules it rewrites for its assertions in __pycache__ only where bytecode may be written:
+# without that cache it rewrites all of them on every run (collection 8.6 s instead of 3.9 s).
 test: lint bytecode $(JS_INSTALLED) $(SQS_QUERY_MODEL) $(BROWSER_INSTALLED) $(MINISTACK) $(LOCALSTACK)
-	$(BIN)/pytest
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
 $(MINISTACK): | $(BIN)/python
 	$(BIN)/python -m venv .cache/ministack
