@@ -480,6 +480,21 @@ class MessageTable:
         if self.live:
             self._trim()
 
+    def drop_bodies(self) -> None:
+        """Forget every body and body MD5 kept in memory: a table about to be kept with a :class:`BodyKeeper`
+        that reads them from disk (a compaction's state, written as a checkpoint)."""
+        extra, flags = self.extra, self.flags
+        for slot, kept in enumerate(extra):
+            if kept is None:
+                continue
+            if not flags[slot] & F_EXTRA:
+                extra[slot] = None
+            elif flags[slot] & F_PAIR:
+                extra[slot] = (None, kept[1])
+            else:
+                extra[slot] = (None, *kept[1:])
+        self.md5 = bytearray()
+
     # --- fields of no fixed width ------------------------------------------------------------------------
 
     def fields(self, slot: int) -> tuple[Any, Any, Any, Any, Any, Any, Any]:

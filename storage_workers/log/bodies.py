@@ -67,6 +67,22 @@ RELOCATE_CHUNK = 20000
 _MISSING = object()
 
 
+def place(table: MessageTable, number: int, placement: Placement, *, only_from: set[int] | None = None) -> int:
+    """Point the rows of the messages ``placement`` holds to it, in file ``number`` (those in a file of
+    ``only_from`` only, when given); returns how many rows it found."""
+    slot_of, locs, spans, items = table.slot, table.loc, table.span, table.item
+    loc = number << POSITION_BITS | placement.position
+    found = 0
+    for n, seq in enumerate(placement.seqs):
+        slot = slot_of(seq)
+        if slot >= 0 and (only_from is None or locs[slot] >> POSITION_BITS in only_from):
+            locs[slot] = loc
+            spans[slot] = placement.length
+            items[slot] = n
+            found += 1
+    return found
+
+
 class BodyUnreadable(Exception):
     """A message's body could not be read back from the log (a bug or damage: never answered as a wrong body)."""
 
@@ -177,18 +193,10 @@ class BodyStore:
         there to where the base keeps it, a chunk per event-loop turn, then let the folded files go."""
         old = {self._numbers.pop(index) for index in folded if index in self._numbers}
         number = self._number(base)
-        table = self.table
-        slot_of, locs, spans, items = table.slot, table.loc, table.span, table.item
         moved = 0
-        for position, length, seqs in placed:
-            loc = number << POSITION_BITS | position
-            for n, seq in enumerate(seqs):
-                slot = slot_of(seq)
-                if slot >= 0 and locs[slot] >> POSITION_BITS in old:
-                    locs[slot] = loc
-                    spans[slot] = length
-                    items[slot] = n
-            moved += len(seqs)
+        for placement in placed:
+            place(self.table, number, placement, only_from=old)
+            moved += len(placement.seqs)
             if moved >= RELOCATE_CHUNK:
                 moved = 0
                 await asyncio.sleep(0)

@@ -28,10 +28,14 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferrymq.storage.engine.state import PartitionState
-from ferrymq.storage.log.segments import CHECKPOINT_NAME, fsync_dir, segment_path
+from ferrymq.storage.log.bodies import place
+from ferrymq.storage.log.segments import CHECKPOINT_NAME, SegmentInfo, fsync_dir, segment_path
+
+if TYPE_CHECKING:
+    from ferrymq.storage.log.compaction import Placement
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +131,38 @@ def read_checkpoint(directory: Path) -> Checkpoint | None:
     if stored_offset != offset or not isinstance(state, PartitionState):
         raise CheckpointUnusable(f"{path}: does not hold a partition's state")
     return Checkpoint(offset, [tuple(s) for s in segments], dict(files), state)
+
+
+BASE_FILE = 1
+"""The file number a compaction's checkpoint gives its base (the only file its rows point into)."""
+
+
+def checkpoint_of_base(
+    directory: Path,
+    state: PartitionState,
+    base: SegmentInfo,
+    placed: list[Placement],
+    keep_queues: frozenset[str] | None,
+) -> int | None:
+    """Write the state a compaction folded, as a checkpoint as of its new base, with the bodies left in the base;
+    returns its size, or None when a message of it is not in the base (then nothing is written).
+
+    The state is the fold's own, used by no one after: it is changed here, in compaction's thread."""
+    if keep_queues is not None:
+        # The base leaves out queues the worker no longer has: so does the state it stands for.
+        for queue_id in [q for q in state.queues if q not in keep_queues]:
+            state.queues.pop(queue_id).clear()
+    table = state.table
+    table.drop_bodies()
+    found = sum(place(table, BASE_FILE, placement) for placement in placed)
+    if found != table.live:
+        log.warning("%s: %d of %d messages are not where the new base says; no checkpoint written with it",
+                    directory, table.live - found, table.live)
+        return None
+    return write_checkpoint(
+        directory,
+        Checkpoint(base.first_offset - 1, segment_files(directory, [base.index]), {BASE_FILE: base.index}, state),
+    )
 
 
 def segment_files(directory: Path, indexes: list[int]) -> list[tuple[int, int, int]]:

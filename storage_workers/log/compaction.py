@@ -63,6 +63,7 @@ def compact_segments(
     *,
     keep_queues: Collection[str] | None = None,
     placed: list[Placement] | None = None,
+    after: AfterBase | None = None,
 ) -> SegmentInfo:
     """Replace the sealed segments ``indexes`` (consecutive, starting at the base) by one base segment.
 
@@ -70,7 +71,8 @@ def compact_segments(
     queues the worker still has; the state of any other queue (dropped, or forgotten once idle) is left
     out, since whatever the log holds after these segments can only re-create such a queue from nothing.
     ``placed``, when given, receives where the new base keeps each message (:class:`Placement`), for a state
-    that reads bodies from the log to find them once the folded segments are gone.
+    that reads bodies from the log to find them once the folded segments are gone.  ``after`` is called once
+    the base is in place, in this thread, with the base and ``placed``.
     """
     last = indexes[-1]
     sealed = SealedSegments(directory, indexes)
@@ -101,7 +103,10 @@ def compact_segments(
     for index in indexes[:-1]:
         segment_path(directory, index).unlink()
     fsync_dir(directory)
-    return SegmentInfo(last, size, BASE, VERSION, offset + 1, offset + 1)
+    base = SegmentInfo(last, size, BASE, VERSION, offset + 1, offset + 1)
+    if after is not None:
+        after(base, placed or [])
+    return base
 
 
 class Placement(NamedTuple):
@@ -128,6 +133,8 @@ def _watch(records: Iterable[Record], cancelled: threading.Event | None) -> Iter
         yield record
 
 
+AfterBase = Callable[[SegmentInfo, list[Placement]], None]
+"""Told, in compaction's thread, of the new base once it is in place, and where it keeps each message."""
 Relocate = Callable[[list[int], int, list[Placement]], Awaitable[None]]
 """``(folded segment indexes, the new base's index, where the base keeps each message)``."""
 
@@ -162,9 +169,13 @@ class Compactor:
         min_dead_bytes: int = 8 * 1024 * 1024,
         dead_share: float = 0.5,
         relocate: Relocate | None = None,
+        after_base: Callable[[SegmentInfo, list[Placement], frozenset[str] | None], None] | None = None,
     ) -> None:
         self.writer = writer
         self.relocate = relocate
+        self.after_base = after_base
+        """Called in compaction's thread once a new base is in place, with where it keeps each message and the
+        queues kept (a checkpoint of the state the base holds is written there)."""
         """Told, once the new base replaced the folded segments, where the base keeps each message: a state that
         reads bodies from the log moves its references there before the old files are let go."""
         self.min_dead_bytes = min_dead_bytes
@@ -242,10 +253,13 @@ class Compactor:
             if not set(indexes) <= {s.index for s in self.writer.sealed_segments()}:
                 # A truncation cut the log since these segments were chosen: the next check chooses again.
                 return
-            placed: list[Placement] | None = [] if self.relocate is not None else None
+            placed: list[Placement] | None = [] if self.relocate or self.after_base else None
+            after_base = self.after_base
+            after = None if after_base is None else lambda base, where: after_base(base, where, keep)
             try:
                 base = await asyncio.to_thread(
-                    compact_segments, directory, indexes, self.fold, self._cancelled, keep_queues=keep, placed=placed
+                    compact_segments, directory, indexes, self.fold, self._cancelled, keep_queues=keep, placed=placed,
+                    after=after,
                 )
             except CompactionCancelled:
                 return

@@ -117,9 +117,8 @@ def replace_segment(directory: Path, index: int, chunks: Iterable[bytes | memory
 
     A crash at any point leaves either the old segment or the new one, and at most a ``.tmp`` that recovery
     deletes; an exception (a cancelled compaction, a full disk) removes the ``.tmp`` at once.  The partition's
-    checkpoint, a state the old segments add up to, goes first.
+    checkpoint, a state the old segment is part of, goes just before it.
     """
-    discard_checkpoint(directory)
     tmp = directory / f"{index:020d}{TMP_SUFFIX}"
     size = 0
     try:
@@ -129,6 +128,7 @@ def replace_segment(directory: Path, index: int, chunks: Iterable[bytes | memory
                 size += len(chunk)
             f.flush()
             os.fsync(f.fileno())
+        discard_checkpoint(directory)
         os.replace(tmp, segment_path(directory, index))
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -23,6 +23,18 @@ def fold(records: Iterator[Record]) -> Iterable[Record]:
     return PartitionState.replay(records).snapshot()
 
 
+class StateFold:
+    """Compaction's fold that keeps the state it folded (until the next fold), for the checkpoint written with
+    the new base."""
+
+    def __init__(self) -> None:
+        self.state: PartitionState | None = None
+
+    def __call__(self, records: Iterator[Record]) -> Iterable[Record]:
+        self.state = PartitionState.replay(records)
+        return self.state.snapshot()
+
+
 async def every(name: str, interval: float, action: Callable[[], object]) -> None:
     """Run ``action`` every ``interval`` seconds until cancelled; a failing run is logged, not fatal."""
     while True:

@@ -39,17 +39,18 @@ from ferrymq.storage.log.body_cache import BodyCache
 from ferrymq.storage.log.checkpoint import (
     Checkpoint,
     CheckpointUnusable,
+    checkpoint_of_base,
     read_checkpoint,
     segment_files,
     write_checkpoint,
 )
-from ferrymq.storage.log.compaction import Compactor
+from ferrymq.storage.log.compaction import Compactor, Placement
 from ferrymq.storage.log.epochs import EpochHistory
 from ferrymq.storage.log.format import VERSION as LOG_VERSION
 from ferrymq.storage.log.format import CorruptSegment
 from ferrymq.storage.log.lock import locked
 from ferrymq.storage.log.recovery import RecoveredLog, recover
-from ferrymq.storage.log.segments import discard_checkpoint
+from ferrymq.storage.log.segments import SegmentInfo, discard_checkpoint
 from ferrymq.storage.log.writer import LogWriter
 from ferrymq.storage.peers import Peers
 from ferrymq.storage.replication import Follower, FollowerRole, LeaderRole
@@ -59,7 +60,7 @@ from ferrymq.storage.server.damage import LOST_COPY_MARK, Damage, mark_lost_copy
 from ferrymq.storage.server.handlers import PARTITION_OPS, Handler
 from ferrymq.storage.server.layout import replica_dir
 from ferrymq.storage.server.leader_term import LeaderTerm
-from ferrymq.storage.server.maintenance import fold
+from ferrymq.storage.server.maintenance import StateFold
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +205,23 @@ class PartitionReplica:
             return
         log.info("partition %d: checkpoint as of offset %d written (%d bytes)", self.partition, offset, size)
 
+    def _checkpoint_base(
+        self, folding: StateFold, base: SegmentInfo, placed: list[Placement], keep: frozenset[str] | None
+    ) -> None:
+        """In compaction's thread: the state the new base holds, as a checkpoint, so that a start after a crash
+        replays only the log after the base (a failure here costs that, never the compaction)."""
+        state, folding.state = folding.state, None
+        if state is None:
+            return
+        try:
+            size = checkpoint_of_base(self.directory, state, base, placed, keep)
+        except Exception as exc:
+            log.warning("partition %d: no checkpoint written with the new base (%s)", self.partition, exc)
+            return
+        if size is not None:
+            log.info("partition %d: checkpoint as of offset %d written with the new base (%d bytes)",
+                     self.partition, base.first_offset - 1, size)
+
     def _publish(self, engine: Engine, bodies: BodyStore) -> None:
         """Serve from a state recovery completed (the previous one's files are let go)."""
         self.bodies.close()
@@ -311,14 +329,16 @@ class PartitionReplica:
             on_fatal=self._on_fatal,
             on_placed=self.bodies.placed,
         )
+        folding = StateFold()
         self.compactor = Compactor(
             wal,
-            fold,
+            folding,
             lambda: self.engine.live_bytes,
             min_bytes=self.config.compact_min_bytes,
             ratio=self.config.compact_ratio,
             live_queues=lambda: self.engine.queues.keys(),
             relocate=self.bodies.relocate,
+            after_base=lambda base, placed, keep: self._checkpoint_base(folding, base, placed, keep),
         )
         wal.on_commit = self._committed
         wal.on_sync = self.on_sync

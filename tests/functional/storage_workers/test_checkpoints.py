@@ -169,27 +169,56 @@ def test_a_checkpoint_of_segments_since_rewritten_is_not_used(
     asyncio.run(scenario())
 
 
-def test_a_compaction_deletes_the_checkpoint_before_it_rewrites_a_segment(tmp_path: Path) -> None:
+def test_a_compaction_replaces_the_checkpoint_by_one_of_its_base_which_a_start_after_a_crash_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     async def scenario() -> None:
         async with node(tmp_path, "w", **COMPACTING) as (_, client, _):
             await client.send(P, "q", [message("a" * 300) for _ in range(3)], retention_seconds=RETENTION)
-        assert (tmp_path / "p0" / FILE_NAME).exists()
+        stopped = read_checkpoint(tmp_path / "p0")
+        assert stopped is not None
+        # given a worker that compacts, and will not stop cleanly (no checkpoint at its stop)
+        monkeypatch.setattr(PartitionReplica, "_write_checkpoint", _no_checkpoint)
         async with node(tmp_path, "w", **COMPACTING) as (replica, client, _):
-            assert replica.compactor is not None
-            for _ in range(30):
-                await client.send(P, "q", [message("b" * 300) for _ in range(5)], retention_seconds=RETENTION)
+            assert replica.compactor is not None and replica.log is not None
+            for round_ in range(40):
+                await workload(client, 10 + round_)
                 got = await receive(client, "q", max_messages=10)
                 await client.delete(P, "q", [row["receipt"] for row in got])
-                if replica.compactor.runs:
+                if replica.compactor.runs >= 2:
                     break
-            assert replica.compactor.runs >= 1
-            assert not (tmp_path / "p0" / FILE_NAME).exists()
-            before = everything(replica)
-        # and the stop after it writes a new one, which the next start uses
-        async with node(tmp_path, "w", **COMPACTING) as (replica, _, _):
-            assert everything(replica) == before
+            await _compacted(replica)
+            base = replica.log.segments[0]
+            # then the checkpoint is the state the new base holds, as of its offset
+            found = read_checkpoint(tmp_path / "p0")
+            assert found is not None and found.offset == base.first_offset - 1 > stopped.offset
+            assert found.segments == [found.segments[0]] and found.segments[0][0] == base.index
+            # and the worker goes on past it
+            await workload(client, 99)
+        latest = read_checkpoint(tmp_path / "p0")
+        assert latest is not None and len(latest.segments) == 1 and latest.offset >= found.offset
+        replayed = await full_replay_of(tmp_path)
+        # when it starts again: from that checkpoint and the log after the base, not from the whole log
+        with caplog.at_level(logging.INFO):
+            async with node(tmp_path, "w", **COMPACTING) as (replica, client, _):
+                # then it holds what a replay of the whole log gives, and serves from it
+                assert everything(replica) == replayed
+                got = await receive(client, "q", max_messages=10)
+                assert got and all(row["body"] for row in got)
+        assert any(f"starting from the checkpoint as of offset {latest.offset}" in r.getMessage()
+                   for r in caplog.records)
 
     asyncio.run(scenario())
+
+
+async def _compacted(replica: PartitionReplica) -> None:
+    """Until no compaction is running (its checkpoint is written by then)."""
+    assert replica.compactor is not None
+    for _ in range(200):
+        if not replica.compactor.running:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("compaction did not finish")
 
 
 def test_a_crafted_checkpoint_runs_no_code_and_is_passed_over(
