@@ -15,6 +15,7 @@ a failing target stops taking messages instead of churning their receive counts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -80,6 +81,9 @@ class MappingPoller:
         # Set when more loops are wanted, so they start at once rather than at run()'s next look.
         self._grow = asyncio.Event()
         self._stopping = False
+        # Set by stop(): a loop waiting out a back-off holds no batch, so it ends at once instead of sleeping on
+        # (up to MAX_BACKOFF_SECONDS) while its host stops.
+        self._stopped = asyncio.Event()
         # The first receive of each gather, while it holds no message yet: what stop(now=True) may cancel.
         self._idle_polls: set[asyncio.Future[list[dict[str, Any]]]] = set()
         self._backoff = 0.0
@@ -94,9 +98,11 @@ class MappingPoller:
     def stop(self, *, now: bool = False) -> None:
         """Finish the batches under way (a long poll ends within 20 s) and start no more: a receive cancelled
         mid-way could hold its messages in flight, undelivered, for a whole visibility timeout. ``now``: also end
-        the long polls that hold nothing yet (a host shutting down), taking that small risk."""
+        the long polls that hold nothing yet (a host shutting down), taking that small risk. A loop waiting out a
+        back-off holds no batch: it ends at once."""
         self._stopping = True
         self._grow.set()
+        self._stopped.set()
         if now:
             for poll in list(self._idle_polls):
                 poll.cancel()
@@ -128,7 +134,10 @@ class MappingPoller:
         try:
             while self._running <= self._wanted and not self._stopping:
                 if self._backoff:
-                    await asyncio.sleep(self._rng.uniform(0, self._backoff))
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stopped.wait(), self._rng.uniform(0, self._backoff))
+                    if self._stopping:
+                        break
                 await self._once()
         finally:
             self._running -= 1
