@@ -77,7 +77,8 @@ class PushHost:
         self._make_target = make_target or self._target
         self._lambda: object = None
         self.held: dict[str, _Held] = {}
-        self._draining: set[asyncio.Task[None]] = set()
+        # The drains of pollers stopped while the host runs (their mappings moved or went), with their pollers.
+        self._draining: dict[asyncio.Task[None], MappingPoller] = {}
         self._passes = 0
 
     @property
@@ -178,11 +179,14 @@ class PushHost:
         held = self.held.pop(mapping_uuid)
         held.poller.stop()
         drain = asyncio.create_task(self._drain(held.task, lambda: self._forget(mapping_uuid, held.target)))
-        self._draining.add(drain)
-        drain.add_done_callback(self._draining.discard)
+        self._draining[drain] = held.poller
+        drain.add_done_callback(self._drained)
         if release:
             await off_loop(self._services.metadata, self._leases.release, held.mapping, self.owner, held.epoch)
         log.info("push host %s stopped mapping %s", self.owner, mapping_uuid)
+
+    def _drained(self, drain: asyncio.Task[None]) -> None:
+        self._draining.pop(drain, None)
 
     def _forget(self, mapping_uuid: str, target: Target) -> None:
         target.close()
@@ -208,6 +212,10 @@ class PushHost:
         self.held.clear()
         for h in held:
             h.poller.stop(now=True)
+        # Pollers stopped earlier may still be in a long poll that holds nothing: it ends now too, rather than
+        # holding the host's stop for CLOSE_DRAIN_SECONDS.
+        for poller in list(self._draining.values()):
+            poller.stop(now=True)
         running = [h.task for h in held] + list(self._draining)
         if running:
             _, late = await asyncio.wait(running, timeout=CLOSE_DRAIN_SECONDS)
