@@ -1,15 +1,16 @@
-"""A partition's state written down when its worker stops, so that the next start replays only the log after it.
+"""A partition's state written down, so that the next start replays only the log after it.
 
 Replaying a log decodes and applies every record since its base: about 6 s of CPU per million messages. A worker
 that stops cleanly (SIGTERM, a rolling restart) writes its partition's state as of the last record, the
-checkpoint; the next start loads it and applies only the records after that offset. The log is still walked
-whole (its frames' checksums, the epoch history, a torn tail), but not decoded or applied.
+checkpoint, and each compaction writes the state its new base holds (:func:`checkpoint_of_base`); the next start
+loads it and applies only the records after that offset. The log is still walked whole (its frames' checksums,
+the epoch history, a torn tail), but not decoded or applied.
 
 The checkpoint is a cache of the log, never a second source of truth:
 
 - it names every segment the log had (index, inode, size): it is used only while each of those files is still
   there, the same file and no shorter (appends after it are the tail replayed);
-- whatever rewrites segments (compaction, truncation, a state copy installed, salvage) deletes it first;
+- whatever rewrites segments (compaction, truncation, a state copy installed, salvage) deletes it just before;
 - a checkpoint that is missing, torn, of another version or no longer matching is named in the log and the
   whole log is replayed, as without one.
 

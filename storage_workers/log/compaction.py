@@ -135,6 +135,8 @@ def _watch(records: Iterable[Record], cancelled: threading.Event | None) -> Iter
 
 AfterBase = Callable[[SegmentInfo, list[Placement]], None]
 """Told, in compaction's thread, of the new base once it is in place, and where it keeps each message."""
+BaseWritten = Callable[[SegmentInfo, list[Placement], frozenset[str] | None], None]
+""":data:`AfterBase`, told the queues kept as well."""
 Relocate = Callable[[list[int], int, list[Placement]], Awaitable[None]]
 """``(folded segment indexes, the new base's index, where the base keeps each message)``."""
 
@@ -169,15 +171,15 @@ class Compactor:
         min_dead_bytes: int = 8 * 1024 * 1024,
         dead_share: float = 0.5,
         relocate: Relocate | None = None,
-        after_base: Callable[[SegmentInfo, list[Placement], frozenset[str] | None], None] | None = None,
+        after_base: BaseWritten | None = None,
     ) -> None:
         self.writer = writer
         self.relocate = relocate
+        """Told, once the new base replaced the folded segments, where the base keeps each message: a state that
+        reads bodies from the log moves its references there before the old files are let go."""
         self.after_base = after_base
         """Called in compaction's thread once a new base is in place, with where it keeps each message and the
         queues kept (a checkpoint of the state the base holds is written there)."""
-        """Told, once the new base replaced the folded segments, where the base keeps each message: a state that
-        reads bodies from the log moves its references there before the old files are let go."""
         self.min_dead_bytes = min_dead_bytes
         self.dead_share = dead_share
         self.live_queues = live_queues

@@ -138,7 +138,8 @@ def replace_segment(directory: Path, index: int, chunks: Iterable[bytes | memory
 
 
 CHECKPOINT_NAME = "state.ckpt"
-"""The partition's state as of an offset, written when its worker stops (:mod:`.checkpoint`)."""
+"""The partition's state as of an offset, written when its worker stops and with each compaction
+(:mod:`.checkpoint`)."""
 
 
 def discard_checkpoint(directory: Path) -> None:
