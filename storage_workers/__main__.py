@@ -13,6 +13,7 @@ from ferrymq import logs
 from ferrymq.private_files import restrict_umask
 from ferrymq.settings import Settings
 from ferrymq.storage.server import WorkerConfig, run_worker
+from ferrymq.storage.server.exit_guard import exit_within
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +88,12 @@ def main(argv: list[str] | None = None) -> int:
         transfer_hold_seconds=args.transfer_hold_seconds,
         register=not args.no_register,
     )
-    serving = run_worker(config, settings, parent_pid=args.parent_pid)
+    async def serve() -> int:
+        code = await run_worker(config, settings, parent_pid=args.parent_pid)
+        exit_within(code)
+        return code
+
+    serving = serve()
     try:
         import uvloop
     except ImportError:
