@@ -35,6 +35,7 @@ import asyncio
 import logging
 import os
 from collections import deque
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,20 +68,32 @@ RELOCATE_CHUNK = 20000
 _MISSING = object()
 
 
-def place(table: MessageTable, number: int, placement: Placement, *, only_from: set[int] | None = None) -> int:
-    """Point the rows of the messages ``placement`` holds to it, in file ``number`` (those in a file of
-    ``only_from`` only, when given); returns how many rows it found."""
+UNPLACED = frozenset({0})
+"""The file numbers of rows not placed yet (``loc`` 0: stored files are numbered from 1)."""
+
+
+def place(
+    table: MessageTable,
+    number: int,
+    position: int,
+    length: int,
+    seqs: Sequence[int],
+    *,
+    only_from: Collection[int] | None = None,
+) -> list[int]:
+    """Point the rows of messages ``seqs`` (item by item) to the record at ``position`` in file ``number``:
+    those in a file of ``only_from`` only, when given; returns the rows it pointed."""
     slot_of, locs, spans, items = table.slot, table.loc, table.span, table.item
-    loc = number << POSITION_BITS | placement.position
-    found = 0
-    for n, seq in enumerate(placement.seqs):
+    loc = number << POSITION_BITS | position
+    pointed = []
+    for n, seq in enumerate(seqs):
         slot = slot_of(seq)
         if slot >= 0 and (only_from is None or locs[slot] >> POSITION_BITS in only_from):
             locs[slot] = loc
-            spans[slot] = placement.length
+            spans[slot] = length
             items[slot] = n
-            found += 1
-    return found
+            pointed.append(slot)
+    return pointed
 
 
 class BodyUnreadable(Exception):
@@ -195,7 +208,7 @@ class BodyStore:
         number = self._number(base)
         moved = 0
         for placement in placed:
-            place(self.table, number, placement, only_from=old)
+            place(self.table, number, *placement, only_from=old)
             moved += len(placement.seqs)
             if moved >= RELOCATE_CHUNK:
                 moved = 0
@@ -247,17 +260,9 @@ class BodyStore:
         self._numbers[segment] = number
 
     def _place(self, seqs: list[int], number: int, position: int, length: int) -> None:
-        table = self.table
-        slot_of, locs, spans, items = table.slot, table.loc, table.span, table.item
+        # Rows removed meanwhile are not found (or hold another message by now, placed or pending on its own).
         pending, cache, owner = self._pending, self.cache, self._owner
-        loc = number << POSITION_BITS | position
-        for n, seq in enumerate(seqs):
-            slot = slot_of(seq)
-            if slot < 0 or locs[slot]:
-                continue  # removed meanwhile (its row may hold another message by now)
-            locs[slot] = loc
-            spans[slot] = length
-            items[slot] = n
+        for slot in place(self.table, number, position, length, seqs, only_from=UNPLACED):
             kept = pending.pop(slot, None)
             if kept is not None:
                 cache.put(owner | slot, kept)

@@ -75,14 +75,14 @@ class Checkpoint:
 
     def matches(self, directory: Path) -> bool:
         """Whether every segment it names is still there, the same file and no shorter."""
-        for index, inode, size in self.segments:
-            try:
-                found = os.stat(segment_path(directory, index))
-            except FileNotFoundError:
-                return False
-            if found.st_ino != inode or found.st_size < size:
-                return False
-        return True
+        try:
+            now = segment_files(directory, [index for index, _, _ in self.segments])
+        except FileNotFoundError:
+            return False
+        return all(
+            inode == inode_now and size_now >= size
+            for (_, inode, size), (_, inode_now, size_now) in zip(self.segments, now, strict=True)
+        )
 
 
 def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> int:
@@ -155,7 +155,7 @@ def checkpoint_of_base(
             state.queues.pop(queue_id).clear()
     table = state.table
     table.drop_bodies()
-    found = sum(place(table, BASE_FILE, placement) for placement in placed)
+    found = sum(len(place(table, BASE_FILE, *placement)) for placement in placed)
     if found != table.live:
         log.warning("%s: %d of %d messages are not where the new base says; no checkpoint written with it",
                     directory, table.live - found, table.live)
