@@ -81,12 +81,18 @@ class CoalescingTransport:
         return getattr(self._transport, name)
 
 
+# The event loop keeps time in milliseconds: a timer may fire up to one early.
+_TIMER_SLACK = 0.001
+
+
 def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToolsProtocol]:
     """A protocol class for ``uvicorn.Config(http=...)`` whose connections share one per-client count."""
     connections = ClientConnections(max_per_client)
 
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
         _header_timer: asyncio.TimerHandle | None = None
+        # When the headers being awaited must be complete (loop time); None while none are awaited.
+        _header_deadline: float | None = None
         _client_address: str | None = None
         _over_cap = False
         _body_left = 0
@@ -97,7 +103,7 @@ def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToo
             if self.client is not None:
                 self._client_address = self.client[0]
                 self._over_cap = not connections.opened(self._client_address)
-            self._arm_header_timer()
+            self._await_headers()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm_header_timer()
@@ -110,11 +116,11 @@ def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToo
             super().on_message_begin()
             if self._over_cap:
                 self.scope["extensions"] = {OVER_CLIENT_CAP: True}  # type: ignore[typeddict-unknown-key]
-            if self._header_timer is None:
-                self._arm_header_timer()
+            if self._header_deadline is None:
+                self._await_headers()
 
         def on_headers_complete(self) -> None:
-            self._disarm_header_timer()
+            self._header_deadline = None
             super().on_headers_complete()
             self._body_left = _content_length(self.headers) if self._get_upgrade() is not None else 0
 
@@ -153,8 +159,23 @@ def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToo
                 if rest:
                     self.data_received(rest)
 
-        def _arm_header_timer(self) -> None:
-            self._header_timer = self.loop.call_later(header_timeout, self._headers_too_slow)
+        def _await_headers(self) -> None:
+            """Start the header clock. One timer serves every request of a kept-alive connection: it is not
+            cancelled when headers complete, and on firing it looks at the deadline of the request then awaited
+            (if any), so a request costs no timer of its own."""
+            self._header_deadline = self.loop.time() + header_timeout
+            if self._header_timer is None:
+                self._header_timer = self.loop.call_at(self._header_deadline, self._headers_due)
+
+        def _headers_due(self) -> None:
+            self._header_timer = None
+            deadline = self._header_deadline
+            if deadline is None:
+                return  # no request awaited: the next one starts the clock again
+            if self.loop.time() + _TIMER_SLACK < deadline:
+                self._header_timer = self.loop.call_at(deadline, self._headers_due)
+            else:
+                self._headers_too_slow()
 
         def _disarm_header_timer(self) -> None:
             if self._header_timer is not None:
@@ -162,7 +183,7 @@ def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToo
                 self._header_timer = None
 
         def _headers_too_slow(self) -> None:
-            self._header_timer = None
+            self._header_deadline = None
             if not self.transport.is_closing():
                 self.transport.close()
 

@@ -244,6 +244,32 @@ def test_headers_that_never_finish_are_cut_off(gateway: Started) -> None:
             sock.close()
 
 
+def test_the_header_clock_restarts_for_each_request_on_a_kept_alive_connection(gateway: Started) -> None:
+    body = b'{"QueueNamePrefix": "no-such-prefix"}'
+    with closing(_connect(gateway)) as sock:
+        # given a kept-alive connection that was served, then stayed idle past the header timeout
+        sock.sendall(_signed_head(gateway, "ListQueues", body) + body)
+        assert _read_response(sock)[0] == 200
+        time.sleep(HEADER_TIMEOUT * 1.5)
+        # when a whole request comes after that, it is served: its clock starts at its first byte
+        sock.sendall(_signed_head(gateway, "ListQueues", body) + body)
+        assert _read_response(sock)[0] == 200
+        # and when the next request's headers trickle, the connection is cut off without an answer
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        deadline = time.monotonic() + HEADER_TIMEOUT * 10
+        closed = False
+        while not closed and time.monotonic() < deadline:
+            try:
+                sock.sendall(b"a")
+                closed = sock.recv(1, socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:
+                pass
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+            time.sleep(0.1)
+        assert closed, "a kept-alive connection's slow headers were not cut off"
+
+
 def test_connections_over_the_per_client_cap_get_503(gateway: Started) -> None:
     # given a client holding as many open connections as it may
     held = [_connect(gateway) for _ in range(PER_CLIENT)]

@@ -216,17 +216,15 @@ def _parse_presigned(
 def _require_signed(signed_headers: tuple[str, ...], headers: Mapping[str, str]) -> None:
     """Every header that changes what a request means must be covered by its signature, or anyone on the way
     could change it: ``host``, ``content-type`` (which picks the protocol) and every ``x-amz-*`` header sent."""
-    signed = set(signed_headers)
-    if "host" not in signed:
+    if "host" not in signed_headers:
         raise SignatureDoesNotMatch("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.")
-    unsigned = sorted(
-        name
-        for name in headers
-        if name not in signed
-        and (name == "content-type" or name.startswith("x-amz-"))
-        and name not in _ADDED_IN_TRANSIT
-    )
+    unsigned = None
+    for name in headers:
+        if (name == "content-type" or name.startswith("x-amz-")) and name not in signed_headers \
+                and name not in _ADDED_IN_TRANSIT:
+            unsigned = [name] if unsigned is None else [*unsigned, name]
     if unsigned:
+        unsigned.sort()
         shown = "-".join(word.capitalize() for word in unsigned[0].split("-"))
         raise SignatureDoesNotMatch(f"'{shown}' must be a 'SignedHeader' in the AWS Authorization.")
 
@@ -284,8 +282,12 @@ def _signed_request(
     )
 
 
+@lru_cache(maxsize=256)
 def _parse_date(raw: str) -> tuple[str, float]:
-    """A request date as (ISO-8601 basic format, epoch seconds); a ``Date`` header may use the HTTP format."""
+    """A request date as (ISO-8601 basic format, epoch seconds); a ``Date`` header may use the HTTP format.
+
+    Cached: the requests of one second all carry the same date, and building a datetime for each cost about as
+    much as the rest of reading the signature."""
     raw = raw.strip()
     try:
         if len(raw) == 16 and raw[8] == "T" and raw[15] == "Z" and raw[:8].isdigit() and raw[9:15].isdigit():
