@@ -1,10 +1,11 @@
 """``python -m ferrymq.infra.gateway --host H --port P``: the SQS front end served locally by uvicorn.
 
-The front end's ASGI app (:func:`ferrymq.frontend.asgi.create_app`) runs in uvicorn with uvloop and
-httptools, access logs off, and the transport limits of :mod:`ferrymq.infra.http_protocol` (header timeout, connections
-per client) and :mod:`ferrymq.frontend.transport_limits` (body size, budget and timeout, credentials checked
-before the body is read). With TLS settings (:mod:`ferrymq.infra.tls`) it serves HTTPS. The socket is bound before
-uvicorn starts so ``--port 0`` works; once serving, the gateway prints ``FERRYMQ_GATEWAY_READY URL``.
+The front end's ASGI app (:func:`ferrymq.frontend.asgi.create_gateway`) runs in uvicorn with uvloop and
+httptools, access logs off, and the transport limits of :mod:`ferrymq.infra.http_protocol` (header timeout,
+connections per client) and :mod:`ferrymq.frontend.transport_limits` (body size, budget and timeout, credentials
+checked before the body is read); small requests read whole are answered without the ASGI cycle
+(:mod:`ferrymq.infra.http_protocol`). With TLS settings (:mod:`ferrymq.infra.tls`) it serves HTTPS. The socket is
+bound before uvicorn starts so ``--port 0`` works; once serving, the gateway prints ``FERRYMQ_GATEWAY_READY URL``.
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ READY_PREFIX = "FERRYMQ_GATEWAY_READY"
 
 def run(settings: Settings, host: str, port: int, parent_pid: int | None = None) -> None:
     """Serve the front end on ``host:port`` until SIGTERM/SIGINT, or until ``parent_pid`` is gone."""
-    from ferrymq.frontend.asgi import create_app
+    from ferrymq.frontend.asgi import create_gateway
 
     tls_files = tls.tls_files(settings.with_(host=host))
     sock = asgi_serving.bind_socket(host, port)
     try:
         url = asgi_serving.socket_url(sock, "https" if tls_files else "http")
+        gateway = create_gateway(settings)
         asgi_serving.serve_asgi(
-            create_app(settings), sock, f"{READY_PREFIX} {url}", lifespan="on", parent_pid=parent_pid,
-            http_protocol=guarded_protocol(settings.header_timeout_seconds, settings.max_connections_per_client),
+            gateway.app, sock, f"{READY_PREFIX} {url}", lifespan="on", parent_pid=parent_pid,
+            http_protocol=guarded_protocol(settings.header_timeout_seconds, settings.max_connections_per_client,
+                                           gateway),
             tls_files=tls_files,
             keep_alive_seconds=settings.keep_alive_seconds,
         )

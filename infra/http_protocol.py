@@ -14,18 +14,40 @@ the next request on the connection.
 Connections are counted per client address.  One over ``max_per_client`` is not refused outright: its request
 is flagged in the scope (``ferrymq.frontend.transport_limits.OVER_CLIENT_CAP``) so that the front end can
 answer in the request's protocol, and it is closed after that answer.  The app reads nothing of its body.
+
+Requests read whole, without ASGI.  Given the front end's :class:`~ferrymq.frontend.asgi.Gateway`, a POST whose
+declared body is within ``Gateway.direct_limit`` (what a server buffers anyway), on a connection within the
+cap, without ``Expect: 100-continue``, an upgrade or a transfer encoding, to a path ``Gateway.serves_read``
+takes, is not started as an ASGI task when its headers are parsed. Once its body is whole (with the headers, or
+in later packets: many clients send it apart), ``Gateway.answer_read`` answers it from one task and the answer
+is written here, as uvicorn's cycle would write it (its default headers, lower-case names, ``content-length``,
+``connection: close`` when the connection is not kept alive); the cycle uvicorn made for it is completed as its
+``send`` would complete it, so keep-alive, pipelining, flow control and the graceful stop go on as they do for
+every request. A body that does not arrive within ``Gateway.body_timeout`` gets the ASGI app's answer to that
+(``Gateway.answer_unread``), and the connection is closed. Such a body is within what the ASGI app would
+buffer without charging the budget, so no other limit of the app's applies to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import (
+    HEADER_VALUE_RE,
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
+from ferrymq.frontend.http import HttpRequest, headers_of
 from ferrymq.frontend.transport_limits import OVER_CLIENT_CAP
+
+if TYPE_CHECKING:
+    from ferrymq.frontend.asgi import Gateway
+    from ferrymq.protocol.responses import HttpResponse
 
 
 class ClientConnections:
@@ -85,8 +107,10 @@ class CoalescingTransport:
 _TIMER_SLACK = 0.001
 
 
-def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToolsProtocol]:
-    """A protocol class for ``uvicorn.Config(http=...)`` whose connections share one per-client count."""
+def guarded_protocol(header_timeout: float, max_per_client: int,
+                     gateway: Gateway | None = None) -> type[HttpToolsProtocol]:
+    """A protocol class for ``uvicorn.Config(http=...)`` whose connections share one per-client count; with
+    ``gateway``, the requests it can answer from their whole body are answered without ASGI."""
     connections = ClientConnections(max_per_client)
 
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -96,6 +120,12 @@ def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToo
         _client_address: str | None = None
         _over_cap = False
         _body_left = 0
+        # Set while uvicorn makes the cycle of a request that may be answered directly.
+        _direct_next = False
+        # The cycle of such a request whose body is still being read: started directly once it is whole.
+        _deferred: RequestResponseCycle | None = None
+        # Set while such a body is awaited beyond the bytes that came with its headers: the body timeout.
+        _body_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -107,6 +137,10 @@ def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToo
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm_header_timer()
+            self._deferred = None
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
             if self._client_address is not None:
                 connections.closed(self._client_address)
                 self._client_address = None
@@ -121,13 +155,101 @@ def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToo
 
         def on_headers_complete(self) -> None:
             self._header_deadline = None
-            super().on_headers_complete()
-            self._body_left = _content_length(self.headers) if self._get_upgrade() is not None else 0
+            direct = self._direct_next = self._may_answer_directly()
+            try:
+                super().on_headers_complete()
+            finally:
+                self._direct_next = False
+            # A request without an upgrade header is none (``_get_upgrade``).
+            self._body_left = 0 if direct or self._get_upgrade() is None else _content_length(self.headers)
+
+        def _may_answer_directly(self) -> bool:
+            """Whether the request whose headers were just parsed can be answered without ASGI, its path aside."""
+            if gateway is None or self._over_cap or self.expect_100_continue or self.parser.get_method() != b"POST":
+                return False
+            length = None
+            for name, value in self.headers:
+                if name == b"content-length":
+                    if length is not None:
+                        return False
+                    length = value
+                elif name == b"transfer-encoding" or name == b"upgrade":
+                    return False
+            return length is not None and length.isdigit() and int(length) <= gateway.direct_limit
+
+        def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+            # ``app is gateway.app``: uvicorn wrapped it in no middleware (which the direct way would skip) and
+            # did not swap it for its own answer (its concurrency limit).
+            if self._direct_next and gateway is not None and app is gateway.app \
+                    and gateway.serves_read(_path_of(cycle.scope)):
+                self._deferred = cycle  # started once its body is whole (on_message_complete)
+                return
+            super()._start_asgi_task(cycle, app)
 
         def on_message_complete(self) -> None:
             if self._body_left > 0:
                 return  # an upgrade request's body is still to come, raw (see data_received)
             super().on_message_complete()
+            cycle = self._deferred
+            if cycle is not None:
+                self._deferred = None
+                if self._body_timer is not None:
+                    self._body_timer.cancel()
+                    self._body_timer = None
+                task = self.loop.create_task(self._answer_directly(cycle))
+                task.add_done_callback(self.tasks.discard)
+                self.tasks.add(task)
+
+        async def _answer_directly(self, cycle: RequestResponseCycle) -> None:
+            """What ``cycle.run_asgi`` does for the ASGI app, for a request read whole: the answer, or uvicorn's
+            500 (and its log line) should the front end raise."""
+            assert gateway is not None
+            try:
+                response = await gateway.answer_read(self._request_of(cycle, bytes(cycle.body)))
+                if cycle.flow.write_paused and not cycle.disconnected:
+                    await cycle.flow.drain()
+                if not cycle.disconnected:
+                    self._write_response(cycle, response)
+            except BaseException as exc:
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+                if not cycle.response_started:
+                    await cycle.send_500_response()
+                else:
+                    self.transport.close()
+            finally:
+                cycle.on_response = lambda: None
+
+        @staticmethod
+        def _request_of(cycle: RequestResponseCycle, body: bytes) -> HttpRequest:
+            scope = cycle.scope
+            client = scope["client"]
+            return HttpRequest(scope["method"], _path_of(scope), scope["query_string"].decode("latin-1"),
+                               headers_of(scope["headers"]), body, scope["scheme"], client[0] if client else None)
+
+        def _write_response(self, cycle: RequestResponseCycle, response: HttpResponse) -> None:
+            """The answer in one write, as uvicorn's cycle writes an ASGI app's start and body messages."""
+            body = response.body
+            content = [STATUS_LINE[response.status]]
+            for name, value in self.server_state.default_headers:
+                content += (name, b": ", value, b"\r\n")
+            for text_name, text_value in response.headers:
+                value = text_value.encode("latin-1")
+                if HEADER_VALUE_RE.search(value):
+                    cycle.response_started = True
+                    raise RuntimeError("Invalid HTTP header value.")
+                content += (text_name.encode("latin-1").lower(), b": ", value, b"\r\n")
+            content += (b"content-length: ", str(len(body)).encode(), b"\r\n")
+            if not cycle.keep_alive:
+                content.append(b"connection: close\r\n")
+            content += (b"\r\n", body)
+            cycle.response_started = True
+            cycle.waiting_for_100_continue = False
+            self.transport.write(b"".join(content))
+            cycle.response_complete = True
+            cycle.message_event.set()
+            if not cycle.keep_alive:
+                self.transport.close()
+            cycle.on_response()
 
         def data_received(self, data: bytes) -> None:
             if self._body_left > 0:
@@ -148,6 +270,22 @@ def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToo
                     self._raw_body(rest)
                 elif rest:
                     self.data_received(rest)
+            if self._deferred is not None and self._body_timer is None and gateway is not None:
+                # Its body is still to come (clients often send it apart from the headers): it must arrive within
+                # the body timeout, as the ASGI app would have it.
+                self._body_timer = self.loop.call_later(gateway.body_timeout, self._body_too_slow)
+
+        def _body_too_slow(self) -> None:
+            """The ASGI app's answer to a body that did not arrive in time, written as it writes it (the
+            connection then closes: what is left of the body is never read)."""
+            assert gateway is not None
+            self._body_timer = None
+            cycle, self._deferred = self._deferred, None
+            if cycle is None or cycle.disconnected or cycle.response_complete:
+                return
+            cycle.keep_alive = False
+            self._write_response(cycle, gateway.answer_unread(self._request_of(cycle, b"")))
+            cycle.on_response = lambda: None
 
         def _raw_body(self, data: bytes) -> None:
             chunk, rest = data[: self._body_left], data[self._body_left :]
@@ -188,6 +326,12 @@ def guarded_protocol(header_timeout: float, max_per_client: int) -> type[HttpToo
                 self.transport.close()
 
     return GuardedHttpToolsProtocol
+
+
+def _path_of(scope: Any) -> str:
+    """The request path as the front end reads it: as sent (percent-encoded), as the signature covers it."""
+    raw_path = scope.get("raw_path")
+    return raw_path.decode("latin-1") if raw_path else scope["path"]
 
 
 def _content_length(headers: list[tuple[bytes, bytes]]) -> int:

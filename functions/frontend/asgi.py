@@ -2,17 +2,25 @@
 
 Raw ASGI rather than a framework: the pipeline does its own routing, and every microsecond here is on
 the hot path of every request.
+
+The gateway's own HTTP protocol (infra/http_protocol.py) also hands this module whole requests without ASGI:
+:attr:`Gateway.answer_read` answers a request whose body it has already read in full, when that body is within
+the allowance a server buffers anyway (``direct_limit``) and its connection is within the per-client cap. Such a
+request passes no check of :mod:`.transport_limits` that is made before a body is read (none of them refuses
+it), so it is answered as the ASGI app would answer it, without the ASGI cycle, the receive and send calls and
+their messages (together about as much CPU as the rest of a SendMessage's HTTP handling).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
-from ferrymq.errors import ServiceUnavailable, SqsError
+from ferrymq.errors import RequestTimeout, ServiceUnavailable, SqsError
 from ferrymq.frontend import health
 from ferrymq.frontend.dashboard.service import Dashboard
-from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.http import HttpRequest, headers_of
 from ferrymq.frontend.pipeline import Frontend
 from ferrymq.frontend.transport_limits import (
     FREE_BYTES,
@@ -34,8 +42,31 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class Gateway:
+    """The front end for the local gateway: the ASGI app, and the direct entry of the gateway's own protocol."""
+
+    app: ASGIApp
+    answer_read: Callable[[HttpRequest], Awaitable[HttpResponse]]
+    """The answer to a request read in full (within ``direct_limit``, from a connection within the per-client
+    cap, to a path :attr:`serves_read` takes), as the ASGI app gives it."""
+    serves_read: Callable[[str], bool]
+    """Whether :attr:`answer_read` takes requests to this path (the dashboard reads its own bodies)."""
+    direct_limit: int
+    """The largest declared body :attr:`answer_read` takes: within the free allowance and the request limit."""
+    body_timeout: float
+    """How long such a body may take to arrive after its headers."""
+    answer_unread: Callable[[HttpRequest], HttpResponse]
+    """The ASGI app's answer to such a request (its head) whose body did not arrive in time."""
+
+
 def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
     """The front end for an ASGI server, with the transport limits of functions/frontend/transport_limits.py."""
+    return create_gateway(settings, frontend).app
+
+
+def create_gateway(settings: Settings, frontend: Frontend | None = None) -> Gateway:
+    """:func:`create_app`'s app and the direct entry beside it, sharing one front end."""
     state: dict[str, Frontend] = {}
     budget = BufferBudget(settings.unauthenticated_buffer_bytes)
 
@@ -77,11 +108,7 @@ def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
             return
         if scope["type"] != "http":
             return
-        headers: dict[str, str] = {}
-        for raw_name, raw_value in scope["headers"]:
-            name = raw_name.decode("latin-1").lower()
-            value = raw_value.decode("latin-1")
-            headers[name] = f"{headers[name]},{value}" if name in headers else value
+        headers = headers_of(scope["headers"])
         raw_path = scope.get("raw_path")
         lease = BodyLease(budget)
         head = HttpRequest(
@@ -140,7 +167,27 @@ def create_app(settings: Settings, frontend: Frontend | None = None) -> ASGIApp:
         return await read_body(receive, declared=declared, limit=settings.max_request_bytes, lease=lease,
                                timeout=settings.body_timeout_seconds, oversized=oversized)
 
-    return app
+    async def answer_read(request: HttpRequest) -> HttpResponse:
+        # The steps of ``app`` for such a request: the checks before its body is read pass (its connection is
+        # within the cap, its declared length within the limit and the free allowance, so nothing is charged
+        # to the budget and ``identify`` is left to the pipeline), and reading it is done.
+        frontend = get_frontend()
+        if health.is_health_check(request.method, request.path, request.query_string, request.headers):
+            return await health.answer(request.path, frontend.services)
+        metrics = frontend.metrics
+        if metrics is not None and metrics.serves(request.method, request.path, request.query_string,
+                                                  request.headers):
+            return await metrics.answer()
+        return await frontend.handle(request)
+
+    def serves_read(path: str) -> bool:
+        return not (settings.dashboard_enabled and Dashboard.serves(path))
+
+    def answer_unread(head: HttpRequest) -> HttpResponse:
+        return get_frontend().refuse(head, RequestTimeout())
+
+    return Gateway(app, answer_read, serves_read, min(FREE_BYTES, settings.max_request_bytes),
+                   settings.body_timeout_seconds, answer_unread)
 
 
 async def _send(send: Send, response: HttpResponse, *, close: bool = False) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -40,3 +40,13 @@ class HttpRequest:
         """Where the client reached us, so the queue URLs we hand out route back here."""
         host = self.headers.get("host", "localhost")
         return f"{self.scheme}://{host}{self.base_path}"
+
+
+def headers_of(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
+    """A request's headers as the pipeline reads them: lower-case names, repeated ones joined with commas."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in raw:
+        name = raw_name.decode("latin-1").lower()
+        value = raw_value.decode("latin-1")
+        headers[name] = f"{headers[name]},{value}" if name in headers else value
+    return headers
