@@ -10,6 +10,10 @@ a small request read whole skips the ASGI cycle. The front end behind both answe
 result, so what is measured is the HTTP layer and the glue to the front end. They are loaded in turn with
 :mod:`sqs_bench`'s SendMessage on ``--connections`` connections, and the growth of each server's utime + stime is
 divided by the requests answered. It prints each run and the medians, and asserts nothing.
+
+    python benchmarks/gateway_http_bench.py --against base=../ferrymq-base
+
+adds the ``direct`` server of another checkout (run by its own ``.venv``), for an A/B check of a change.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from soak import own_cpu_seconds
@@ -81,15 +86,21 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--against", action="append", default=[], help="NAME=PATH of a checkout with a .venv")
     parser.add_argument("--serve", choices=["asgi", "direct"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve == "direct")
         return
     servers: dict[str, tuple[subprocess.Popen[str], str]] = {}
+    commands = {name: [sys.executable, __file__, "--serve", name] for name in ("asgi", "direct")}
+    for name, path in (a.split("=", 1) for a in args.against):
+        checkout = Path(path).resolve()
+        commands[name] = [str(checkout / ".venv" / "bin" / "python"),
+                          str(checkout / "benchmarks" / "gateway_http_bench.py"), "--serve", "direct"]
     try:
-        for name in ("asgi", "direct"):
-            process = subprocess.Popen([sys.executable, __file__, "--serve", name], stdout=subprocess.PIPE, text=True)
+        for name, command in commands.items():
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
             assert process.stdout is not None
             line = process.stdout.readline()
             if not line.startswith(READY):

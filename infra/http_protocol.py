@@ -95,6 +95,14 @@ class CoalescingTransport:
         if out and not self._transport.is_closing():
             self._transport.write(out[0] if len(out) == 1 else b"".join(out))
 
+    def write_now(self, data: bytes) -> None:
+        """``data`` at once when nothing is gathered (else after what is, in order): for a writer that already
+        made a response one piece, and has nothing to gain from waiting for the turn's end."""
+        if self._out:
+            self._out.append(data)
+        elif not self._transport.is_closing():
+            self._transport.write(data)
+
     def close(self) -> None:
         self._flush()
         self._transport.close()
@@ -126,6 +134,8 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
         _deferred: RequestResponseCycle | None = None
         # Set while such a body is awaited beyond the bytes that came with its headers: the body timeout.
         _body_timer: asyncio.TimerHandle | None = None
+        # When the connection went idle after its last answer (loop time); None while a request is under way.
+        _idle_since: float | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -137,6 +147,9 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm_header_timer()
+            if self.timeout_keep_alive_task is not None:
+                self.timeout_keep_alive_task.cancel()
+                self.timeout_keep_alive_task = None
             self._deferred = None
             if self._body_timer is not None:
                 self._body_timer.cancel()
@@ -244,7 +257,7 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
             content += (b"\r\n", body)
             cycle.response_started = True
             cycle.waiting_for_100_continue = False
-            self.transport.write(b"".join(content))
+            self.transport.write_now(b"".join(content))  # type: ignore[attr-defined]
             cycle.response_complete = True
             cycle.message_event.set()
             if not cycle.keep_alive:
@@ -314,6 +327,39 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
                 self._header_timer = self.loop.call_at(deadline, self._headers_due)
             else:
                 self._headers_too_slow()
+
+        # uvicorn's keep-alive timeout, with one timer per connection instead of one made after each answer and
+        # cancelled by the next request's first bytes: the timer stays, and on firing looks at how long the
+        # connection has been idle (as the header timer does).
+
+        def _unset_keepalive_if_required(self) -> None:
+            self._idle_since = None
+
+        def on_response_complete(self) -> None:
+            # uvicorn's, but for the timer.
+            self.server_state.total_requests += 1
+            if self.transport.is_closing():
+                return
+            self._idle_since = None
+            self.flow.resume_reading()
+            if self.pipeline:
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+            else:
+                self._idle_since = self.loop.time()
+                if self.timeout_keep_alive_task is None:
+                    self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self._idle_due)
+
+        def _idle_due(self) -> None:
+            self.timeout_keep_alive_task = None
+            since = self._idle_since
+            if since is None:
+                return  # a request is under way: its answer starts the clock again
+            deadline = since + self.timeout_keep_alive
+            if self.loop.time() + _TIMER_SLACK < deadline:
+                self.timeout_keep_alive_task = self.loop.call_at(deadline, self._idle_due)
+            else:
+                self.timeout_keep_alive_handler()
 
         def _disarm_header_timer(self) -> None:
             if self._header_timer is not None:

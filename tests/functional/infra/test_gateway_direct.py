@@ -106,7 +106,7 @@ def served_asgi() -> Iterator[Served]:
 
 
 @contextlib.contextmanager
-def _serving(direct: bool) -> Iterator[Served]:
+def _serving(direct: bool, keep_alive: float = 5.0) -> Iterator[Served]:
     recorder = Recorder()
     app = recorder.asgi  # one bound method: the protocol answers directly only for the app uvicorn serves
     gateway = Gateway(app, recorder.answer_read, lambda path: not path.startswith("/dashboard"), LIMIT,
@@ -115,7 +115,8 @@ def _serving(direct: bool) -> Iterator[Served]:
     protocol = guarded_protocol(10.0, 100, gateway if direct else None)
     config = uvicorn.Config(app, loop="uvloop", http=protocol, ws="none",
                             lifespan="off", access_log=False, log_config=None, log_level="warning",
-                            server_header=False, proxy_headers=False, interface="asgi3", timeout_keep_alive=5)
+                            server_header=False, proxy_headers=False, interface="asgi3",
+                            timeout_keep_alive=keep_alive)  # type: ignore[arg-type]
     server = uvicorn.Server(config)
     sock = bind_socket("127.0.0.1", 0)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
@@ -293,3 +294,32 @@ def test_boto3_is_answered_directly_on_both_protocols(served: Served, protocol: 
     assert missing.value.response["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue"
     assert listed["ResponseMetadata"]["HTTPHeaders"]["x-amzn-requestid"] == "r-2"
     assert served.recorder.ways == ["direct", "direct"]
+
+
+KEEP_ALIVE = 2.0
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_the_keep_alive_timeout() -> None:
+    with _serving(direct=True, keep_alive=KEEP_ALIVE) as served, closing(_connect(served)) as sock:
+        # given a connection that was answered and then sent nothing
+        assert _exchange_on(sock, _request())[0] == 200
+        # then the gateway closes it
+        sock.settimeout(KEEP_ALIVE * 10)
+        assert sock.recv(1) == b""
+
+
+def test_the_keep_alive_clock_restarts_with_each_answer() -> None:
+    with _serving(direct=True, keep_alive=KEEP_ALIVE) as served, closing(_connect(served)) as sock:
+        # given a connection answered, then asked again half a timeout later
+        assert _exchange_on(sock, _request())[0] == 200
+        time.sleep(KEEP_ALIVE / 2)
+        assert _exchange_on(sock, _request())[0] == 200
+        # when the next request comes more than a timeout after the first answer, but less after the second
+        time.sleep(KEEP_ALIVE * 3 / 4)
+        # then it is answered on the same connection
+        assert _exchange_on(sock, _request())[0] == 200
+
+
+def _exchange_on(sock: socket.socket, request: tuple[bytes, bytes]) -> tuple[int, list[tuple[str, str]], bytes]:
+    sock.sendall(request[0] + request[1])
+    return _read_response(sock, bytearray())

@@ -74,3 +74,21 @@ def test_writes_to_a_transport_the_peer_closed_are_dropped_and_the_rest_is_the_t
     assert inner.writes == []
     assert transport.is_closing()
     assert transport.get_extra_info("peername") == ("127.0.0.1", 1)
+
+
+def test_a_whole_response_written_now_leaves_at_once_or_after_what_was_gathered() -> None:
+    async def scenario() -> list[list[bytes]]:
+        inner = RecordingTransport()
+        transport = CoalescingTransport(inner)  # type: ignore[arg-type]
+        # given nothing gathered, a response written now leaves at once
+        transport.write_now(b"first")
+        seen = [list(inner.writes)]
+        # and given a write gathered in this turn, one written now follows it in the same write
+        transport.write(b"head")
+        transport.write_now(b"second")
+        seen.append(list(inner.writes))
+        await _turn()
+        seen.append(list(inner.writes))
+        return seen
+
+    assert asyncio.run(scenario()) == [[b"first"], [b"first"], [b"first", b"headsecond"]]
