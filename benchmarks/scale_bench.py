@@ -9,17 +9,28 @@ in a temporary data directory, on loopback only. Then it:
 2. fills a second queue with ``--messages`` messages of ``--body-bytes`` (batches of 10, ``--connections``
    connections) and prints each worker's RSS growth and the log bytes on disk, per message;
 3. measures the same rates beside that backlog;
-4. stops the stack (SIGTERM), starts it again, and prints the time until it answers a receive on the backlog,
-   per million messages.
+4. replaces a follower's copy of the partition by an empty one (the worker stopped, its directory removed, the
+   worker killed and restarted by ``up``) and prints how fast it catches up from the leader's log, in MB/s of log,
+   and the worst event-loop stall each worker saw meanwhile;
+5. kills the whole stack at once (SIGKILL to every process, as a power cut), starts it again, and prints the time
+   until it answers a receive on the backlog: each worker starts from the last checkpoint it took while serving;
+6. stops the stack (SIGTERM), starts it again, and prints the same: each worker starts from the checkpoint its
+   clean stop wrote. Both with the worst stall of the recovery.
 
 It asserts nothing: what it finds, it prints. Every loop is bounded in count and time. The issue's targets
-(docs/design/storage-at-scale.md): ≤ 150 B RSS per message, restart ≤ 5 s per million, rates within 20 %.
+(docs/design/storage-at-scale.md): ≤ 150 B RSS per message, restart ≤ 5 s per million, rates within 20 %,
+catch-up ≥ 50 MB/s, no stall over 100 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +40,11 @@ from urllib.parse import urlsplit
 from soak import bytes_under, rss_bytes, stack_processes, wait_until_quiet
 from sqs_bench import Connection, Target, call
 
-from ferrymq.infra.up_process import UpProcess, up_environment
+from ferrymq.infra.up_process import UpProcess, ferrymq_command, up_environment
+from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.body_refs import body_items
+from ferrymq.storage.log.format import ENGINE_FLAGS, decode_header, scan_frames
+from ferrymq.storage.log.segments import list_segments, segment_path
 
 FILL_DEADLINE_SECONDS = 3600.0
 """The fill gives up after this long, whatever it reached."""
@@ -113,6 +128,59 @@ async def rates(target: Target, queue_url: str, body: str, args: argparse.Namesp
     return sent / seconds, received
 
 
+def start_answering(stack: UpProcess, queue_url: str) -> tuple[float, str]:
+    """Start the stopped stack; the seconds until it answers a receive on ``queue_url``, and the workers' worst
+    stalls meanwhile."""
+    started = time.monotonic()
+    stack.start()
+    asyncio.run(first_answer(target_of(stack), queue_url, timeout=600.0))
+    return time.monotonic() - started, worst_stalls(stack)
+
+
+def cluster_status(stack: UpProcess) -> dict:
+    done = subprocess.run([*ferrymq_command(), "cluster", "status", "--json"], env=stack.env, capture_output=True,
+                          text=True, timeout=60, check=True)
+    return json.loads(done.stdout)
+
+
+def worst_stalls(stack: UpProcess) -> str:
+    """Each worker's longest event-loop stall of the last minute, as ``cluster status`` shows it."""
+    return ", ".join(f"{w['worker_id']} {w.get('worst_stall_ms')} ms" for w in cluster_status(stack)["workers"])
+
+
+def catch_up(stack: UpProcess, data_dir: Path, timeout: float) -> tuple[float, int, str]:
+    """A follower's copy of the partition replaced by an empty one; returns the seconds until it is back in the
+    in-sync set, the log bytes it then holds, and the workers' worst stalls meanwhile."""
+    assert stack.process is not None
+    part = cluster_status(stack)["partitions"][0]
+    victim = next(r for r in part["replicas"] if r != part["leader"])
+    pid = stack_processes(stack.process.pid)[victim]
+    os.kill(pid, signal.SIGSTOP)
+    shutil.rmtree(data_dir / "workers" / victim / "p0")
+    os.kill(pid, signal.SIGKILL)
+    started = time.monotonic()
+    left = False
+    while time.monotonic() - started < timeout:
+        isr = cluster_status(stack)["partitions"][0]["isr"]
+        left = left or victim not in isr
+        if left and victim in isr:
+            took = time.monotonic() - started
+            return took, bytes_under(data_dir / "workers" / victim / "p0"), worst_stalls(stack)
+        time.sleep(0.2)
+    raise SystemExit(f"{victim} did not catch up within {timeout:.0f} s")
+
+
+def envelope_bytes(directory: Path) -> float:
+    """The mean size of the message bodies as stored (encrypted envelopes, with SSE) in the newest segment of the
+    log in ``directory``: what the log's bytes per message compare with."""
+    newest = segment_path(directory, list_segments(directory)[-1])
+    data = newest.read_bytes()
+    header = decode_header(data)
+    sizes = [len(item[at]) for frame in scan_frames(data, header.size, header.version) if frame.flags in ENGINE_FLAGS
+             for item, at in body_items(codec.decode(frame.payload))]
+    return sum(sizes) / max(len(sizes), 1)
+
+
 def worker_rss(stack: UpProcess) -> dict[str, int]:
     assert stack.process is not None
     found = stack_processes(stack.process.pid)
@@ -157,13 +225,13 @@ def run(args: argparse.Namespace) -> None:
             fill_seconds = time.monotonic() - started
             rss_after = worker_rss(stack)
             disk_after = bytes_under(data_dir / "workers")
+            envelope = envelope_bytes(next((data_dir / "workers").iterdir()) / "p0")
             full_send, full_recv = asyncio.run(rates(target, backlog_url, body, args))
+            catch_up_seconds, caught_up_bytes, catch_up_stalls = catch_up(stack, data_dir, timeout=1800.0)
+            stack.kill9_all()
+            crash_seconds, crash_stalls = start_answering(stack, backlog_url)
             stack.stop()
-            started = time.monotonic()
-            stack.start()
-            target = target_of(stack)
-            asyncio.run(first_answer(target, backlog_url, timeout=600.0))
-            restart_seconds = time.monotonic() - started
+            restart_seconds, restart_stalls = start_answering(stack, backlog_url)
         finally:
             stack.stop()
 
@@ -174,14 +242,21 @@ def run(args: argparse.Namespace) -> None:
         marginal = (rss_after[name] - rss_half.get(name, 0)) / max(filled - half, 1)
         print(f"  {name}: RSS +{grew / 2**20:,.1f} MiB = {grew / filled:,.0f} B per message; "
               f"{marginal:,.0f} B per message over the second half")
-    print(f"  logs on disk (all workers): +{(disk_after - disk_before) / 2**20:,.1f} MiB = "
-          f"{(disk_after - disk_before) / filled / 3:,.0f} B per message and replica")
+    per_message = (disk_after - disk_before) / filled / 3
+    print(f"  logs on disk (all workers): +{(disk_after - disk_before) / 2**20:,.1f} MiB = {per_message:,.0f} B per "
+          f"message and replica, {per_message / envelope:.2f} times the body as stored ({envelope:,.0f} B)")
     print(f"  send (batches of 10):   empty {empty_send:,.0f} msg/s, with backlog {full_send:,.0f} msg/s "
           f"({full_send / empty_send:.0%})")
     print(f"  receive + delete:       empty {empty_recv:,.0f} msg/s, with backlog {full_recv:,.0f} msg/s "
           f"({full_recv / max(empty_recv, 1):.0%})")
-    print(f"  restart to answering:   {restart_seconds:.1f} s with {filled:,} messages "
+    print(f"  catch-up of an emptied follower: {caught_up_bytes / 2**20:,.0f} MiB of log in {catch_up_seconds:.1f} s "
+          f"= {caught_up_bytes / 1e6 / catch_up_seconds:,.1f} MB/s (until back in the in-sync set)")
+    print(f"    worst event-loop stalls meanwhile: {catch_up_stalls}")
+    print(f"  start to answering after a power cut: {crash_seconds:.1f} s with {filled:,} messages "
           f"(an empty stack took {empty_start:.1f} s to start)")
+    print(f"    worst event-loop stalls of the start: {crash_stalls}")
+    print(f"  start to answering after a clean stop: {restart_seconds:.1f} s")
+    print(f"    worst event-loop stalls of the start: {restart_stalls}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 Compaction writes one over the sealed segments it folds (:mod:`.compaction`); a replica too far behind its
 leader to catch up from the leader's log installs one made of the leader's state (:func:`install_snapshot`).
+A follower may also take its leader's first segment as it is (:mod:`.base_copy`, :func:`adopt_base`).
 Either way the header names the offset and epoch the state is as of and starts the log at the offset after
 it, an ``EPOCHS`` frame keeps the epoch history up to there, and the state follows as ``SNAPSHOT`` frames in
 committed batches.
@@ -10,7 +11,7 @@ committed batches.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import chain
 from pathlib import Path
 
@@ -24,7 +25,14 @@ from ferrymq.storage.log.format import (
     encode_frame,
     encode_header,
 )
-from ferrymq.storage.log.segments import TMP_SUFFIX, fsync_dir, list_segments, replace_segment, segment_path
+from ferrymq.storage.log.segments import (
+    TMP_SUFFIX,
+    discard_checkpoint,
+    fsync_dir,
+    list_segments,
+    replace_segment,
+    segment_path,
+)
 
 
 def write_base(
@@ -55,14 +63,29 @@ def write_base(
 def install_snapshot(
     directory: Path, payloads: Iterable[bytes], offset: int, epoch: int, history: EpochHistory
 ) -> None:
-    """Make the log in ``directory`` (closed) the state ``payloads`` as of ``offset`` and nothing else.
+    """Make the log in ``directory`` (closed) the state ``payloads`` as of ``offset`` and nothing else."""
+    _supersede(directory, lambda index: write_base(directory, index, payloads, offset, epoch, history))
 
-    The new base is written as a segment numbered above every existing one before they are deleted, so a
-    crash in between leaves either the old log or a log whose base supersedes it (recovery starts at the
+
+def adopt_base(directory: Path, staged: Path) -> None:
+    """Make the log in ``directory`` (closed) the copy of a leader's first segment at ``staged`` (complete,
+    checked and synced: :class:`~.base_copy.BaseReceiver`) and nothing else."""
+
+    def move(index: int) -> None:
+        # The checkpoint is of the log being replaced: it goes before the new base can be found.
+        discard_checkpoint(directory)
+        os.replace(staged, segment_path(directory, index))
+
+    _supersede(directory, move)
+
+
+def _supersede(directory: Path, place: Callable[[int], object]) -> None:
+    """Have ``place`` put a new base at an index above every existing segment, then delete those.
+
+    A crash in between leaves either the old log or a log whose base supersedes it (recovery starts at the
     last base and deletes what precedes it)."""
     existing = list_segments(directory)
-    index = (existing[-1] + 1) if existing else 1
-    write_base(directory, index, payloads, offset, epoch, history)
+    place((existing[-1] + 1) if existing else 1)
     fsync_dir(directory)
     for old in existing:
         segment_path(directory, old).unlink()

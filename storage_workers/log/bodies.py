@@ -217,19 +217,36 @@ class BodyStore:
         for file in old:
             os.close(self._files.pop(file)[0])
 
-    def files(self) -> dict[int, int] | None:
+    def files(self, *, unplaced_ok: bool = False) -> dict[int, int] | None:
         """File number -> segment index of every file messages are placed in, for a checkpoint; None while a
-        message is not placed yet, or a compaction is moving messages out of files no segment index names."""
-        if self._pending or self._unkeyed or self._unplaced:
+        message is not placed yet (unless ``unplaced_ok``: then only while a record being applied has no offset
+        yet), or a compaction is moving messages out of files no segment index names."""
+        if self._unkeyed or (not unplaced_ok and (self._pending or self._unplaced)):
             return None
         named = {number: segment for segment, number in self._numbers.items()}
         return named if set(self._files) <= set(named) else None
 
-    def adopt(self, files: dict[int, int]) -> None:
-        """Take the file numbers a checkpoint's rows were placed under (before anything else is placed)."""
+    def unplaced(self) -> list[tuple[int, list[int]]]:
+        """``(offset, message seqs)`` of the records appended but not yet durable, for a checkpoint."""
+        return [(offset, list(seqs)) for offset, seqs in self._unplaced]
+
+    def adopt(self, files: dict[int, int], unplaced: list[tuple[int, list[int]]] | None = None) -> None:
+        """Take the file numbers a checkpoint's rows were placed under (before anything else is placed), and the
+        records whose messages it left unplaced (placed by :meth:`passed` as recovery walks past them)."""
         for number, segment in sorted(files.items()):
             self._open(number, segment)
         self._next_number = max(files, default=0) + 1
+        self._unplaced.extend(unplaced or ())
+
+    def passed(self, offset: int, segment: int, position: int, length: int) -> None:
+        """Recovery walked past the record at ``offset``, which lies at ``position`` in segment ``segment``."""
+        unplaced = self._unplaced
+        if unplaced and unplaced[0][0] == offset:
+            self._place(unplaced.popleft()[1], self._number(segment), position, length)
+
+    @property
+    def all_placed(self) -> bool:
+        return not self._unplaced
 
     def close(self) -> None:
         self.closed = True

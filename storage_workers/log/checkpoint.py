@@ -27,7 +27,7 @@ import os
 import pickle
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,39 +72,55 @@ class Checkpoint:
     files: dict[int, int]
     """The body store's file numbers (``ferrymq.storage.log.bodies``) -> the segment index each stands for."""
     state: PartitionState
+    unplaced: list[tuple[int, list[int]]] = field(default_factory=list)
+    """``(offset, message seqs)`` of records not yet durable when it was taken (a checkpoint taken while
+    serving): their messages' rows are placed when recovery walks past those records, and a log that no longer
+    holds them all (a crash lost them) makes the checkpoint unusable."""
 
     def matches(self, directory: Path) -> bool:
         """Whether every segment it names is still there, the same file and no shorter."""
-        try:
-            now = segment_files(directory, [index for index, _, _ in self.segments])
-        except FileNotFoundError:
-            return False
-        return all(
-            inode == inode_now and size_now >= size
-            for (_, inode, size), (_, inode_now, size_now) in zip(self.segments, now, strict=True)
-        )
+        return segments_unchanged(directory, self.segments)
 
 
-def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> int:
-    """Write ``checkpoint`` durably over any earlier one; returns its size in bytes."""
+def segments_unchanged(directory: Path, segments: list[tuple[int, int, int]]) -> bool:
+    """Whether every segment ``(index, inode, size)`` is still there, the same file and no shorter."""
+    try:
+        now = segment_files(directory, [index for index, _, _ in segments])
+    except FileNotFoundError:
+        return False
+    return all(
+        inode == inode_now and size_now >= size
+        for (_, inode, size), (_, inode_now, size_now) in zip(segments, now, strict=True)
+    )
+
+
+def write_checkpoint(directory: Path, checkpoint: Checkpoint, *, tmp_name: str = TMP_NAME, publish: bool = True) -> int:
+    """Write ``checkpoint`` durably over any earlier one; returns its size in bytes.  Unless ``publish``, it is
+    left synced as ``tmp_name`` for :func:`publish_checkpoint` to put in place."""
     table = checkpoint.state.table
     # The body store holds open files: the table is written without it, and given a new one when loaded.
     bodies, table.bodies = table.bodies, None
     try:
-        payload = pickle.dumps(
-            (checkpoint.offset, checkpoint.segments, checkpoint.files, checkpoint.state), protocol=5
-        )
+        found: tuple[Any, ...] = (checkpoint.offset, checkpoint.segments, checkpoint.files, checkpoint.state)
+        if checkpoint.unplaced:
+            found = (*found, checkpoint.unplaced)
+        payload = pickle.dumps(found, protocol=5)
     finally:
         table.bodies = bodies
-    tmp = directory / TMP_NAME
-    with open(tmp, "wb") as f:
+    with open(directory / tmp_name, "wb") as f:
         f.write(_HEAD.pack(MAGIC, VERSION, checkpoint.offset, len(payload), zlib.crc32(payload)))
         f.write(payload)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, directory / FILE_NAME)
-    fsync_dir(directory)
+    if publish:
+        publish_checkpoint(directory, tmp_name)
     return _HEAD.size + len(payload)
+
+
+def publish_checkpoint(directory: Path, tmp_name: str) -> None:
+    """Put the checkpoint written as ``tmp_name`` in place, durably."""
+    os.replace(directory / tmp_name, directory / FILE_NAME)
+    fsync_dir(directory)
 
 
 def read_checkpoint(directory: Path) -> Checkpoint | None:
@@ -126,12 +142,13 @@ def read_checkpoint(directory: Path) -> Checkpoint | None:
         raise CheckpointUnusable(f"{path}: torn or damaged ({len(payload)} of {length} bytes, or a bad checksum)")
     try:
         found = _Unpickler(io.BytesIO(payload)).load()
-        stored_offset, segments, files, state = found
+        stored_offset, segments, files, state, *rest = found
+        unplaced = [(int(at), list(seqs)) for at, seqs in (rest[0] if rest else [])]
     except Exception as exc:
         raise CheckpointUnusable(f"{path}: unreadable: {exc}") from None
-    if stored_offset != offset or not isinstance(state, PartitionState):
+    if stored_offset != offset or not isinstance(state, PartitionState) or len(rest) > 1:
         raise CheckpointUnusable(f"{path}: does not hold a partition's state")
-    return Checkpoint(offset, [tuple(s) for s in segments], dict(files), state)
+    return Checkpoint(offset, [tuple(s) for s in segments], dict(files), state, unplaced)
 
 
 BASE_FILE = 1

@@ -172,8 +172,12 @@ class Compactor:
         dead_share: float = 0.5,
         relocate: Relocate | None = None,
         after_base: BaseWritten | None = None,
+        held: Callable[[], bool] | None = None,
     ) -> None:
         self.writer = writer
+        self.held = held
+        """Whether compaction must wait (a follower is copying the log's first segment, which a new base would
+        make stale before the follower could fetch what follows it)."""
         self.relocate = relocate
         """Told, once the new base replaced the folded segments, where the base keeps each message: a state that
         reads bodies from the log moves its references there before the old files are let go."""
@@ -226,7 +230,7 @@ class Compactor:
             return
         if self.next_attempt is not None and self.clock.monotonic() < self.next_attempt:
             return
-        if not self.due():
+        if not self.due() or (self.held is not None and self.held()):
             return
         sealed = self.writer.sealed_segments()
         if not sealed or (len(sealed) == 1 and sealed[0].is_base):

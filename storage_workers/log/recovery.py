@@ -85,6 +85,8 @@ def recover(
     progress: RecoveryProgress | None = None,
     located: Callable[[int, int, int], None] | None = None,
     skip_through: int = 0,
+    passed: Callable[[int, int, int, int], None] | None = None,
+    passed_from: int = 0,
 ) -> RecoveredLog:
     """Feed every engine record of the log in ``directory`` to ``apply`` (snapshot records, then records, in
     order; never a log-internal frame); returns the segments that remain with the log's end offset and epoch
@@ -98,7 +100,9 @@ def recover(
     ``apply`` by then.  ``located``, when given, is told after each record where its payload lies
     (``(segment index, byte position, length)``), for a state that reads message bodies back from the log.
     ``skip_through``: the state already holds every record up to this offset (a checkpoint's): those, and the
-    base's snapshot when it is as of an offset no later, are walked and checked but not applied.
+    base's snapshot when it is as of an offset no later, are walked and checked but not applied.  ``passed``, when
+    given, is told ``(offset, segment index, byte position, length)`` of each record walked past after offset
+    ``passed_from`` (those a checkpoint holds but had not yet placed).
     """
     directory.mkdir(parents=True, exist_ok=True)
     for entry in os.scandir(directory):
@@ -160,6 +164,8 @@ def recover(
                     if located is not None:
                         located(index, frame.end - len(frame.payload), len(frame.payload))
                     records += 1
+                elif passed is not None and frame.flags == RECORD and frame.offset > passed_from:
+                    passed(frame.offset, index, frame.end - len(frame.payload), len(frame.payload))
                 if frame.flags == RECORD:
                     last_epoch = frame.epoch
             if batch:

@@ -126,6 +126,9 @@ class LogWriter:
         self.closed = False
         self.batches = 0
         """Batches written and synced so far (each one fdatasync)."""
+        self.rewrites = 0
+        """Times segments were cut or replaced (truncation, compaction): a checkpoint taken before names files
+        that may no longer hold what it was taken from."""
         self.indexes = SegmentIndexes()
         """Where batches start in each segment, noted by the readers of :meth:`read_from` as they walk."""
 
@@ -365,6 +368,7 @@ class LogWriter:
             async with self.segment_lock:
                 if offset + 1 < self.start_offset:
                     raise OffsetCompacted(f"offset {offset} was compacted away while the truncation waited")
+                self.rewrites += 1
                 self.segments = await self._io.call(self._cut, offset)
                 # A cut in place keeps the file's inode: what was noted of its batches may no longer hold.
                 self.indexes.clear()
@@ -390,6 +394,7 @@ class LogWriter:
 
     def replace_sealed(self, indexes: list[int], base: SegmentInfo) -> None:
         """Record that sealed segments ``indexes`` were compacted into ``base`` (the last of them)."""
+        self.rewrites += 1
         gone = set(indexes)
         kept = [s for s in self.segments if s.index not in gone]
         self.segments = sorted([*kept, base], key=lambda s: s.index)

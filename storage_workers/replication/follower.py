@@ -27,15 +27,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
-from ferrymq.errors import ServiceUnavailable, SnapshotNeeded, SqsError
+from ferrymq.errors import InvalidAction, ServiceUnavailable, SnapshotNeeded, SqsError
 from ferrymq.replication_rules import AskAbout, EpochEnd, first_question, truncation_point
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.peer_auth import PeerAuth
 from ferrymq.storage.engine.records import Record
 from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.base_copy import COPY_CHUNK_BYTES, BaseReceiver
+from ferrymq.storage.log.format import CorruptSegment
 from ferrymq.storage.log.writer import LogWriter
 from ferrymq.storage.replication.roles import FollowerRole
 
@@ -54,6 +58,11 @@ class FollowerHost(Protocol):
     @property
     def log(self) -> LogWriter | None: ...
 
+    @property
+    def directory(self) -> Path:
+        """The partition's log directory (where a copy is staged)."""
+        ...
+
     def apply(self, record: Record) -> None: ...
 
     async def truncate(self, end_offset: int) -> None:
@@ -62,6 +71,10 @@ class FollowerHost(Protocol):
 
     async def install(self, offset: int, epoch: int, history: list[tuple[int, int]], payloads: list[bytes]) -> None:
         """Replace the log by the leader's state as of ``offset`` (appended in ``epoch``), and rebuild from it."""
+        ...
+
+    async def install_base(self, staged: Path) -> None:
+        """Replace the log by the checked copy of the leader's first segment at ``staged``, and rebuild."""
         ...
 
 
@@ -89,6 +102,12 @@ class Follower:
         """Where reconciliation cut the log, when it cut anything."""
         self.copies = 0
         """Copies of the leader's state installed (the leader had compacted away what this log lacked)."""
+        self.copied_bytes = 0
+        """Bytes of the leader's first segment copied into installed copies."""
+        self.refused_copies = 0
+        """Copies that did not check out (damaged on the way), thrown away before anything was replaced."""
+        self.copy_memory = 0
+        """The most bytes of a copy held in memory at once (the rest went straight to the staging file)."""
         self.failure: BaseException | None = None
         """What stopped the loop for good (a frame this log cannot take), if anything."""
         self._running = asyncio.Event()
@@ -195,7 +214,49 @@ class Follower:
             return
 
     async def _copy_state(self) -> None:
-        """Install a copy of the leader's state, chunk by chunk (the log is replaced once all arrived)."""
+        """Install a copy of the leader's first segment: its bytes go to a staging file as they arrive, each
+        batch checked, and the log is replaced once the copy is whole.  A leader of before COPY_BASE sends
+        its state as records instead (:meth:`_copy_records`)."""
+        receiver: BaseReceiver | None = None
+        copy = 0
+        started = time.monotonic()
+        try:
+            while receiver is None or receiver.received < receiver.size:
+                position = 0 if receiver is None else receiver.received
+                try:
+                    copy, offset, size, data = await self.client.copy_base(
+                        self.partition, self.me, self.role.epoch, copy, position, COPY_CHUNK_BYTES
+                    )
+                except InvalidAction:
+                    await self._copy_records()
+                    return
+                if receiver is None:
+                    receiver = BaseReceiver(self.host.directory, offset, size)
+                elif (offset, size) != (receiver.offset, receiver.size) or not data:
+                    raise ServiceUnavailable(f"the leader's copy changed or ended early at byte {position}")
+                await asyncio.to_thread(receiver.add, data)
+            await asyncio.to_thread(receiver.finish)
+        except BaseException as exc:
+            if receiver is not None:
+                receiver.discard()
+            if isinstance(exc, CorruptSegment):
+                self.refused_copies += 1
+                raise ServiceUnavailable(f"the copy of the leader's first segment did not check out: {exc}") from None
+            raise
+        seconds = time.monotonic() - started
+        log.warning(
+            "partition %d: installing a copy of leader %s:%d's first segment: the state as of offset %d and "
+            "records up to %d, %d bytes in %.2f s (%.1f MB/s)",
+            self.partition, *self.role.leader, receiver.offset, receiver.end_offset - 1, receiver.size, seconds,
+            receiver.size / 1e6 / max(seconds, 1e-6),
+        )
+        await self.host.install_base(receiver.path)
+        self.copies += 1
+        self.copied_bytes += receiver.size
+        self.copy_memory = max(self.copy_memory, receiver.held_most)
+
+    async def _copy_records(self) -> None:
+        """Install a copy of the state of a leader of before COPY_BASE, which sends it as records in chunks."""
         payloads: list[bytes] = []
         chunk, chunks = 0, 1
         while chunk < chunks:

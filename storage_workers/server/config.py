@@ -35,6 +35,8 @@ class WorkerConfig:
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     compact_min_bytes: int = 128 * 1024 * 1024
     compact_ratio: float = 4.0
+    checkpoint_bytes: int = 128 * 1024 * 1024
+    """Log bytes appended between checkpoints taken while serving (:mod:`.running_checkpoint`); 0: none."""
     register: bool = True
     transfer_hold_seconds: int = TRANSFER_HOLD_SECONDS
     sweep_interval_seconds: float = 30.0
@@ -64,6 +66,10 @@ class WorkerConfig:
             "worker_id": worker_id,
             "group_commit_max_batch": settings.group_commit_max_batch,
             "body_cache_bytes": settings.worker_body_cache_bytes,
+            "segment_bytes": settings.worker_segment_bytes,
+            "compact_min_bytes": settings.worker_compact_min_bytes,
+            "compact_ratio": settings.worker_compact_ratio,
+            "checkpoint_bytes": settings.worker_checkpoint_bytes,
             "peer_auth": PeerAuth.from_settings(settings),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -82,6 +88,13 @@ class WorkerConfig:
         both = set(self.leads) & set(self.follows)
         if both:
             raise ValueError(f"partitions both led and followed: {sorted(both)}")
+        if self.segment_bytes < 1 or self.compact_min_bytes < 1 or not self.compact_ratio > 0:
+            raise ValueError(
+                "FERRYMQ_WORKER_SEGMENT_BYTES and FERRYMQ_WORKER_COMPACT_MIN_BYTES are at least 1, "
+                "FERRYMQ_WORKER_COMPACT_RATIO above 0"
+            )
+        if self.checkpoint_bytes < 0:
+            raise ValueError("FERRYMQ_WORKER_CHECKPOINT_BYTES is not negative (0: no checkpoints while serving)")
 
     def role(self, partition: int) -> LeaderRole | FollowerRole:
         """The role this worker plays for ``partition``."""

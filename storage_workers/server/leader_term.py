@@ -31,6 +31,7 @@ from ferrymq.storage.log.writer import LogWriter
 from ferrymq.storage.move_tasks import MoveTaskRunner
 from ferrymq.storage.peers import Peers
 from ferrymq.storage.replication import LeaderRole, LeaderStream
+from ferrymq.storage.replication.base_copies import BaseCopies
 from ferrymq.storage.server.connection import Connection
 from ferrymq.storage.server.handlers import DEFERRED, Handler, Handlers
 from ferrymq.storage.server.long_poll import LongPolls
@@ -91,8 +92,11 @@ class LeaderTerm:
         self.handlers[Op.FETCH] = self._fetch
         self.handlers[Op.OFFSET_FOR_EPOCH] = self._offset_for_epoch
         self.handlers[Op.SNAPSHOT] = self._snapshot
+        self.handlers[Op.COPY_BASE] = self._copy_base
         self._snapshots: dict[str, _StateCopy] = {}
-        """Per follower, the copy of the state it is being sent, chunk by chunk."""
+        """Per follower of before COPY_BASE, the copy of the state it is being sent, chunk by chunk."""
+        self.copies = BaseCopies(partition, wal)
+        """The copies of the first segment followers too far behind are reading."""
         self._tasks: list[asyncio.Task[None]] = []
         self.ended = False
         engine.on_record = self._append
@@ -132,6 +136,9 @@ class LeaderTerm:
         self.stream.when_committed(self.stream.log.end_offset - 1, _send, (conn, request_id, frame))
 
     def _fetch(self, conn: Connection, request_id: int, args: Any) -> Any:
+        if self.copies.active and args and isinstance(args[0], str):
+            # A follower fetching from the log has installed (or given up) the copy it read.
+            self.copies.fetched(args[0])
         task = self.stream.fetch(conn, request_id, args, self._fail)
         if task is not None:
             conn.start(task)
@@ -159,6 +166,30 @@ class LeaderTerm:
         answer = shapes.snapshot_answer(copy.offset, copy.epoch, copy.history, len(copy.chunks), copy.chunks[chunk])
         conn.write(encode_frame(request_id, STATUS_OK, pack(answer)))
         return DEFERRED
+
+    def _copy_base(self, conn: Connection, request_id: int, args: Any) -> Any:
+        replica, epoch, copy, position, max_bytes = shapes.COPY_BASE.read(args)
+        if not isinstance(replica, str) or not all(type(n) is int for n in (epoch, copy, position, max_bytes)):
+            raise TypeError("a base copy request is a replica id and four integers")
+        self.stream.check_follower(replica, epoch)
+        if replica == self.stream.me:
+            raise ValueError("a leader copies its log to its followers, not to itself")
+        conn.start(asyncio.get_running_loop().create_task(
+            self._answer_copy(conn, request_id, replica, copy, position, max_bytes)
+        ))
+        return DEFERRED
+
+    async def _answer_copy(
+        self, conn: Connection, request_id: int, replica: str, copy: int, position: int, max_bytes: int
+    ) -> None:
+        try:
+            answer = await self.copies.read(replica, copy, position, max_bytes)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(conn, request_id, exc)
+            return
+        conn.write(encode_frame(request_id, STATUS_OK, pack(shapes.COPY_BASE_ANSWER.build(*answer))))
 
     async def wait_committed(self) -> None:
         """Return once everything appended so far is committed."""
@@ -205,6 +236,7 @@ class LeaderTerm:
     async def close(self) -> None:
         """Stop the term's background work (the only part of ending it when the worker shuts down: what was
         appended still becomes durable and is answered when committed)."""
+        self.copies.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -25,6 +25,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ferrymq.clock import Clock
@@ -33,7 +34,7 @@ from ferrymq.storage.drops import PendingDropStore
 from ferrymq.storage.engine import Engine
 from ferrymq.storage.engine.records import Record
 from ferrymq.storage.engine.state import PartitionState
-from ferrymq.storage.log.base import install_snapshot
+from ferrymq.storage.log.base import adopt_base, install_snapshot
 from ferrymq.storage.log.bodies import BodyStore
 from ferrymq.storage.log.body_cache import BodyCache
 from ferrymq.storage.log.checkpoint import (
@@ -61,6 +62,7 @@ from ferrymq.storage.server.handlers import PARTITION_OPS, Handler
 from ferrymq.storage.server.layout import replica_dir
 from ferrymq.storage.server.leader_term import LeaderTerm
 from ferrymq.storage.server.maintenance import StateFold
+from ferrymq.storage.server.running_checkpoint import CheckpointFork
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +119,8 @@ class PartitionReplica:
         self._changing = asyncio.Lock()
         self._lost_copy_marked: bool | None = None
         """Whether the lost-copy mark is in the log directory; None until read."""
+        self.checkpoints = CheckpointFork(partition, self.directory, config.checkpoint_bytes)
+        """Checkpoints taken while serving (:mod:`.running_checkpoint`)."""
 
     @property
     def _standing_by(self) -> dict[int, Handler]:
@@ -147,14 +151,19 @@ class PartitionReplica:
         engine, bodies = self._new_engine(checkpoint.state if checkpoint is not None else None)
         bodies.recovering = True
         try:
+            unplaced = checkpoint.unplaced if checkpoint is not None else []
             if checkpoint is not None:
-                bodies.adopt(checkpoint.files)
+                bodies.adopt(checkpoint.files, unplaced)
             recovered = recover(
                 self.directory,
                 engine.apply,
                 located=bodies.located,
                 skip_through=checkpoint.offset if checkpoint is not None else 0,
+                passed=bodies.passed if unplaced else None,
+                passed_from=unplaced[0][0] - 1 if unplaced else 0,
             )
+            if checkpoint is not None and (recovered.end_offset <= checkpoint.offset or not bodies.all_placed):
+                raise ValueError("the log no longer holds every record the checkpoint does (a crash lost the last)")
         except BaseException:
             bodies.close()
             raise
@@ -179,24 +188,47 @@ class PartitionReplica:
                  self.partition, checkpoint.offset, checkpoint.state.table.live)
         return checkpoint
 
-    async def _write_checkpoint(self) -> None:
-        """At stop, the state as of the log's last record, when it is exactly that (nothing refused, nothing
-        applied past the log) and the log is of today's format."""
+    def _state_as_logged(self, *, serving: bool) -> Checkpoint | None:
+        """The state as of the log's last record, as a checkpoint, when it is exactly that (nothing refused,
+        nothing applied past the log) and the log is of today's format; else None.  ``serving``: records not yet
+        durable may be in it (listed, for recovery to place their messages); else the log is flushed and every
+        message placed."""
         wal = self.log
         if wal is None or wal.failed is not None or self.diverged or self.refusing:
-            return
+            return None
         offset = wal.end_offset - 1
-        files = self.bodies.files()
+        files = self.bodies.files(unplaced_ok=serving)
         if (
             offset < 1
             or self.bodies.applied_through != offset
             or files is None
             or any(s.version != LOG_VERSION for s in wal.segments)
         ):
+            return None
+        found = segment_files(self.directory, [s.index for s in wal.segments])
+        if serving:
+            # Only what is durable counts: a crash may cut the bytes of a batch being written.
+            found = [(index, inode, s.size) for (index, inode, _), s in zip(found, wal.segments, strict=True)]
+        unplaced = self.bodies.unplaced() if serving else []
+        return Checkpoint(offset, found, files, self.engine.partition, unplaced)
+
+    def _checkpoint_while_serving(self) -> None:
+        wal = self.log
+        if wal is None or not self.checkpoints.due(wal) or (self.compactor is not None and self.compactor.running):
             return
-        checkpoint = Checkpoint(
-            offset, segment_files(self.directory, [s.index for s in wal.segments]), files, self.engine.partition
-        )
+        checkpoint = self._state_as_logged(serving=True)
+        if checkpoint is not None:
+            try:
+                self.checkpoints.take(wal, checkpoint)
+            except OSError as exc:
+                log.warning("partition %d: no checkpoint taken (%s)", self.partition, exc)
+
+    async def _write_checkpoint(self) -> None:
+        """At stop, the state as of the log's last record (:meth:`_state_as_logged`)."""
+        checkpoint = self._state_as_logged(serving=False)
+        if checkpoint is None:
+            return
+        offset = checkpoint.offset
         try:
             size = await asyncio.to_thread(write_checkpoint, self.directory, checkpoint)
         except OSError as exc:
@@ -339,6 +371,7 @@ class PartitionReplica:
             live_queues=lambda: self.engine.queues.keys(),
             relocate=self.bodies.relocate,
             after_base=lambda base, placed, keep: self._checkpoint_base(folding, base, placed, keep),
+            held=lambda: self.term is not None and self.term.copies.active,
         )
         wal.on_commit = self._committed
         wal.on_sync = self.on_sync
@@ -387,14 +420,23 @@ class PartitionReplica:
 
     async def install(self, offset: int, epoch: int, history: list[tuple[int, int]], payloads: list[bytes]) -> None:
         """Replace the log by a copy of the leader's state as of ``offset`` and rebuild (the follower's host)."""
+        await self._replace_log(
+            lambda: install_snapshot(self.directory, payloads, offset, epoch, EpochHistory(history))
+        )
 
+    async def install_base(self, staged: Path) -> None:
+        """Replace the log by the checked copy of the leader's first segment at ``staged`` and rebuild (the
+        follower's host)."""
+        await self._replace_log(lambda: adopt_base(self.directory, staged))
+
+    async def _replace_log(self, swap: Callable[[], None]) -> None:
         async def replace_and_rebuild() -> None:
             if self.compactor is not None:
                 await self.compactor.close()
             if self.log is not None:
                 await self.log.close()
             self.log = None
-            await asyncio.to_thread(install_snapshot, self.directory, payloads, offset, epoch, EpochHistory(history))
+            await asyncio.to_thread(swap)
             await self._rebuild()
 
         await self._shielded(replace_and_rebuild())
@@ -406,6 +448,7 @@ class PartitionReplica:
     def _committed(self) -> None:
         assert self.compactor is not None
         self.compactor.check()
+        self._checkpoint_while_serving()
         if self.term is not None:
             self.term.stream.committed()
 
@@ -525,6 +568,7 @@ class PartitionReplica:
         await self._stop_following()
         if self.compactor is not None:
             await self.compactor.close()
+        await self.checkpoints.close()
         if self.log is not None:
             await self.log.close()
             await self._write_checkpoint()

@@ -1,5 +1,6 @@
 """A replicated stack for fault injection: ``ferrymq up`` with three workers, replication factor 3 and
-majority acks (the defaults), one partition, and short leases so that failovers fit in a test."""
+majority acks (the defaults), one partition, short leases so that failovers fit in a test, and a checkpoint
+taken every 512 KiB of log while serving, so that workers killed mid-scenario start from one."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ FAULT_ENV = {
     "FERRYMQ_REPLICA_MAX_LAG_SECONDS": "1",
     "FERRYMQ_WORKER_REQUEST_TIMEOUT_SECONDS": "3",
     "FERRYMQ_LEADER_HANDOVER_SECONDS": "3",
+    "FERRYMQ_WORKER_CHECKPOINT_BYTES": str(512 * 1024),
 }
 
 

@@ -141,6 +141,8 @@ MALFORMED: list[tuple[int, list[Any]]] = [
     (Op.FETCH, [0, "worker-2", 1]),
     (Op.OFFSET_FOR_EPOCH, [0, 1, 1, 1]),
     (Op.SNAPSHOT, [0, "worker-2"]),
+    (Op.COPY_BASE, [0, "worker-2", 1]),
+    (Op.COPY_BASE, [0, "worker-2", 1, 0, "0", 1024]),
 ]
 
 

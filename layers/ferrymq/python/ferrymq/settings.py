@@ -121,6 +121,15 @@ class Settings:
     # Message bodies live in each partition's log on disk; a worker keeps this many bytes of recent ones in memory
     # (shared by its partitions), so that consumers keeping up never read the disk. 0: none.
     worker_body_cache_bytes: int = 32 * 1024 * 1024
+    # A partition's log rolls to a new segment file at this size, and is compacted (its sealed segments folded
+    # into a base holding only the live state) once it is at least `worker_compact_min_bytes` and more than
+    # `worker_compact_ratio` times the live state, or mostly dead bytes.
+    worker_segment_bytes: int = 64 * 1024 * 1024
+    worker_compact_min_bytes: int = 128 * 1024 * 1024
+    worker_compact_ratio: float = 4.0
+    # Every this many bytes of log, a partition's state is written down while it serves (a checkpoint), so that a
+    # start after a crash replays only the log since then. 0: only at a clean stop and with each compaction.
+    worker_checkpoint_bytes: int = 128 * 1024 * 1024
     worker_connect_timeout_seconds: float = 5.0
     # Deadline of every worker RPC (a long poll gets its wait on top): a hung worker, unlike a dead one, never
     # closes the connection, so without one a request would wait for it forever.
@@ -331,6 +340,10 @@ class Settings:
             partitions=int(get("PARTITIONS", str(defaults.partitions))),
             group_commit_max_batch=int(get("GROUP_COMMIT_MAX_BATCH", str(defaults.group_commit_max_batch))),
             worker_body_cache_bytes=int(get("WORKER_BODY_CACHE_BYTES", str(defaults.worker_body_cache_bytes))),
+            worker_segment_bytes=int(get("WORKER_SEGMENT_BYTES", str(defaults.worker_segment_bytes))),
+            worker_compact_min_bytes=int(get("WORKER_COMPACT_MIN_BYTES", str(defaults.worker_compact_min_bytes))),
+            worker_compact_ratio=float(get("WORKER_COMPACT_RATIO", str(defaults.worker_compact_ratio))),
+            worker_checkpoint_bytes=int(get("WORKER_CHECKPOINT_BYTES", str(defaults.worker_checkpoint_bytes))),
             worker_connect_timeout_seconds=float(
                 get("WORKER_CONNECT_TIMEOUT_SECONDS", str(defaults.worker_connect_timeout_seconds))
             ),

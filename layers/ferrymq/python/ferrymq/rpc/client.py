@@ -499,3 +499,15 @@ class WorkerClient:
         makes the leader take a new copy of its state; later chunks come from that copy."""
         answer = await self._call(Op.SNAPSHOT, shapes.SNAPSHOT.request(partition, replica, epoch, chunk))
         return shapes.read_snapshot_answer(answer)
+
+    async def copy_base(
+        self, partition: int, replica: str, epoch: int, copy: int, position: int, max_bytes: int
+    ) -> tuple[int, int, int, bytes]:
+        """Bytes of the first segment of the partition's leader in ``epoch``, for follower ``replica``, from
+        ``position`` and at most ``max_bytes`` of them: ``(copy, offset, size, data)``.  ``copy`` 0 starts a copy
+        (the leader holds that file from then on); later reads name the copy its first answer gave.  The
+        segment is a base holding the state as of ``offset``, ``size`` bytes long."""
+        answer = await self._call(
+            Op.COPY_BASE, shapes.COPY_BASE.request(partition, replica, epoch, copy, position, max_bytes)
+        )
+        return shapes.read_copy_base_answer(answer)

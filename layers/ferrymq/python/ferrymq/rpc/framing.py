@@ -65,6 +65,8 @@ class Op(IntEnum):
     """A far-behind follower's copy of the leader's state, in chunks (not a front-end operation)."""
     PEEK = 15
     """Visible messages without receiving them: a pure read that changes nothing and writes no record."""
+    COPY_BASE = 16
+    """A far-behind follower's copy of the leader's first segment, by byte ranges (not a front-end operation)."""
 
 
 class FrameError(Exception):

@@ -177,13 +177,22 @@ OFFSET_FOR_EPOCH = Shape(
     "OFFSET_FOR_EPOCH", ("epoch", "asked_epoch"),
     doc="A rejoining follower's question.  Answer: EPOCH_END, or None when the leader's log starts above it.",
 )
-SNAPSHOT = Shape("SNAPSHOT", ("replica", "epoch", "chunk"), doc="Answer: SNAPSHOT_ANSWER.")
+SNAPSHOT = Shape(
+    "SNAPSHOT", ("replica", "epoch", "chunk"),
+    doc="The state encoded as records, for followers of before COPY_BASE.  Answer: SNAPSHOT_ANSWER.",
+)
+COPY_BASE = Shape(
+    "COPY_BASE", ("replica", "epoch", "copy", "position", "max_bytes"),
+    doc="A far-behind follower's read of the leader's first segment from byte ``position``; ``copy`` 0 starts a "
+    "copy (the leader holds that file until the copy ends), else the id the first answer gave.  Answer: "
+    "COPY_BASE_ANSWER.",
+)
 
 REQUESTS: Mapping[int, Shape] = {
     Op.SEND: SEND, Op.RECEIVE: RECEIVE, Op.DELETE: DELETE, Op.CHANGE_VISIBILITY: CHANGE_VISIBILITY,
     Op.PURGE: PURGE, Op.DROP_QUEUE: DROP_QUEUE, Op.STATS: STATS, Op.START_MOVE_TASK: START_MOVE_TASK,
     Op.LIST_MOVE_TASKS: LIST_MOVE_TASKS, Op.CANCEL_MOVE_TASK: CANCEL_MOVE_TASK, Op.PEEK: PEEK, Op.FETCH: FETCH,
-    Op.OFFSET_FOR_EPOCH: OFFSET_FOR_EPOCH, Op.SNAPSHOT: SNAPSHOT,
+    Op.OFFSET_FOR_EPOCH: OFFSET_FOR_EPOCH, Op.SNAPSHOT: SNAPSHOT, Op.COPY_BASE: COPY_BASE,
 }
 """Every operation's request but PING's, which is ``[]`` (answer: {worker_id, partitions: {...}, ...})."""
 
@@ -246,9 +255,15 @@ SNAPSHOT_ANSWER = Shape(
     "``chunks`` chunks of encoded records; ``payloads`` this chunk's.",
 )
 
+COPY_BASE_ANSWER = Shape(
+    "COPY_BASE_ANSWER", ("copy", "offset", "size", "data"),
+    doc="Bytes of copy ``copy`` of the leader's first segment, a base holding the state as of ``offset`` (records "
+    "may follow it in the file), ``size`` bytes long in all; ``data`` the bytes from the position asked for.",
+)
+
 ANSWERS = (
     SENT_MESSAGE, SEND_RESULT, STORED_RESULT, RECEIVED_MESSAGE, FIFO_RECEIVED_MESSAGE, RECEIVED_ANSWER, ITEM_RESULT,
-    STATS_ANSWER, DEPTH_ANSWER, RECORD_FRAME, EPOCH_END, EPOCH_START, SNAPSHOT_ANSWER,
+    STATS_ANSWER, DEPTH_ANSWER, RECORD_FRAME, EPOCH_END, EPOCH_START, SNAPSHOT_ANSWER, COPY_BASE_ANSWER,
 )
 """The shapes inside payloads, in the order the table shows them."""
 
@@ -491,6 +506,13 @@ def snapshot_answer(
 def read_snapshot_answer(answer: Any) -> tuple[int, int, list[tuple[int, int]], int, list[bytes]]:
     offset, epoch, history, chunks, payloads = SNAPSHOT_ANSWER.read(answer)
     return offset, epoch, [(e, first) for e, first in history], chunks, list(payloads)
+
+
+def read_copy_base_answer(answer: Any) -> tuple[int, int, int, bytes]:
+    copy, offset, size, data = COPY_BASE_ANSWER.read(answer)
+    if not all(type(n) is int for n in (copy, offset, size)) or not isinstance(data, bytes):
+        raise ValueError("a base copy's answer is three integers and bytes")
+    return copy, offset, size, data
 
 
 if __name__ == "__main__":

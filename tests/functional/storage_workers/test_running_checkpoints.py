@@ -1,0 +1,230 @@
+"""Checkpoints taken while a partition serves (``ferrymq.storage.server.running_checkpoint``): a forked child
+writes the state as of an instant, the worker puts it in place, and a start after a crash loads it and replays
+only the log after it.  Records not yet durable at that instant are listed in it and placed as recovery walks
+past them; a log that lost them in the crash, a log compacted while the child wrote, or a child that failed,
+leave no checkpoint that could give a state the log does not."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ferrymq.storage.log.checkpoint import read_checkpoint
+from ferrymq.storage.server import replica as replica_module
+from ferrymq.storage.server import running_checkpoint
+from ferrymq.storage.server.replica import PartitionReplica
+from tests.functional.storage_workers.test_checkpoints import _no_checkpoint, everything, full_replay_of, workload
+from tests.functional.storage_workers.test_replication import P, node
+from tests.functional.storage_workers.test_server_fifo import message, receive
+from tests.functional.storage_workers.worker_calls import RETENTION, eventually
+
+EVERY_16_KIB = {"checkpoint_bytes": 16 * 1024}
+
+
+def counting_recover(applied: list[Any]) -> Callable[..., Any]:
+    real = replica_module.recover
+
+    def counting(directory: Path, apply: Callable[[Any], None], **options: Any) -> Any:
+        def counted(record: Any) -> None:
+            applied.append(record)
+            apply(record)
+
+        return real(directory, counted, **options)
+
+    return counting
+
+
+def test_a_start_after_a_crash_loads_the_checkpoint_taken_while_serving_and_replays_only_what_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    applied: list[Any] = []
+
+    async def scenario() -> None:
+        # given a worker that never stops cleanly, taking checkpoints every 16 KiB of log
+        monkeypatch.setattr(PartitionReplica, "_write_checkpoint", _no_checkpoint)
+        async with node(tmp_path, "w", **EVERY_16_KIB) as (replica, client, _):
+            for round_ in range(30):
+                await workload(client, round_)
+
+            async def taken() -> bool:
+                return replica.checkpoints.taken >= 2
+
+            await eventually(taken)
+            assert replica.log is not None
+            end = replica.log.end_offset - 1
+        found = read_checkpoint(tmp_path / "p0")
+        assert found is not None and 1 < found.offset <= end
+        # when it starts again: the checkpoint, then only the records after it
+        monkeypatch.setattr(replica_module, "recover", counting_recover(applied))
+        async with node(tmp_path, "w", **EVERY_16_KIB) as (replica, client, _):
+            restored = everything(replica)
+            assert len(applied) == end - found.offset
+            assert not (tmp_path / "p0" / running_checkpoint.RUNNING_TMP).exists()
+        # then it holds what a replay of the whole log gives
+        assert restored == await full_replay_of(tmp_path)
+
+    asyncio.run(scenario())
+
+
+async def _checkpoint_with_records_in_flight(
+    replica: PartitionReplica, client: Any, tag: str, monkeypatch: pytest.MonkeyPatch
+) -> list[int]:
+    """Send while the log's syncs are held back, take a checkpoint while those records are appended but not yet
+    durable, let the syncs go and wait until the checkpoint is in place; returns the offsets it lists as not
+    yet durable."""
+    assert replica.log is not None
+    wal = replica.log
+    gate = threading.Event()
+    real = os.fdatasync
+
+    def held(fd: int) -> None:
+        gate.wait(10)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", held)
+    sends = [
+        asyncio.create_task(client.send(P, "q", [message(f"{tag}-{i}-" + "y" * 300)], retention_seconds=RETENTION))
+        for i in range(5)
+    ]
+
+    async def in_flight() -> bool:
+        return wal.end_offset > wal.durable_offset
+
+    try:
+        await eventually(in_flight)
+        checkpoint = replica._state_as_logged(serving=True)
+        assert checkpoint is not None and checkpoint.unplaced
+        taken = replica.checkpoints.taken
+        replica.checkpoints.take(wal, checkpoint)
+    finally:
+        gate.set()
+    await asyncio.gather(*sends)
+    monkeypatch.setattr(os, "fdatasync", real)
+
+    async def put_in_place() -> bool:
+        return replica.checkpoints.taken > taken
+
+    await eventually(put_in_place)
+    return [offset for offset, _ in checkpoint.unplaced]
+
+
+def test_messages_of_records_not_yet_durable_at_the_checkpoint_are_placed_when_recovery_walks_past_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def scenario() -> None:
+        monkeypatch.setattr(PartitionReplica, "_write_checkpoint", _no_checkpoint)
+        async with node(tmp_path, "w") as (replica, client, _):
+            await workload(client, 0)
+            unplaced = await _checkpoint_with_records_in_flight(replica, client, "in-flight", monkeypatch)
+        monkeypatch.undo()
+        monkeypatch.setattr(PartitionReplica, "_write_checkpoint", _no_checkpoint)
+        found = read_checkpoint(tmp_path / "p0")
+        assert found is not None and [offset for offset, _ in found.unplaced] == unplaced
+        # when it starts from that checkpoint with no body cache: every body is read back from the log
+        applied: list[Any] = []
+        monkeypatch.setattr(replica_module, "recover", counting_recover(applied))
+        async with node(tmp_path, "w", body_cache_bytes=0) as (replica, client, _):
+            assert replica.log is not None
+            assert len(applied) == replica.log.end_offset - 1 - found.offset
+            bodies: list[str] = []
+            for _ in range(50):
+                got = await receive(client, "q", max_messages=10, visibility_timeout=300)
+                if not got:
+                    break
+                bodies += [row["body"] for row in got]
+            assert sorted(b[: len("in-flight-0")] for b in bodies if b.startswith("in-flight-")) == [
+                f"in-flight-{i}" for i in range(5)
+            ]
+            restored = everything(replica)
+        assert restored == await full_replay_of(tmp_path)
+
+    asyncio.run(scenario())
+
+
+def test_a_checkpoint_holding_records_a_crash_lost_is_named_and_the_whole_log_replayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        monkeypatch.setattr(PartitionReplica, "_write_checkpoint", _no_checkpoint)
+        async with node(tmp_path, "w") as (replica, client, _):
+            await workload(client, 0)
+            await _checkpoint_with_records_in_flight(replica, client, "lost", monkeypatch)
+        found = read_checkpoint(tmp_path / "p0")
+        assert found is not None and found.unplaced
+        # when the crash cut the log back to what was durable when the checkpoint was taken
+        index, _, durable_size = found.segments[-1]
+        for later in sorted((tmp_path / "p0").glob("*.seg")):
+            if int(later.stem) > index:
+                later.unlink()
+        os.truncate(tmp_path / "p0" / f"{index:020d}.seg", durable_size)
+        with caplog.at_level(logging.ERROR):
+            async with node(tmp_path, "w") as (replica, _, _):
+                restored = everything(replica)
+                assert replica.log is not None and replica.log.end_offset - 1 < found.offset
+        # then it is named, and the state is the one the log gives
+        assert any("does not fit the log" in r.getMessage() for r in caplog.records)
+        assert read_checkpoint(tmp_path / "p0") is None
+        assert restored == await full_replay_of(tmp_path)
+
+    asyncio.run(scenario())
+
+
+def test_a_checkpoint_written_while_the_log_was_compacted_or_by_a_child_that_failed_is_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_write = running_checkpoint.write_checkpoint
+
+    def slow_write(*args: Any, **kwargs: Any) -> int:
+        time.sleep(0.3)  # in the child: the parent compacts meanwhile
+        return real_write(*args, **kwargs)
+
+    def failing_write(*args: Any, **kwargs: Any) -> int:
+        raise OSError("no space left on device")
+
+    async def scenario() -> None:
+        monkeypatch.setattr(PartitionReplica, "_write_checkpoint", _no_checkpoint)
+        async with node(tmp_path, "w", segment_bytes=4096) as (replica, client, _):
+            for round_ in range(3):
+                await workload(client, round_)
+            assert replica.log is not None and replica.compactor is not None
+            # a child that takes its time while the log is compacted
+            monkeypatch.setattr(running_checkpoint, "write_checkpoint", slow_write)
+            checkpoint = replica._state_as_logged(serving=True)
+            assert checkpoint is not None
+            replica.checkpoints.take(replica.log, checkpoint)
+            replica.compactor.min_bytes, replica.compactor.ratio = 1, 0.5
+            await workload(client, 10)
+
+            async def settled() -> bool:
+                return replica.checkpoints.dropped + replica.checkpoints.taken >= 1
+
+            await eventually(settled)
+            assert replica.compactor.runs >= 1
+            assert (replica.checkpoints.dropped, replica.checkpoints.taken) == (1, 0)
+            # a child that fails
+            monkeypatch.setattr(running_checkpoint, "write_checkpoint", failing_write)
+            replica.compactor.min_bytes = 1 << 40
+            checkpoint = replica._state_as_logged(serving=True)
+            assert checkpoint is not None
+            replica.checkpoints.take(replica.log, checkpoint)
+
+            async def failed() -> bool:
+                return replica.checkpoints.dropped >= 2
+
+            await eventually(failed)
+            assert replica.checkpoints.taken == 0
+            assert not (tmp_path / "p0" / running_checkpoint.RUNNING_TMP).exists()
+        # whatever checkpoint there is (the compaction's) gives the state a whole replay gives
+        async with node(tmp_path, "w") as (replica, _, _):
+            restored = everything(replica)
+        assert restored == await full_replay_of(tmp_path)
+
+    asyncio.run(scenario())

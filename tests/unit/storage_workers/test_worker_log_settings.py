@@ -1,0 +1,43 @@
+"""The log's segment size and compaction thresholds, read from the environment into a worker's configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ferrymq.settings import Settings
+from ferrymq.storage.server.config import WorkerConfig
+
+
+def test_segment_and_compaction_settings_reach_the_worker_configuration(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {
+            "FERRYMQ_WORKER_SEGMENT_BYTES": "262144",
+            "FERRYMQ_WORKER_COMPACT_MIN_BYTES": "1048576",
+            "FERRYMQ_WORKER_COMPACT_RATIO": "2.5",
+        }
+    )
+    config = WorkerConfig.from_settings(settings, data_dir=tmp_path)
+    assert (config.segment_bytes, config.compact_min_bytes, config.compact_ratio) == (262144, 1048576, 2.5)
+    # a command-line value still wins over the environment's
+    assert WorkerConfig.from_settings(settings, data_dir=tmp_path, segment_bytes=4096).segment_bytes == 4096
+
+
+def test_the_defaults_are_the_documented_ones(tmp_path: Path) -> None:
+    config = WorkerConfig.from_settings(Settings.from_env({}), data_dir=tmp_path)
+    assert (config.segment_bytes, config.compact_min_bytes, config.compact_ratio) == (64 << 20, 128 << 20, 4.0)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"FERRYMQ_WORKER_SEGMENT_BYTES": "0"},
+        {"FERRYMQ_WORKER_COMPACT_MIN_BYTES": "-1"},
+        {"FERRYMQ_WORKER_COMPACT_RATIO": "0"},
+        {"FERRYMQ_WORKER_COMPACT_RATIO": "nan"},
+    ],
+)
+def test_values_that_would_roll_or_compact_without_end_are_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="FERRYMQ_WORKER_"):
+        WorkerConfig.from_settings(Settings.from_env(env), data_dir=tmp_path)
