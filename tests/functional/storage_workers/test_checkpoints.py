@@ -47,6 +47,20 @@ def everything(replica: PartitionReplica) -> tuple[Any, ...]:
     return engine.state(), engine.meta_state(), engine.partition.credits_state(), engine.next_seq
 
 
+def counting_recover(applied: list[Any]) -> Callable[..., Any]:
+    """Recovery as the worker runs it, each record it applies noted in ``applied``."""
+    real = replica_module.recover
+
+    def counting(directory: Path, apply: Callable[[Any], None], **options: Any) -> Any:
+        def counted(record: Any) -> None:
+            applied.append(record)
+            apply(record)
+
+        return real(directory, counted, **options)
+
+    return counting
+
+
 async def full_replay_of(directory: Path) -> tuple[Any, ...]:
     """The state a worker rebuilds from the log alone, in a copy of ``directory`` without the checkpoint."""
     copy = directory.parent / f"{directory.name}-replayed"
@@ -61,14 +75,6 @@ def test_a_clean_stop_writes_a_checkpoint_and_the_next_start_replays_nothing_bef
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     applied: list[Any] = []
-    real_recover = replica_module.recover
-
-    def counting(directory: Path, apply: Callable[[Any], None], **options: Any) -> Any:
-        def counted(record: Any) -> None:
-            applied.append(record)
-            apply(record)
-
-        return real_recover(directory, counted, **options)
 
     async def scenario() -> None:
         async with node(tmp_path, "w") as (replica, client, _):
@@ -80,7 +86,7 @@ def test_a_clean_stop_writes_a_checkpoint_and_the_next_start_replays_nothing_bef
         found = read_checkpoint(tmp_path / "p0")
         assert found is not None and found.offset == end
         # and a start loads it and applies no record: the state is the one the worker stopped with
-        monkeypatch.setattr(replica_module, "recover", counting)
+        monkeypatch.setattr(replica_module, "recover", counting_recover(applied))
         async with node(tmp_path, "w") as (replica, client, _):
             assert applied == []
             assert everything(replica) == before

@@ -11,7 +11,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +20,18 @@ from ferrymq.storage.log.checkpoint import read_checkpoint
 from ferrymq.storage.server import replica as replica_module
 from ferrymq.storage.server import running_checkpoint
 from ferrymq.storage.server.replica import PartitionReplica
-from tests.functional.storage_workers.test_checkpoints import _no_checkpoint, everything, full_replay_of, workload
+from tests.functional.storage_workers.test_checkpoints import (
+    _no_checkpoint,
+    counting_recover,
+    everything,
+    full_replay_of,
+    workload,
+)
 from tests.functional.storage_workers.test_replication import P, node
 from tests.functional.storage_workers.test_server_fifo import message, receive
 from tests.functional.storage_workers.worker_calls import RETENTION, eventually
 
 EVERY_16_KIB = {"checkpoint_bytes": 16 * 1024}
-
-
-def counting_recover(applied: list[Any]) -> Callable[..., Any]:
-    real = replica_module.recover
-
-    def counting(directory: Path, apply: Callable[[Any], None], **options: Any) -> Any:
-        def counted(record: Any) -> None:
-            applied.append(record)
-            apply(record)
-
-        return real(directory, counted, **options)
-
-    return counting
 
 
 def test_a_start_after_a_crash_loads_the_checkpoint_taken_while_serving_and_replays_only_what_followed(
