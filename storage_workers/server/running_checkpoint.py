@@ -54,20 +54,24 @@ class CheckpointFork:
         """Checkpoints put in place."""
         self.dropped = 0
         """Checkpoints written but not put in place: the log was cut or compacted meanwhile, or the child failed."""
+        self.last_size = 0
+        """The size of the last checkpoint put in place, in bytes."""
         self._since: tuple[LogWriter, int] | None = None
         """The log, and its position at the last checkpoint (or when it was opened)."""
         self._child: int | None = None
         self._task: asyncio.Task[None] | None = None
 
     def due(self, wal: LogWriter) -> bool:
-        """Whether ``every_bytes`` were appended to ``wal`` since the last checkpoint, and none is being written."""
+        """Whether enough was appended to ``wal`` since the last checkpoint, and none is being written: at least
+        ``every_bytes``, and at least the last checkpoint's size, so that checkpoints never write more than the log
+        does (a partition of ten million messages has a checkpoint of about 1 GB)."""
         if self.every_bytes <= 0 or self._task is not None:
             return False
         since = self._since
         if since is None or since[0] is not wal:
             self._since = (wal, wal.end)
             return False
-        return wal.end - since[1] >= self.every_bytes
+        return wal.end - since[1] >= max(self.every_bytes, self.last_size)
 
     def take(self, wal: LogWriter, checkpoint: Checkpoint) -> None:
         """Have a child process write ``checkpoint``, the live state as of this instant (module docstring)."""
@@ -102,8 +106,9 @@ class CheckpointFork:
                     return
                 await asyncio.to_thread(publish_checkpoint, self.directory, RUNNING_TMP)
             self.taken += 1
+            self.last_size = (self.directory / FILE_NAME).stat().st_size
             log.info("partition %d: checkpoint as of offset %d written while serving (%d bytes)", self.partition,
-                     offset, (self.directory / FILE_NAME).stat().st_size)
+                     offset, self.last_size)
         except OSError as exc:
             self.dropped += 1
             log.warning("partition %d: the checkpoint as of offset %d was not put in place (%s)", self.partition,

@@ -7,6 +7,7 @@ leave no checkpoint that could give a state the log does not."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import threading
@@ -218,5 +219,32 @@ def test_a_checkpoint_written_while_the_log_was_compacted_or_by_a_child_that_fai
         async with node(tmp_path, "w") as (replica, _, _):
             restored = everything(replica)
         assert restored == await full_replay_of(tmp_path)
+
+    asyncio.run(scenario())
+
+
+def test_checkpoints_while_serving_never_write_more_than_the_log_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    takes: list[tuple[int, int]] = []
+    real_take = running_checkpoint.CheckpointFork.take
+
+    def noting(self: running_checkpoint.CheckpointFork, wal: Any, checkpoint: Any) -> None:
+        takes.append((wal.end, self.last_size))
+        real_take(self, wal, checkpoint)
+
+    monkeypatch.setattr(running_checkpoint.CheckpointFork, "take", noting)
+
+    async def scenario() -> None:
+        # given a worker asked for a checkpoint after every byte of log
+        async with node(tmp_path, "w", checkpoint_bytes=1) as (replica, client, _):
+            for round_ in range(40):
+                await workload(client, round_)
+                if replica.checkpoints.taken >= 4:
+                    break
+            assert replica.checkpoints.taken >= 4
+        # then each one waited for at least as much log as the one before it wrote
+        for (end_a, _), (end_b, size_b) in itertools.pairwise(takes):
+            assert size_b > 0 and end_b - end_a >= size_b
 
     asyncio.run(scenario())
