@@ -49,6 +49,8 @@ class MemoryStore:
 class ImmediateFrontend:
     """Identifies with a real Authenticator, then answers without running an action."""
 
+    metrics = None
+
     def __init__(self, authenticator: Authenticator) -> None:
         self._auth = authenticator
         self._ok = HttpResponse(200, [("content-type", "application/x-amz-json-1.0")], b"{}")
