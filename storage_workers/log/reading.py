@@ -50,6 +50,12 @@ def read_header(path: Path, data: bytes | memoryview) -> SegmentHeader:
         raise CorruptSegment(f"{path}: {exc}") from None
 
 
+def read_head(path: Path) -> bytes:
+    """The bytes a segment's header may take (fewer if the file is shorter)."""
+    with open(path, "rb") as f:
+        return f.read(HEADER_SIZE)
+
+
 def first_offset(path: Path, header: SegmentHeader, expected: int | None) -> int:
     """The offset segment ``path`` starts at, given where the segment before it ended (None: it is the log's
     first); raises CorruptSegment when the two do not meet."""
@@ -83,10 +89,13 @@ class SegmentWalk:
         next_offset: int,
         history: EpochHistory,
         start: int | None = None,
+        base: int = 0,
     ) -> None:
         """``start``: where in ``data`` the first batch begins (the header's end when None); a walk from a
-        batch boundary inside a segment takes ``next_offset`` as the walk from the start had it there."""
+        batch boundary inside a segment takes ``next_offset`` as the walk from the start had it there.
+        ``base``: the file position of ``data``'s first byte (for the positions errors name)."""
         self.path = path
+        self.base = base
         self.header = header
         self.next_offset = next_offset
         self.history = history
@@ -112,23 +121,27 @@ class SegmentWalk:
         if frame.flags == RECORD:
             if frame.offset < self.next_offset:
                 raise CorruptSegment(
-                    f"{self.path}: the record at byte {frame.start} has offset {frame.offset}, but the log is "
-                    f"already at offset {self.next_offset}"
+                    f"{self.path}: the record at byte {self.base + frame.start} has offset {frame.offset}, but the "
+                    f"log is already at offset {self.next_offset}"
                 )
             self._observe(frame.epoch, frame.offset)
             self.next_offset = frame.offset + 1
         elif not self.header.is_base:
-            raise CorruptSegment(f"{self.path}: a base segment's frame (flags {frame.flags:#x}) at byte {frame.start}")
+            raise CorruptSegment(
+                f"{self.path}: a base segment's frame (flags {frame.flags:#x}) at byte {self.base + frame.start}"
+            )
         elif frame.flags == SNAPSHOT:
             if frame.offset != self.header.snapshot_offset:
                 raise CorruptSegment(
-                    f"{self.path}: snapshot frame at byte {frame.start} is of offset {frame.offset}, the segment's "
-                    f"snapshot of offset {self.header.snapshot_offset}"
+                    f"{self.path}: snapshot frame at byte {self.base + frame.start} is of offset {frame.offset}, the "
+                    f"segment's snapshot of offset {self.header.snapshot_offset}"
                 )
         elif frame.flags == EPOCHS:
             for epoch, first in EpochHistory.decode(frame.payload).entries:
                 if first > self.header.snapshot_offset:
-                    raise CorruptSegment(f"{self.path}: epoch history beyond the snapshot at byte {frame.start}")
+                    raise CorruptSegment(
+                        f"{self.path}: epoch history beyond the snapshot at byte {self.base + frame.start}"
+                    )
                 self._observe(epoch, first)
         return frame
 
@@ -139,26 +152,81 @@ class SegmentWalk:
             raise CorruptSegment(f"{self.path}: {exc}") from None
 
 
+WALK_WINDOW_BYTES = 8 * 1024 * 1024
+"""What a walk of a whole segment (recovery, compaction) reads at a time."""
+
+
+class WindowedWalk:
+    """A :class:`SegmentWalk` of segment ``path`` read from disk a window at a time, so that memory holds a window
+    and the batch being completed, never the whole file (a base segment holds a partition's whole state).
+
+    :meth:`batches` yields each committed batch with the file position its frames' ``start`` and ``end`` count
+    from (the frames' payloads point into the window: use them before the next batch).  Once done, ``end`` is
+    the file position where the committed bytes end and ``size`` the file's size: anything between is a torn
+    tail or damage, for the caller to read and judge (:meth:`rest`).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        header: SegmentHeader,
+        next_offset: int,
+        history: EpochHistory,
+        window: int | None = None,
+    ) -> None:
+        self.path = path
+        self.header = header
+        self.next_offset = next_offset
+        self.history = history
+        self.window = window if window is not None else WALK_WINDOW_BYTES
+        self.end = header.size
+        self.size = header.size
+
+    def batches(self) -> Iterator[tuple[int, list[Frame]]]:
+        with open(self.path, "rb", buffering=0) as f:
+            self.size = os.fstat(f.fileno()).st_size
+            f.seek(self.end)
+            buf = b""
+            while True:
+                chunk = f.read(self.window)
+                if not chunk:
+                    return
+                buf = buf + chunk if buf else chunk
+                walk = SegmentWalk(self.path, buf, self.header, self.next_offset, self.history, start=0, base=self.end)
+                for batch in walk.batches():
+                    yield self.end, batch
+                self.next_offset = walk.next_offset
+                self.end += walk.end
+                buf = buf[walk.end :]
+
+    def rest(self) -> bytes:
+        """The whole file, to judge what follows ``end`` (damage or a torn tail: rare, and small unless damage)."""
+        return self.path.read_bytes()
+
+
 def damage_in(path: Path, data: bytes | memoryview, start: int, version: int) -> list[DamagedRange]:
     """The damaged ranges from ``start``, where a batch did not check out.  Every frame may be intact while
     the batch is not (a commit that does not match it): the whole rest is then the damaged range."""
     return damaged_ranges(path.name, data, start, version) or [DamagedRange(path.name, start, len(data) - start)]
 
 
-def sealed_frames(walk: SegmentWalk, data: bytes | memoryview) -> Iterator[Frame]:
-    """Every frame of a segment that was entirely synced: damage anywhere in it is an error."""
-    for batch in walk.batches():
-        yield from batch
-    if walk.end != len(data):
-        raise DamagedLog(walk.path, damage_in(walk.path, data, walk.end, walk.header.version), SEALED)
+def sealed_frames(walk: WindowedWalk) -> Iterator[Frame]:
+    """Every frame of a segment that was entirely synced, positions counted in the file: damage anywhere in it
+    is an error."""
+    for base, batch in walk.batches():
+        for frame in batch:
+            yield frame._replace(start=base + frame.start, end=base + frame.end)
+    if walk.end != walk.size:
+        raise DamagedLog(walk.path, damage_in(walk.path, walk.rest(), walk.end, walk.header.version), SEALED)
 
 
-def decode(frame: Frame, path: Path) -> Record:
+def decode(frame: Frame, path: Path, base: int = 0) -> Record:
+    """The record in ``frame`` (of segment ``path``, whose positions count from file position ``base``)."""
     try:
         return codec.decode(frame.payload)
     except Exception as exc:
         # The CRC matched, so these are the bytes that were written: not damage but a record this code cannot read.
-        raise CorruptSegment(f"{path}: undecodable record at byte {frame.start}: {exc}") from None
+        raise CorruptSegment(f"{path}: undecodable record at byte {base + frame.start}: {exc}") from None
 
 
 class SealedSegments:
@@ -178,12 +246,11 @@ class SealedSegments:
         expected: int | None = None
         for index in self.indexes:
             path = segment_path(self.directory, index)
-            data = path.read_bytes()
-            header = read_header(path, data)
+            header = read_header(path, read_head(path))
             if expected is None and header.is_base:
                 self.last_epoch = header.snapshot_epoch
-            walk = SegmentWalk(path, data, header, first_offset(path, header, expected), self.history)
-            for frame in sealed_frames(walk, data):
+            walk = WindowedWalk(path, header, first_offset(path, header, expected), self.history)
+            for frame in sealed_frames(walk):
                 if frame.flags == RECORD:
                     self.last_epoch = frame.epoch
                 yield index, frame

@@ -40,7 +40,7 @@ from ferrymq.storage.log.format import (
     decode_header,
     spans,
 )
-from ferrymq.storage.log.reading import SegmentWalk, damage_in, decode, first_offset
+from ferrymq.storage.log.reading import WindowedWalk, damage_in, decode, first_offset
 from ferrymq.storage.log.recovery_progress import RecoveryProgress
 from ferrymq.storage.log.segments import (
     SEALED,
@@ -154,24 +154,23 @@ def recover(
     for pos, index in enumerate(live):
         path = segment_path(directory, index)
         header = headers[index]
-        data = path.read_bytes()
         start = first_offset(path, header, expected)
-        walk = SegmentWalk(path, data, header, start, history)
-        for batch in walk.batches():
+        walk = WindowedWalk(path, header, start, history)
+        for base, batch in walk.batches():
             for frame in batch:
                 if frame.flags in ENGINE_FLAGS and frame.offset > skip_through:
-                    apply(decode(frame, path))
+                    apply(decode(frame, path, base))
                     if located is not None:
-                        located(index, frame.end - len(frame.payload), len(frame.payload))
+                        located(index, base + frame.end - len(frame.payload), len(frame.payload))
                     records += 1
                 elif passed is not None and frame.flags == RECORD and frame.offset > passed_from:
-                    passed(frame.offset, index, frame.end - len(frame.payload), len(frame.payload))
+                    passed(frame.offset, index, base + frame.end - len(frame.payload), len(frame.payload))
                 if frame.flags == RECORD:
                     last_epoch = frame.epoch
             if batch:
-                progress.update(records, done_before + batch[-1].end)
-        if walk.end != len(data):
-            _cut_torn_tail(path, data, header, walk.end, last=pos == len(live) - 1)
+                progress.update(records, done_before + base + batch[-1].end)
+        if walk.end != walk.size:
+            _cut_torn_tail(path, walk.rest(), header, walk.end, last=pos == len(live) - 1)
         out.append(SegmentInfo(index, walk.end, header.flags, header.version, start, walk.next_offset))
         expected = walk.next_offset
         done_before += sizes[index]

@@ -62,7 +62,7 @@ from ferrymq.storage.server.handlers import PARTITION_OPS, Handler
 from ferrymq.storage.server.layout import replica_dir
 from ferrymq.storage.server.leader_term import LeaderTerm
 from ferrymq.storage.server.maintenance import StateFold
-from ferrymq.storage.server.running_checkpoint import CheckpointFork
+from ferrymq.storage.server.running_checkpoint import CheckpointFork, discard_leftovers
 
 log = logging.getLogger(__name__)
 
@@ -351,6 +351,7 @@ class PartitionReplica:
     def _lock_directory(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock.enter_context(locked(self.directory))
+        discard_leftovers(self.directory)
 
     def _use(self, recovered: RecoveredLog) -> None:
         self.log = wal = LogWriter(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -39,7 +40,20 @@ from ferrymq.storage.log.writer import LogWriter
 log = logging.getLogger(__name__)
 
 RUNNING_TMP = "state.ckpt.running"
-"""The file the child writes, put in place as the checkpoint once it checks out."""
+"""The start of the name of the file a child writes (``.<its pid>`` follows), put in place as the checkpoint once
+it checks out.  Any left by a worker killed meanwhile are deleted when its partition next opens."""
+_PR_SET_PDEATHSIG = 1
+
+
+def running_tmp(pid: int) -> str:
+    return f"{RUNNING_TMP}.{pid}"
+
+
+def discard_leftovers(directory: Path) -> None:
+    """Delete the files of checkpoints whose worker died before putting them in place."""
+    for leftover in directory.glob(f"{RUNNING_TMP}.*"):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
 
 
 class CheckpointFork:
@@ -77,9 +91,10 @@ class CheckpointFork:
         """Have a child process write ``checkpoint``, the live state as of this instant (module docstring)."""
         self._since = (wal, wal.end)
         rewrites = wal.rewrites
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
-            _write_and_exit(self.directory, checkpoint)
+            _write_and_exit(self.directory, checkpoint, parent)
         self._child = pid
         self._task = asyncio.get_running_loop().create_task(
             self._finish(wal, pid, rewrites, checkpoint.offset, checkpoint.segments)
@@ -88,7 +103,8 @@ class CheckpointFork:
     async def _finish(
         self, wal: LogWriter, pid: int, rewrites: int, offset: int, segments: list[tuple[int, int, int]]
     ) -> None:
-        tmp = self.directory / RUNNING_TMP
+        tmp_name = running_tmp(pid)
+        tmp = self.directory / tmp_name
         try:
             _, status = await asyncio.to_thread(os.waitpid, pid, 0)
             self._child = None
@@ -104,7 +120,7 @@ class CheckpointFork:
                     log.info("partition %d: the checkpoint as of offset %d is dropped: the log was cut or compacted "
                              "while it was written", self.partition, offset)
                     return
-                await asyncio.to_thread(publish_checkpoint, self.directory, RUNNING_TMP)
+                await asyncio.to_thread(publish_checkpoint, self.directory, tmp_name)
             self.taken += 1
             self.last_size = (self.directory / FILE_NAME).stat().st_size
             log.info("partition %d: checkpoint as of offset %d written while serving (%d bytes)", self.partition,
@@ -128,7 +144,7 @@ class CheckpointFork:
             await asyncio.gather(task, return_exceptions=True)
 
 
-def _write_and_exit(directory: Path, checkpoint: Checkpoint) -> NoReturn:
+def _write_and_exit(directory: Path, checkpoint: Checkpoint, parent: int) -> NoReturn:
     """In the child: write the checkpoint and leave at once, running nothing of the parent's (no cleanup, no
     handlers: the loop, its sockets and its threads are the parent's)."""
     code = 1
@@ -138,7 +154,11 @@ def _write_and_exit(directory: Path, checkpoint: Checkpoint) -> NoReturn:
             signal.set_wakeup_fd(-1)
             for number in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(number, signal.SIG_DFL)
-        write_checkpoint(directory, checkpoint, tmp_name=RUNNING_TMP, publish=False)
-        code = 0
+        # A worker killed meanwhile takes its child along: nobody would put the file in place.
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == parent:
+            write_checkpoint(directory, checkpoint, tmp_name=running_tmp(os.getpid()), publish=False)
+            code = 0
     finally:
         os._exit(code)
