@@ -44,7 +44,7 @@ from ferrymq.storage.log.lock import locked
 from ferrymq.storage.log.writer import LogFailed
 from ferrymq.storage.peers import IsolatedPeers, ReplicaPeers, SharedPeers
 from ferrymq.storage.server.config import WorkerConfig
-from ferrymq.storage.server.connection import READ_CHUNK, Connection, serve_connection
+from ferrymq.storage.server.connection import Connection, WorkerProtocol
 from ferrymq.storage.server.handlers import DEFERRED, PARTITION_OPS
 from ferrymq.storage.server.layout import adopt_legacy_log, replica_dir
 from ferrymq.storage.server.loop_lag import LoopLagMonitor
@@ -150,8 +150,11 @@ class StorageWorker:
         configuration gives it; otherwise every replica stands by until a controller assigns its role."""
         if not self._opened:
             self.open()
-        self._server = await asyncio.start_server(
-            self._serve, self.config.host, self.config.port, limit=READ_CHUNK, reuse_address=True
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: WorkerProtocol(self._dispatch, self._connections, self.config.peer_auth),
+            self.config.host,
+            self.config.port,
+            reuse_address=True,
         )
         sockname = self._server.sockets[0].getsockname()
         self._address = (self.config.host, int(sockname[1]))
@@ -220,9 +223,6 @@ class StorageWorker:
         }
 
     # --- requests ----------------------------------------------------------------------------------
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve_connection(reader, writer, self._dispatch, self._connections, self.config.peer_auth)
 
     def _dispatch(self, conn: Connection, request_id: int, op: int, payload: bytes) -> None:
         self.requests += 1
