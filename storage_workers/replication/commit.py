@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
-from ferrymq.replication_rules import Acks, acks_satisfied, high_watermark
+from ferrymq.replication_rules import Acks, acks_satisfied
 
 
 class DurableLog(Protocol):
@@ -59,6 +59,7 @@ class CommitTracker:
         self.acked: dict[str, int] = {}
         """Each follower's last acknowledged durable log end."""
         self._hw = 0
+        self._rules_changed()
         self._waiters: deque[tuple[int, Callable[[Any], None], Any]] = deque()
 
     @property
@@ -87,6 +88,7 @@ class CommitTracker:
         if self.me not in isr or not isr <= set(self.replicas):
             raise ValueError(f"in-sync set {sorted(isr)} must hold {self.me} and only replicas of {self.replicas}")
         self.isr = isr
+        self._rules_changed()
         self.advance()
 
     def set_replicas(self, replicas: Iterable[str]) -> None:
@@ -99,6 +101,7 @@ class CommitTracker:
         self.replicas = replicas
         self.isr = self.isr & set(replicas)
         self.acked = {r: offset for r, offset in self.acked.items() if r in replicas}
+        self._rules_changed()
         self.advance()
 
     def abandon(self) -> list[Any]:
@@ -107,12 +110,25 @@ class CommitTracker:
         waiters, self._waiters = self._waiters, deque()
         return [arg for _, _, arg in waiters]
 
+    def _rules_changed(self) -> None:
+        """The mode, the replica set or the in-sync set changed: what :meth:`advance` asks of each call is
+        worked out again here, once, rather than on every acknowledgement and fsync."""
+        self._counting = self.acks is not Acks.LEADER and acks_satisfied(self.acks, self.replicas, self.isr)
+        """Whether the high watermark moves at all (``acks_satisfied``)."""
+        self._in_sync_followers = tuple(sorted(self.isr - {self.me}))
+
     def advance(self) -> None:
         """Recompute the high watermark (after an acknowledgement or the leader's own fsync) and run the
-        waiters now committed, in order."""
-        if self.acks is Acks.LEADER or not acks_satisfied(self.acks, self.replicas, self.isr):
+        waiters now committed, in order.  The high watermark is ``replication_rules.high_watermark`` over the
+        in-sync set, the leader's own durable log end included, computed without building its mapping."""
+        if not self._counting:
             return
-        hw = high_watermark(self.isr, {**self.acked, self.me: self._log.durable_offset})
+        hw = self._log.durable_offset
+        acked = self.acked
+        for replica in self._in_sync_followers:
+            offset = acked.get(replica, 0)
+            if offset < hw:
+                hw = offset
         if hw <= self._hw:
             return
         self._hw = hw

@@ -3,12 +3,13 @@ for it in order."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from ferrymq.replication_rules import Acks
+from ferrymq.replication_rules import Acks, acks_satisfied, high_watermark
 from ferrymq.storage.replication.commit import CommitTracker
 
 
@@ -133,3 +134,29 @@ def test_acknowledgements_never_move_the_high_watermark_back_and_are_checked() -
         CommitTracker("a", log, replicas=("b", "c"))
     with pytest.raises(ValueError):
         CommitTracker("a", log, replicas=("a", "b"), isr={"b"})
+
+
+@pytest.mark.parametrize("acks", [Acks.MAJORITY, Acks.ALL])
+@pytest.mark.parametrize("seed", range(20))
+def test_the_high_watermark_follows_the_rules_over_random_acks_syncs_and_set_changes(acks: Acks, seed: int) -> None:
+    rng = random.Random(seed)
+    log = StandInLog()
+    t = tracker(log, acks, ("a", "b", "c", "d", "e"))
+    expected = 0
+    for _ in range(200):
+        # given any mix of appends, the leader's syncs, acknowledgements and in-sync set changes
+        step = rng.random()
+        if step < 0.3:
+            log.append(rng.randint(1, 3))
+        elif step < 0.45:
+            log.sync()
+            t.advance()
+        elif step < 0.9:
+            replica = rng.choice(["b", "c", "d", "e"])
+            t.ack(replica, rng.randint(t.acked.get(replica, 0), log.end_offset))
+        else:
+            t.set_isr({"a", *rng.sample(["b", "c", "d", "e"], rng.randint(0, 4))})
+        # then the tracker's high watermark is the rules' own, never moving back, and still while too few are in sync
+        if acks_satisfied(acks, t.replicas, t.isr):
+            expected = max(expected, high_watermark(t.isr, {**t.acked, "a": log.durable_offset}))
+        assert t.high_watermark == expected
