@@ -202,6 +202,11 @@ async def first_answer(target: Target, queue_url: str, timeout: float) -> None:
     raise SystemExit("the restarted stack did not answer a receive on the backlog")
 
 
+def say(line: str) -> None:
+    """Print a figure as soon as it is measured: a later phase that fails does not take it along."""
+    print(line, flush=True)
+
+
 def run(args: argparse.Namespace) -> None:
     body = "x" * args.body_bytes
     with tempfile.TemporaryDirectory(prefix="ferrymq-scale-") as tmp:
@@ -226,37 +231,37 @@ def run(args: argparse.Namespace) -> None:
             rss_after = worker_rss(stack)
             disk_after = bytes_under(data_dir / "workers")
             envelope = envelope_bytes(next((data_dir / "workers").iterdir()) / "p0")
+            say(f"backlog: {filled:,} messages of {args.body_bytes} B, filled in {fill_seconds:.1f} s "
+                f"({filled / fill_seconds:,.0f} msg/s)")
+            for name in sorted(rss_after):
+                grew = rss_after[name] - rss_before.get(name, 0)
+                marginal = (rss_after[name] - rss_half.get(name, 0)) / max(filled - half, 1)
+                say(f"  {name}: RSS +{grew / 2**20:,.1f} MiB = {grew / filled:,.0f} B per message; "
+                    f"{marginal:,.0f} B per message over the second half")
+            per_message = (disk_after - disk_before) / filled / 3
+            say(f"  logs on disk (all workers, checkpoints included): +{(disk_after - disk_before) / 2**20:,.1f} MiB "
+                f"= {per_message:,.0f} B per message and replica, {per_message / envelope:.2f} times the body as "
+                f"stored ({envelope:,.0f} B)")
             full_send, full_recv = asyncio.run(rates(target, backlog_url, body, args))
-            catch_up_seconds, caught_up_bytes, catch_up_stalls = catch_up(stack, data_dir, timeout=1800.0)
+            say(f"  send (batches of 10):   empty {empty_send:,.0f} msg/s, with backlog {full_send:,.0f} msg/s "
+                f"({full_send / empty_send:.0%})")
+            say(f"  receive + delete:       empty {empty_recv:,.0f} msg/s, with backlog {full_recv:,.0f} msg/s "
+                f"({full_recv / max(empty_recv, 1):.0%})")
+            seconds, caught_up, stalls = catch_up(stack, data_dir, timeout=1800.0)
+            say(f"  catch-up of an emptied follower: {caught_up / 2**20:,.0f} MiB of log in {seconds:.1f} s "
+                f"= {caught_up / 1e6 / seconds:,.1f} MB/s (until back in the in-sync set)")
+            say(f"    worst event-loop stalls meanwhile: {stalls}")
             stack.kill9_all()
-            crash_seconds, crash_stalls = start_answering(stack, backlog_url)
+            seconds, stalls = start_answering(stack, backlog_url)
+            say(f"  start to answering after a power cut: {seconds:.1f} s with {filled:,} messages "
+                f"(an empty stack took {empty_start:.1f} s to start)")
+            say(f"    worst event-loop stalls of the start: {stalls}")
             stack.stop()
-            restart_seconds, restart_stalls = start_answering(stack, backlog_url)
+            seconds, stalls = start_answering(stack, backlog_url)
+            say(f"  start to answering after a clean stop: {seconds:.1f} s")
+            say(f"    worst event-loop stalls of the start: {stalls}")
         finally:
             stack.stop()
-
-    print(f"backlog: {filled:,} messages of {args.body_bytes} B, filled in {fill_seconds:.1f} s "
-          f"({filled / fill_seconds:,.0f} msg/s)")
-    for name in sorted(rss_after):
-        grew = rss_after[name] - rss_before.get(name, 0)
-        marginal = (rss_after[name] - rss_half.get(name, 0)) / max(filled - half, 1)
-        print(f"  {name}: RSS +{grew / 2**20:,.1f} MiB = {grew / filled:,.0f} B per message; "
-              f"{marginal:,.0f} B per message over the second half")
-    per_message = (disk_after - disk_before) / filled / 3
-    print(f"  logs on disk (all workers): +{(disk_after - disk_before) / 2**20:,.1f} MiB = {per_message:,.0f} B per "
-          f"message and replica, {per_message / envelope:.2f} times the body as stored ({envelope:,.0f} B)")
-    print(f"  send (batches of 10):   empty {empty_send:,.0f} msg/s, with backlog {full_send:,.0f} msg/s "
-          f"({full_send / empty_send:.0%})")
-    print(f"  receive + delete:       empty {empty_recv:,.0f} msg/s, with backlog {full_recv:,.0f} msg/s "
-          f"({full_recv / max(empty_recv, 1):.0%})")
-    print(f"  catch-up of an emptied follower: {caught_up_bytes / 2**20:,.0f} MiB of log in {catch_up_seconds:.1f} s "
-          f"= {caught_up_bytes / 1e6 / catch_up_seconds:,.1f} MB/s (until back in the in-sync set)")
-    print(f"    worst event-loop stalls meanwhile: {catch_up_stalls}")
-    print(f"  start to answering after a power cut: {crash_seconds:.1f} s with {filled:,} messages "
-          f"(an empty stack took {empty_start:.1f} s to start)")
-    print(f"    worst event-loop stalls of the start: {crash_stalls}")
-    print(f"  start to answering after a clean stop: {restart_seconds:.1f} s")
-    print(f"    worst event-loop stalls of the start: {restart_stalls}")
 
 
 def main(argv: list[str] | None = None) -> int:

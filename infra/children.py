@@ -89,19 +89,23 @@ class Starting:
     def __init__(self, child: Child, ready: queue.Queue[str | None]) -> None:
         self.child = child
         self._ready = ready
-        self._launched_at = time.monotonic()
+        self._waiting_since = time.monotonic()
+
+    def progressed(self) -> None:
+        """The child said it is getting on (a large log being recovered): :meth:`poll`'s time starts again."""
+        self._waiting_since = time.monotonic()
 
     def poll(self, timeout: float = DEFAULT_READY_TIMEOUT) -> Child | None:
         """The child once its ready line has arrived, None while it is still starting; raises
         :class:`ChildFailed` (after stopping the child) if it exited first or ``timeout`` seconds passed since
-        its launch. Never waits."""
+        its launch or its last :meth:`progressed`. Never waits."""
         child = self.child
         try:
             line = self._ready.get_nowait()
         except queue.Empty:
-            if time.monotonic() - self._launched_at > timeout:
+            if time.monotonic() - self._waiting_since > timeout:
                 child.stop()
-                raise ChildFailed(f"{child.name} was not ready within {timeout:.0f} s") from None
+                raise ChildFailed(f"{child.name} was not ready within {timeout:.0f} s, nor said it got on") from None
             return None
         if line is None:
             status = child.process.wait()

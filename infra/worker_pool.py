@@ -30,6 +30,10 @@ MIN_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 10.0
 STABLE_SECONDS = 30.0
 RESTART_READY_TIMEOUT = 60.0
+"""How long a worker may take to say it is ready, counted again from each recovery progress line it writes (a
+worker recovering a log of many gigabytes after a crash takes longer, and says so every few seconds)."""
+RECOVERY_PROGRESS = "ferrymq.storage.log.recovery_progress"
+"""The logger of a worker's recovery progress lines, in either log format."""
 _ERROR_LEVELS = frozenset({"ERROR", "CRITICAL"})
 # ferrymq.logs' text format: ``timestamp component LEVEL logger [request id]: message``.
 _TEXT_LOG_LINE = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) \S+(?: \[[^\]]*\])?: (?P<message>.*)$")
@@ -108,6 +112,8 @@ class WorkerPool:
 
     def _launch(self, worker: _Worker) -> None:
         def seen(line: str) -> None:
+            if RECOVERY_PROGRESS in line and worker.starting is not None:
+                worker.starting.progressed()
             error = error_of(line)
             if error:
                 worker.last_error = error

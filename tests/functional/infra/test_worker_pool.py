@@ -112,3 +112,31 @@ def test_up_gives_up_when_no_majority_is_ready_in_time(monkeypatch: pytest.Monke
 ])
 def test_the_last_error_is_read_from_log_records_and_tracebacks(line: str, error: str | None) -> None:
     assert error_of(line) == error
+
+
+def _starting_slowly(progress: bool) -> list[str]:
+    """A worker ready after 3 s, writing a recovery progress line every 0.3 s meanwhile when ``progress``."""
+    line = '{"level":"INFO","logger":"ferrymq.storage.log.recovery_progress","message":"recovering p0: 10%"}'
+    say = f"print({line!r}, file=sys.stderr, flush=True); " if progress else ""
+    return [sys.executable, "-c",
+            f"import sys, time\nfor _ in range(10):\n    {say}time.sleep(0.3)\nprint('{READY} here', flush=True)\n"
+            "time.sleep(60)"]
+
+
+def test_a_worker_that_reports_recovery_progress_is_waited_for_past_the_start_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("ferrymq.infra.worker_pool.RESTART_READY_TIMEOUT", 1.5)
+    pool = WorkerPool(READY, child_environment({}), err=io.StringIO())
+    try:
+        # given one worker that recovers for twice the timeout, saying so, and one as slow that says nothing
+        pool.launch("recovering", _starting_slowly(progress=True), "a")
+        pool.launch("silent", _starting_slowly(progress=False), "b")
+        # then the silent one is given up on, and the one getting on is waited for until it is ready
+        wait_for(lambda: _checked(pool, lambda: pool.failing()))
+        assert [line.split(":")[0] for line in pool.failing()] == ["silent"]
+        assert "was not ready within 2 s" in pool.failing()[0]
+        wait_for(lambda: _checked(pool, lambda: any(c.name == "recovering" and c.ready_fields for c in pool.children)))
+        assert pool.restarts("recovering") == 0
+    finally:
+        pool.stop()
