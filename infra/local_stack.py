@@ -395,7 +395,8 @@ def _await_ready(gateway_start: Starting, pool: WorkerPool, stop: _StopRequest) 
     """The gateway once it and the workers are ready, or None if a stop was requested meanwhile.
 
     Every worker is awaited except those that failed to start (started again with backoff, not waited for), as
-    long as a majority of each cluster's workers is ready; past ``RESTART_READY_TIMEOUT`` that majority is enough.
+    long as a majority of each cluster's workers is ready; past ``RESTART_READY_TIMEOUT`` (counted again from each
+    recovery progress line a worker writes) that majority is enough.
     Raises ChildFailed if the gateway fails, and StartupFailed if a cluster has no majority by then."""
     deadline = time.monotonic() + RESTART_READY_TIMEOUT
     gateway = None
@@ -403,7 +404,8 @@ def _await_ready(gateway_start: Starting, pool: WorkerPool, stop: _StopRequest) 
         if gateway is None:
             gateway = gateway_start.poll()
         pool.check()
-        late = time.monotonic() > deadline
+        # Workers still recovering a large log, and saying so, are waited for as long as they get on.
+        late = time.monotonic() > max(deadline, pool.progressed_at + RESTART_READY_TIMEOUT)
         if gateway is not None and pool.quorum_ready() and (late or pool.settled()):
             return gateway
         if late and gateway is not None:

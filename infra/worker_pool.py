@@ -103,6 +103,8 @@ class WorkerPool:
         self._err = err or sys.stderr
         self._clock = clock
         self._workers: dict[str, _Worker] = {}
+        self.progressed_at = 0.0
+        """When a starting worker last reported recovery progress (``time.monotonic()``)."""
 
     def launch(self, worker_id: str, argv: Sequence[str], cluster: str = "", ready_prefix: str = "") -> None:
         """Start a worker without waiting for it: :meth:`check` notices when it is ready, or failed (then it is
@@ -114,6 +116,7 @@ class WorkerPool:
         def seen(line: str) -> None:
             if RECOVERY_PROGRESS in line and worker.starting is not None:
                 worker.starting.progressed()
+                self.progressed_at = time.monotonic()
             error = error_of(line)
             if error:
                 worker.last_error = error

@@ -138,5 +138,7 @@ def test_a_worker_that_reports_recovery_progress_is_waited_for_past_the_start_ti
         assert "was not ready within 2 s" in pool.failing()[0]
         wait_for(lambda: _checked(pool, lambda: any(c.name == "recovering" and c.ready_fields for c in pool.children)))
         assert pool.restarts("recovering") == 0
+        # and the pool says when a worker last got on (what ferrymq up's own start deadline counts from)
+        assert pool.progressed_at > 0
     finally:
         pool.stop()
