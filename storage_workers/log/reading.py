@@ -182,6 +182,10 @@ class WindowedWalk:
         self.end = header.size
         self.size = header.size
 
+    def resume(self, position: int, next_offset: int) -> None:
+        """Walk from ``position``, a batch boundary where the walk from the start had reached ``next_offset``."""
+        self.end, self.next_offset = position, next_offset
+
     def batches(self) -> Iterator[tuple[int, list[Frame]]]:
         with open(self.path, "rb", buffering=0) as f:
             self.size = os.fstat(f.fileno()).st_size

@@ -47,6 +47,7 @@ from ferrymq.storage.log.segments import (
     TMP_SUFFIX,
     DamagedLog,
     SegmentInfo,
+    crc_of,
     fsync_dir,
     list_segments,
     segment_path,
@@ -54,6 +55,16 @@ from ferrymq.storage.log.segments import (
 )
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpointed:
+    """What a checkpoint says of the log it was taken from (see ``recover(known=)``)."""
+
+    segments: dict[int, tuple[SegmentInfo, int]]
+    """By index: each segment as the checkpoint saw it, and the CRC-32 of its bytes then."""
+    history: list[tuple[int, int]]
+    last_epoch: int
 
 
 @dataclass(slots=True)
@@ -87,6 +98,7 @@ def recover(
     skip_through: int = 0,
     passed: Callable[[int, int, int, int], None] | None = None,
     passed_from: int = 0,
+    known: Checkpointed | None = None,
 ) -> RecoveredLog:
     """Feed every engine record of the log in ``directory`` to ``apply`` (snapshot records, then records, in
     order; never a log-internal frame); returns the segments that remain with the log's end offset and epoch
@@ -102,7 +114,10 @@ def recover(
     ``skip_through``: the state already holds every record up to this offset (a checkpoint's): those, and the
     base's snapshot when it is as of an offset no later, are walked and checked but not applied.  ``passed``, when
     given, is told ``(offset, segment index, byte position, length)`` of each record walked past after offset
-    ``passed_from`` (those a checkpoint holds but had not yet placed).
+    ``passed_from`` (those a checkpoint holds but had not yet placed).  ``known``: segments a checkpoint vouches
+    for (their durable sizes, offsets and CRC-32s, and the epoch history as of them): a segment whose bytes up to
+    that size still have that CRC-32 is not walked frame by frame again (a CRC over the file runs about fifteen
+    times faster than the walk), and one that grew since is walked from there; any other is walked whole.
     """
     directory.mkdir(parents=True, exist_ok=True)
     for entry in os.scandir(directory):
@@ -147,8 +162,9 @@ def recover(
     progress.start(len(live), sum(sizes.values()))
     records = 0
     done_before = 0
-    history = EpochHistory()
-    last_epoch = headers[first].snapshot_epoch
+    history = EpochHistory(known.history) if known is not None else EpochHistory()
+    last_epoch = known.last_epoch if known is not None else headers[first].snapshot_epoch
+    vouched = known.segments if known is not None else {}
     out: list[SegmentInfo] = []
     expected: int | None = None
     for pos, index in enumerate(live):
@@ -156,6 +172,20 @@ def recover(
         header = headers[index]
         start = first_offset(path, header, expected)
         walk = WindowedWalk(path, header, start, history)
+        seen, crc = vouched.get(index, (None, None))
+        if (
+            seen is not None
+            and (seen.flags, seen.version, seen.first_offset) == (header.flags, header.version, start)
+            and header.size <= seen.size <= sizes[index]
+            and crc_of(path, seen.size) == crc
+        ):
+            if seen.size == sizes[index]:
+                out.append(seen)
+                expected = seen.end_offset
+                done_before += sizes[index]
+                progress.segment_done()
+                continue
+            walk.resume(seen.size, seen.end_offset)
         for base, batch in walk.batches():
             for frame in batch:
                 if frame.flags in ENGINE_FLAGS and frame.offset > skip_through:

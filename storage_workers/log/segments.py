@@ -8,6 +8,7 @@ Reading them is :mod:`.reading`'s business, recovering them :mod:`.recovery`'s.
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +150,20 @@ def discard_checkpoint(directory: Path) -> None:
     except FileNotFoundError:
         return
     fsync_dir(directory)
+
+
+def crc_of(path: Path, size: int, window: int = 8 * 1024 * 1024) -> int | None:
+    """The CRC-32 of the first ``size`` bytes of ``path``, read a window at a time (None: the file is shorter)."""
+    crc = 0
+    left = size
+    with open(path, "rb", buffering=0) as f:
+        while left > 0:
+            chunk = f.read(min(window, left))
+            if not chunk:
+                return None
+            crc = zlib.crc32(chunk, crc)
+            left -= len(chunk)
+    return crc
 
 
 def truncate_file(path: Path, size: int) -> None:

@@ -41,6 +41,7 @@ from ferrymq.storage.log.checkpoint import (
     Checkpoint,
     CheckpointUnusable,
     checkpoint_of_base,
+    fill_crcs,
     read_checkpoint,
     segment_files,
     write_checkpoint,
@@ -50,8 +51,8 @@ from ferrymq.storage.log.epochs import EpochHistory
 from ferrymq.storage.log.format import VERSION as LOG_VERSION
 from ferrymq.storage.log.format import CorruptSegment
 from ferrymq.storage.log.lock import locked
-from ferrymq.storage.log.recovery import RecoveredLog, recover
-from ferrymq.storage.log.segments import SegmentInfo, discard_checkpoint
+from ferrymq.storage.log.recovery import Checkpointed, RecoveredLog, recover
+from ferrymq.storage.log.segments import SegmentInfo, crc_of, discard_checkpoint, segment_path
 from ferrymq.storage.log.writer import LogWriter
 from ferrymq.storage.peers import Peers
 from ferrymq.storage.replication import Follower, FollowerRole, LeaderRole
@@ -121,6 +122,9 @@ class PartitionReplica:
         """Whether the lost-copy mark is in the log directory; None until read."""
         self.checkpoints = CheckpointFork(partition, self.directory, config.checkpoint_bytes)
         """Checkpoints taken while serving (:mod:`.running_checkpoint`)."""
+        self._crcs: dict[tuple[int, int, int], int] = {}
+        """CRC-32 of sealed segments by ``(index, inode, size)``, computed once per file for checkpoints."""
+        self._crc_task: asyncio.Task[None] | None = None
 
     @property
     def _standing_by(self) -> dict[int, Handler]:
@@ -161,6 +165,11 @@ class PartitionReplica:
                 skip_through=checkpoint.offset if checkpoint is not None else 0,
                 passed=bodies.passed if unplaced else None,
                 passed_from=unplaced[0][0] - 1 if unplaced else 0,
+                known=(
+                    Checkpointed(checkpoint.known(), checkpoint.history, checkpoint.last_epoch)
+                    if checkpoint is not None and checkpoint.extents
+                    else None
+                ),
             )
             if checkpoint is not None and (recovered.end_offset <= checkpoint.offset or not bodies.all_placed):
                 raise ValueError("the log no longer holds every record the checkpoint does (a crash lost the last)")
@@ -210,11 +219,40 @@ class PartitionReplica:
             # Only what is durable counts: a crash may cut the bytes of a batch being written.
             found = [(index, inode, s.size) for (index, inode, _), s in zip(found, wal.segments, strict=True)]
         unplaced = self.bodies.unplaced() if serving else []
-        return Checkpoint(offset, found, files, self.engine.partition, unplaced)
+        extents = [
+            (s.index, s.size, s.flags, s.version, s.first_offset, s.end_offset, self._crcs.get(key))
+            for s, key in zip(wal.segments, found, strict=True)
+        ]
+        return Checkpoint(
+            offset, found, files, self.engine.partition, unplaced, extents, wal.epochs.entries, wal.epoch
+        )
+
+    def _sealed_crcs_known(self, wal: LogWriter) -> bool:
+        """Whether the CRC-32 of every sealed segment is known (a checkpoint vouches for them by it); if not,
+        have them computed in a thread, once per file, for a later checkpoint."""
+        sealed = segment_files(self.directory, [s.index for s in wal.sealed_segments()])
+        missing = [key for key in sealed if key not in self._crcs]
+        if missing and (self._crc_task is None or self._crc_task.done()):
+            self._crc_task = asyncio.get_running_loop().create_task(self._compute_crcs(missing, set(sealed)))
+        return not missing
+
+    async def _compute_crcs(self, keys: list[tuple[int, int, int]], current: set[tuple[int, int, int]]) -> None:
+        for key in keys:
+            index, _, size = key
+            try:
+                crc = await asyncio.to_thread(crc_of, segment_path(self.directory, index), size)
+            except OSError:
+                return
+            if crc is not None:
+                self._crcs[key] = crc
+        # Files compacted away or cut since are forgotten.
+        self._crcs = {key: crc for key, crc in self._crcs.items() if key in current}
 
     def _checkpoint_while_serving(self) -> None:
         wal = self.log
         if wal is None or not self.checkpoints.due(wal) or (self.compactor is not None and self.compactor.running):
+            return
+        if not self._sealed_crcs_known(wal):
             return
         checkpoint = self._state_as_logged(serving=True)
         if checkpoint is not None:
@@ -229,8 +267,13 @@ class PartitionReplica:
         if checkpoint is None:
             return
         offset = checkpoint.offset
+
+        def write() -> int:
+            fill_crcs(self.directory, checkpoint)
+            return write_checkpoint(self.directory, checkpoint)
+
         try:
-            size = await asyncio.to_thread(write_checkpoint, self.directory, checkpoint)
+            size = await asyncio.to_thread(write)
         except OSError as exc:
             log.warning("partition %d: no checkpoint written (%s); the next start replays the whole log",
                         self.partition, exc)
@@ -570,6 +613,9 @@ class PartitionReplica:
         if self.compactor is not None:
             await self.compactor.close()
         await self.checkpoints.close()
+        if self._crc_task is not None:
+            self._crc_task.cancel()
+            await asyncio.gather(self._crc_task, return_exceptions=True)
         if self.log is not None:
             await self.log.close()
             await self._write_checkpoint()

@@ -31,6 +31,7 @@ from typing import NoReturn
 from ferrymq.storage.log.checkpoint import (
     FILE_NAME,
     Checkpoint,
+    fill_crcs,
     publish_checkpoint,
     segments_unchanged,
     write_checkpoint,
@@ -158,6 +159,7 @@ def _write_and_exit(directory: Path, checkpoint: Checkpoint, parent: int) -> NoR
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() == parent:
+            fill_crcs(directory, checkpoint)
             write_checkpoint(directory, checkpoint, tmp_name=running_tmp(os.getpid()), publish=False)
             code = 0
     finally:

@@ -19,12 +19,14 @@ from typing import Any
 import pytest
 
 from ferrymq.storage.log import checkpoint as checkpoint_module
+from ferrymq.storage.log import reading
 from ferrymq.storage.log.checkpoint import FILE_NAME, read_checkpoint
 from ferrymq.storage.server import replica as replica_module
 from ferrymq.storage.server.replica import PartitionReplica
 from tests.functional.storage_workers.test_replication import P, node
 from tests.functional.storage_workers.test_server_fifo import fifo_message, message, receive
 from tests.functional.storage_workers.worker_calls import RETENTION
+from tests.support.log_files import flip, frames_of
 
 COMPACTING = {"segment_bytes": 4096, "compact_min_bytes": 1, "compact_ratio": 1.0}
 
@@ -258,5 +260,43 @@ def test_a_crafted_checkpoint_runs_no_code_and_is_passed_over(
             # then nothing ran, it was named, and the state came from the log
             assert not marker.exists()
             assert any("replaying the whole log" in r.getMessage() for r in caplog.records)
+
+    asyncio.run(scenario())
+
+
+def test_a_start_from_a_checkpoint_walks_no_segment_it_vouches_for_unless_a_byte_of_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    walked: list[str] = []
+    real_batches = reading.WindowedWalk.batches
+
+    def noting(self: reading.WindowedWalk) -> Any:
+        walked.append(self.path.name)
+        return real_batches(self)
+
+    monkeypatch.setattr(reading.WindowedWalk, "batches", noting)
+
+    async def scenario() -> None:
+        # given a log of several segments, and the checkpoint its clean stop wrote (with each segment's CRC-32)
+        async with node(tmp_path, "w", segment_bytes=4096) as (replica, client, _):
+            for round_ in range(6):
+                await workload(client, round_)
+            before = everything(replica)
+            assert replica.log is not None and len(replica.log.segments) > 3
+        found = read_checkpoint(tmp_path / "p0")
+        assert found is not None and len(found.extents) == len(found.segments) > 3
+        # when the worker starts again: no segment is walked frame by frame
+        walked.clear()
+        async with node(tmp_path, "w", segment_bytes=4096) as (replica, _, _):
+            assert everything(replica) == before
+            assert walked == []
+        # and when a byte of a sealed segment changed since (the checkpoint written at that stop vouches for it)
+        middle = tmp_path / "p0" / f"{found.segments[1][0]:020d}.seg"
+        frame = frames_of(middle)[2]
+        flip(middle, frame.start + 12)
+        async with node(tmp_path, "w", segment_bytes=4096) as (replica, _, _):
+            # then that segment is walked, and the damage is found as without a checkpoint
+            assert middle.name in walked
+            assert replica.damage is not None and replica.refusing
 
     asyncio.run(scenario())
