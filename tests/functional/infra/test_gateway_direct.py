@@ -29,6 +29,7 @@ from ferrymq.infra.asgi_serving import bind_socket, socket_url
 from ferrymq.infra.http_protocol import guarded_protocol
 from ferrymq.protocol.requests import parse_request, response_protocol
 from ferrymq.protocol.responses import HttpResponse, render_error, render_result
+from tests.support.split_send import send_request
 from tests.support.sqs_clients import sqs_client
 
 LIMIT = 1024
@@ -183,12 +184,7 @@ def _exchange(served: Served, requests: list[tuple[bytes, bytes]], *, body_apart
     with closing(_connect(served)) as sock:
         buffered = bytearray()
         for head, body in requests:
-            if body_apart:
-                sock.sendall(head)
-                time.sleep(0.05)
-                sock.sendall(body)
-            else:
-                sock.sendall(head + body)
+            send_request(sock, head, body, body_apart=body_apart)
             answers.append(_read_response(sock, buffered))
     return answers
 

@@ -24,6 +24,7 @@ from ferrymq.infra.gateway import READY_PREFIX
 from ferrymq.infra.local_stack import seed_dev_credential
 from ferrymq.settings import Settings
 from tests.integration.infra.processes import Started, child_env, python_module, running
+from tests.support.split_send import send_request
 from tests.support.sqs_clients import sqs_client
 
 MAX_BODY = 256 * 1024
@@ -321,12 +322,7 @@ def test_a_post_asking_for_an_upgrade_is_served_with_its_body_and_the_connection
     body = b'{"QueueNamePrefix": "no-such-prefix"}'
     head = _signed_head(gateway, "ListQueues", body, "Connection: Upgrade\r\nUpgrade: websocket\r\n")
     with closing(_connect(gateway)) as sock:
-        if body_apart:
-            sock.sendall(head)
-            time.sleep(0.1)
-            sock.sendall(body)
-        else:
-            sock.sendall(head + body)
+        send_request(sock, head, body, body_apart=body_apart, pause=0.1)
         # then it is answered as the plain request it also is: its body was read and its signature holds
         status, _, answer = _read_response(sock)
         assert (status, orjson.loads(answer)) == (200, {})
