@@ -230,9 +230,11 @@ class PartitionReplica:
     def _sealed_crcs_known(self, wal: LogWriter) -> bool:
         """Whether the CRC-32 of every sealed segment is known (a checkpoint vouches for them by it); if not,
         have them computed in a thread, once per file, for a later checkpoint."""
+        if self._crc_task is not None and not self._crc_task.done():
+            return False
         sealed = segment_files(self.directory, [s.index for s in wal.sealed_segments()])
         missing = [key for key in sealed if key not in self._crcs]
-        if missing and (self._crc_task is None or self._crc_task.done()):
+        if missing:
             self._crc_task = asyncio.get_running_loop().create_task(self._compute_crcs(missing, set(sealed)))
         return not missing
 
