@@ -9,7 +9,9 @@ acknowledging, SSE-SQS). ``ferrymq cluster status --json`` names the partition's
 stacks are loaded in turn with :mod:`sqs_bench`'s SendMessage on each of ``--connections`` (16 and 1 by default),
 and the growth of each worker's utime + stime (``/proc/<pid>/stat``) is divided by the messages acknowledged.
 Alternating the stacks spreads whatever else the machine does over both; the medians are what to compare. It
-prints each run, then per stack and connection count the medians with their spreads, and asserts nothing.
+prints each run, then per stack and connection count the medians with their spreads, then (with two stacks) the
+median over runs of the second's figure against the first's in the same run: on a machine whose load swings
+between runs, neighbours in time compare better than medians do. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -66,6 +68,11 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):6.1f} ({values[0]:.0f}-{values[-1]:.0f})"
 
 
+def ratios(values: list[float]) -> str:
+    values = sorted(values)
+    return f"{statistics.median(values):.2f} ({values[0]:.2f}-{values[-1]:.2f})" if values else "-"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", action="append", required=True, help="NAME=PATH of a checkout with a .venv")
@@ -111,6 +118,15 @@ def main() -> None:
             print(f"x{connections:<3} {name:<8} leader {spread([r['leader'] for r in runs])}  "
                   f"follower {spread([r['follower'] for r in runs])}  gateway {spread([r['gateway'] for r in runs])}"
                   f"  {statistics.median(r['rate'] for r in runs):.0f} msg/s")
+    if len(stacks) == 2:
+        first, second = (s.name for s in stacks)
+        print(f"{second} against {first} in the same run: median ratio (min-max)")
+        for connections in counts:
+            pairs = list(zip(figures[(first, connections)], figures[(second, connections)], strict=False))
+            if pairs:
+                print(f"x{connections:<3} " + "  ".join(
+                    f"{key} {ratios([b[key] / a[key] for a, b in pairs if a[key]])}"
+                    for key in ("leader", "follower", "gateway")))
 
 
 if __name__ == "__main__":
