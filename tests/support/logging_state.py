@@ -1,5 +1,6 @@
 """Put process-wide logging back as it was: ``ferrymq.logs.configure`` changes the root logger and the libraries'
-loggers for the whole process, which other tests in it must not inherit."""
+loggers for the whole process, and so does starting uvicorn in process (it stops ``uvicorn.access`` propagating),
+which other tests in it must not inherit."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ferrymq import logs
 def restored_logging() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level for name in logs.NOISY_LOGGERS}
+    saved = {name: _state(logging.getLogger(name)) for name in logs.NOISY_LOGGERS}
     try:
         yield
     finally:
@@ -23,6 +24,12 @@ def restored_logging() -> Iterator[None]:
         for handler in handlers:
             root.addHandler(handler)
         root.setLevel(level)
-        for name, old in levels.items():
-            logging.getLogger(name).setLevel(old)
+        for name, (old_level, propagate, old_handlers, disabled) in saved.items():
+            logger = logging.getLogger(name)
+            logger.setLevel(old_level)
+            logger.propagate, logger.handlers, logger.disabled = propagate, old_handlers, disabled
         logging.captureWarnings(False)
+
+
+def _state(logger: logging.Logger) -> tuple[int, bool, list[logging.Handler], bool]:
+    return logger.level, logger.propagate, list(logger.handlers), logger.disabled

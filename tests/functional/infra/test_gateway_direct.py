@@ -29,6 +29,7 @@ from ferrymq.infra.asgi_serving import bind_socket, socket_url
 from ferrymq.infra.http_protocol import guarded_protocol
 from ferrymq.protocol.requests import parse_request, response_protocol
 from ferrymq.protocol.responses import HttpResponse, render_error, render_result
+from tests.support.logging_state import restored_logging
 from tests.support.split_send import send_request
 from tests.support.sqs_clients import sqs_client
 
@@ -112,26 +113,27 @@ def _serving(direct: bool, keep_alive: float = 5.0) -> Iterator[Served]:
     app = recorder.asgi  # one bound method: the protocol answers directly only for the app uvicorn serves
     gateway = Gateway(app, recorder.answer_read, lambda path: not path.startswith("/dashboard"), LIMIT,
                       BODY_TIMEOUT, _timed_out)
-    # As the gateway configures uvicorn (infra/asgi_serving.py).
+    # As the gateway configures uvicorn (infra/asgi_serving.py); uvicorn's configuring of its loggers is undone after.
     protocol = guarded_protocol(10.0, 100, gateway if direct else None)
-    config = uvicorn.Config(app, loop="uvloop", http=protocol, ws="none",
-                            lifespan="off", access_log=False, log_config=None, log_level="warning",
-                            server_header=False, proxy_headers=False, interface="asgi3",
-                            timeout_keep_alive=keep_alive)  # type: ignore[arg-type]
-    server = uvicorn.Server(config)
-    sock = bind_socket("127.0.0.1", 0)
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert server.started
-        yield Served(socket_url(sock), recorder)
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with restored_logging():
+        config = uvicorn.Config(app, loop="uvloop", http=protocol, ws="none",
+                                lifespan="off", access_log=False, log_config=None, log_level="warning",
+                                server_header=False, proxy_headers=False, interface="asgi3",
+                                timeout_keep_alive=keep_alive)  # type: ignore[arg-type]
+        server = uvicorn.Server(config)
+        sock = bind_socket("127.0.0.1", 0)
+        thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not server.started and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert server.started
+            yield Served(socket_url(sock), recorder)
+        finally:
+            server.should_exit = True
+            thread.join(10)
+            sock.close()
 
 
 def _request(path: str = "/", body: bytes = b'{"a": 1}', extra: str = "", version: str = "1.1",
