@@ -51,11 +51,12 @@ class BaseCopies:
             self._copies[replica] = source
             self.started += 1
         else:
-            source = self._copies.get(replica)  # type: ignore[assignment]
-            if source is None or source.copy != copy:
+            held = self._copies.get(replica)
+            if held is None or held.copy != copy:
                 raise SnapshotNeeded(
                     f"Partition {self.partition}'s leader holds no copy {copy} for {replica}; start another."
                 )
+            source = held
         if position > source.size:
             raise ValueError(f"a base copy of {source.size} bytes read from byte {position}")
         data = await source.read(position, max_bytes)
