@@ -106,6 +106,12 @@ class WorkerCollector(Collector):
         yield CounterMetricFamily("ferrymq_worker_body_reads",
                                   "Records read back from a log for a message body the cache did not hold.",
                                   value=sum(r.bodies.reads for r in worker.replicas.values()))
+        checkpoints = CounterMetricFamily("ferrymq_worker_checkpoints",
+                                          "Checkpoints taken while serving: put in place, or dropped (the log was "
+                                          "cut or compacted meanwhile, or the writing failed).", labels=("result",))
+        checkpoints.add_metric(("written",), sum(r.checkpoints.taken for r in worker.replicas.values()))
+        checkpoints.add_metric(("dropped",), sum(r.checkpoints.dropped for r in worker.replicas.values()))
+        yield checkpoints
         yield from self._partitions(worker.replicas)
 
     def _partitions(self, replicas: Mapping[int, PartitionReplica]) -> Iterator[Metric]:

@@ -190,6 +190,9 @@ def test_each_worker_serves_its_health_checks_and_metrics(metrics_stack: Stack) 
         assert samples[("ferrymq_worker_body_cache_bytes", frozenset())] >= 0
         assert ("ferrymq_worker_body_cache_hits_total", frozenset()) in samples
         assert ("ferrymq_worker_body_reads_total", frozenset()) in samples
+        # and its checkpoints taken while serving, put in place or dropped
+        assert samples[("ferrymq_worker_checkpoints_total", frozenset({("result", "written")}))] >= 0
+        assert ("ferrymq_worker_checkpoints_total", frozenset({("result", "dropped")})) in samples
         synced += samples[("ferrymq_worker_fsync_seconds_count", frozenset())]
         # and how late its event loop woke, sampled many times a second since it started
         assert samples[("ferrymq_worker_loop_lag_seconds_count", frozenset())] > 10

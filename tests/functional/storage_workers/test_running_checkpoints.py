@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
+from ferrymq.rpc.client import WorkerClient
 from ferrymq.storage.log.checkpoint import read_checkpoint
+from ferrymq.storage.server import StorageWorker, WorkerConfig, running_checkpoint
 from ferrymq.storage.server import replica as replica_module
-from ferrymq.storage.server import running_checkpoint
+from ferrymq.storage.server.metrics import worker_registry
 from ferrymq.storage.server.replica import PartitionReplica
 from tests.functional.storage_workers.test_checkpoints import (
     _no_checkpoint,
@@ -31,6 +34,7 @@ from tests.functional.storage_workers.test_checkpoints import (
 from tests.functional.storage_workers.test_replication import P, node
 from tests.functional.storage_workers.test_server_fifo import message, receive
 from tests.functional.storage_workers.worker_calls import RETENTION, eventually
+from tests.support.engine_requests import RECEIPT_KEY
 
 EVERY_16_KIB = {"checkpoint_bytes": 16 * 1024}
 
@@ -261,5 +265,31 @@ def test_a_checkpoint_file_left_by_a_worker_killed_while_its_child_wrote_is_dele
         async with node(tmp_path, "w") as (replica, _, _):
             assert not leftover.exists()
             assert replica.engine.queues
+
+    asyncio.run(scenario())
+
+
+def test_the_worker_s_metrics_count_the_checkpoints_it_took_while_serving(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        config = WorkerConfig(data_dir=tmp_path, worker_id="w", partitions=(P,), register=False, **EVERY_16_KIB)
+        server = StorageWorker(config, {P: RECEIPT_KEY})
+        address = await server.start()
+        client = WorkerClient(*address, connect_timeout=1.0)
+        try:
+            replica = server.replicas[P]
+            for round_ in range(30):
+                await workload(client, round_)
+
+            async def taken() -> bool:
+                return replica.checkpoints.taken >= 1
+
+            await eventually(taken)
+            rendered = generate_latest(worker_registry(server)[0]).decode()
+            written = float(replica.checkpoints.taken)
+            assert f'ferrymq_worker_checkpoints_total{{result="written"}} {written}' in rendered
+            assert 'ferrymq_worker_checkpoints_total{result="dropped"} 0.0' in rendered
+        finally:
+            await client.close()
+            await server.close()
 
     asyncio.run(scenario())
