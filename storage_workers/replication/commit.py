@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
-from ferrymq.replication_rules import Acks, acks_satisfied
+from ferrymq.replication_rules import Acks, acks_satisfied, high_watermark
 
 
 class DurableLog(Protocol):
@@ -115,20 +115,13 @@ class CommitTracker:
         worked out again here, once, rather than on every acknowledgement and fsync."""
         self._counting = self.acks is not Acks.LEADER and acks_satisfied(self.acks, self.replicas, self.isr)
         """Whether the high watermark moves at all (``acks_satisfied``)."""
-        self._in_sync_followers = tuple(sorted(self.isr - {self.me}))
 
     def advance(self) -> None:
         """Recompute the high watermark (after an acknowledgement or the leader's own fsync) and run the
-        waiters now committed, in order.  The high watermark is ``replication_rules.high_watermark`` over the
-        in-sync set, the leader's own durable log end included, computed without building its mapping."""
+        waiters now committed, in order."""
         if not self._counting:
             return
-        hw = self._log.durable_offset
-        acked = self.acked
-        for replica in self._in_sync_followers:
-            offset = acked.get(replica, 0)
-            if offset < hw:
-                hw = offset
+        hw = high_watermark(self.isr, {**self.acked, self.me: self._log.durable_offset})
         if hw <= self._hw:
             return
         self._hw = hw
