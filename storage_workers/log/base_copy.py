@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from ferrymq.storage.log.epochs import EpochHistory
-from ferrymq.storage.log.format import HEADER_SIZE, CorruptSegment, SegmentHeader, claimed_header_size, decode_header
-from ferrymq.storage.log.reading import SegmentWalk, first_offset
+from ferrymq.storage.log.format import CorruptSegment, claimed_header_size, decode_header
+from ferrymq.storage.log.reading import ChunkedWalk, first_offset, open_segment
 from ferrymq.storage.log.segments import TMP_SUFFIX, SegmentInfo, segment_path, write_all
 
 COPY_CHUNK_BYTES = 1024 * 1024
@@ -39,14 +39,10 @@ class BaseSource:
     def __init__(self, copy: int, directory: Path, segment: SegmentInfo) -> None:
         self.copy = copy
         self.size = segment.size
-        self._fd = os.open(segment_path(directory, segment.index), os.O_RDONLY)
-        try:
-            header = decode_header(os.pread(self._fd, HEADER_SIZE, 0))
-            if not header.is_base or header.first_offset != segment.first_offset:
-                raise CorruptSegment(f"segment {segment.index} is not the base the log starts with")
-        except BaseException:
+        self._fd, header = open_segment(segment_path(directory, segment.index))
+        if not header.is_base or header.first_offset != segment.first_offset:
             os.close(self._fd)
-            raise
+            raise CorruptSegment(f"segment {segment.index} is not the base the log starts with")
         self.offset = header.snapshot_offset
         """The offset the base's state is as of."""
         self.read_at = time.monotonic()
@@ -94,44 +90,46 @@ class BaseReceiver:
         self.received = 0
         self.held_most = 0
         """The most bytes kept in memory at once (of batches not yet complete)."""
-        self.end_offset = offset + 1
-        """The offset after the last record the copy holds (once finished)."""
-        self._header: SegmentHeader | None = None
-        self._pending = b""
-        self._history = EpochHistory()
+        self._head = b""
+        """The bytes received before the header was whole."""
+        self._walk: ChunkedWalk | None = None
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+
+    @property
+    def end_offset(self) -> int:
+        """The offset after the last record the copy holds (once finished)."""
+        return self._walk.next_offset if self._walk is not None else self.offset + 1
 
     def add(self, data: bytes) -> None:
         if self.received + len(data) > self.size:
             raise CorruptSegment(f"{self.path}: more bytes than the {self.size} the copy was said to hold")
         write_all(self._fd, data)
         self.received += len(data)
-        buf = self._pending + data if self._pending else data
-        self.held_most = max(self.held_most, len(buf))
-        start = 0
-        header = self._header
-        if header is None:
-            if len(buf) < claimed_header_size(buf):
-                self._pending = buf
+        walk = self._walk
+        if walk is None:
+            head = self._head + data
+            if len(head) < claimed_header_size(head):
+                self._head = head
                 return
-            header = decode_header(buf)
+            header = decode_header(head)
             if not header.is_base or header.snapshot_offset != self.offset:
                 raise CorruptSegment(f"{self.path}: not a base of the state as of offset {self.offset}")
-            self._header = header
-            self.end_offset = first_offset(self.path, header, None)
-            start = header.size
-        walk = SegmentWalk(self.path, buf, header, self.end_offset, self._history, start=start)
-        for _ in walk.batches():
+            self._head = b""
+            walk = self._walk = ChunkedWalk(
+                self.path, header, first_offset(self.path, header, None), EpochHistory(), header.size
+            )
+            data = head[header.size :]
+        self.held_most = max(self.held_most, len(walk.pending) + len(data))
+        for _ in walk.feed(data):
             pass
-        self.end_offset = walk.next_offset
-        self._pending = buf[walk.end :]
 
     def finish(self) -> None:
         """Check that every byte arrived and belongs to a committed batch, and sync the file."""
-        if self._header is None or self.received != self.size or self._pending:
+        walk = self._walk
+        if walk is None or self.received != self.size or walk.pending:
+            left = len(walk.pending) if walk is not None else self.received
             raise CorruptSegment(
-                f"{self.path}: {self.received} of {self.size} bytes received, the last {len(self._pending)} not "
-                "a committed batch"
+                f"{self.path}: {self.received} of {self.size} bytes received, the last {left} not a committed batch"
             )
         os.fsync(self._fd)
         self._close()

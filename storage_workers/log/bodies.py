@@ -46,11 +46,10 @@ from ferrymq.storage.log.body_refs import body_items
 from ferrymq.storage.log.format import (
     FRAME_OVERHEAD,
     FRAME_OVERHEAD_V1,
-    HEADER_SIZE,
     VERSION_1,
-    decode_header,
     frame_at,
 )
+from ferrymq.storage.log.reading import open_segment
 from ferrymq.storage.log.segments import segment_path
 
 if TYPE_CHECKING:
@@ -267,13 +266,8 @@ class BodyStore:
         return number
 
     def _open(self, number: int, segment: int) -> None:
-        fd = os.open(segment_path(self.directory, segment), os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            version = decode_header(os.pread(fd, HEADER_SIZE, 0)).version
-        except BaseException:
-            os.close(fd)
-            raise
-        self._files[number] = (fd, version)
+        fd, header = open_segment(segment_path(self.directory, segment))
+        self._files[number] = (fd, header.version)
         self._numbers[segment] = number
 
     def _place(self, seqs: list[int], number: int, position: int, length: int) -> None:

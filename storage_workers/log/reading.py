@@ -56,6 +56,16 @@ def read_head(path: Path) -> bytes:
         return f.read(HEADER_SIZE)
 
 
+def open_segment(path: Path) -> tuple[int, SegmentHeader]:
+    """A descriptor of segment ``path`` open for reading (``pread``), and its header."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return fd, decode_header(os.pread(fd, HEADER_SIZE, 0))
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def first_offset(path: Path, header: SegmentHeader, expected: int | None) -> int:
     """The offset segment ``path`` starts at, given where the segment before it ended (None: it is the log's
     first); raises CorruptSegment when the two do not meet."""
@@ -156,9 +166,39 @@ WALK_WINDOW_BYTES = 8 * 1024 * 1024
 """What a walk of a whole segment (recovery, compaction) reads at a time."""
 
 
+class ChunkedWalk:
+    """A :class:`SegmentWalk` over a segment's bytes fed a chunk at a time (read from disk, or arriving over the
+    network), from file position ``position``, a batch boundary where the walk from the start had reached
+    ``next_offset``: each chunk's completed batches are walked, the bytes of a batch not yet complete are kept
+    for the next chunk.  ``end`` is the file position where the batches walked so far end."""
+
+    def __init__(
+        self, path: Path, header: SegmentHeader, next_offset: int, history: EpochHistory, position: int
+    ) -> None:
+        self.path = path
+        self.header = header
+        self.next_offset = next_offset
+        self.history = history
+        self.end = position
+        self.pending = b""
+        """The bytes after ``end`` fed so far (a batch not yet complete, or damage)."""
+
+    def feed(self, chunk: bytes) -> Iterator[tuple[int, list[Frame]]]:
+        """Each batch ``chunk`` completes, with the file position its frames' ``start`` and ``end`` count from
+        (use the frames before the next batch: their payloads point into the chunk)."""
+        buf = self.pending + chunk if self.pending else chunk
+        walk = SegmentWalk(self.path, buf, self.header, self.next_offset, self.history, start=0, base=self.end)
+        for batch in walk.batches():
+            yield self.end, batch
+        self.next_offset = walk.next_offset
+        self.end += walk.end
+        self.pending = buf[walk.end :]
+
+
 class WindowedWalk:
-    """A :class:`SegmentWalk` of segment ``path`` read from disk a window at a time, so that memory holds a window
-    and the batch being completed, never the whole file (a base segment holds a partition's whole state).
+    """A :class:`SegmentWalk` of segment ``path`` read from disk a window at a time (a :class:`ChunkedWalk`), so
+    that memory holds a window and the batch being completed, never the whole file (a base segment holds a
+    partition's whole state).
 
     :meth:`batches` yields each committed batch with the file position its frames' ``start`` and ``end`` count
     from (the frames' payloads point into the window: use them before the next batch).  Once done, ``end`` is
@@ -187,21 +227,13 @@ class WindowedWalk:
         self.end, self.next_offset = position, next_offset
 
     def batches(self) -> Iterator[tuple[int, list[Frame]]]:
+        walk = ChunkedWalk(self.path, self.header, self.next_offset, self.history, self.end)
         with open(self.path, "rb", buffering=0) as f:
             self.size = os.fstat(f.fileno()).st_size
             f.seek(self.end)
-            buf = b""
-            while True:
-                chunk = f.read(self.window)
-                if not chunk:
-                    return
-                buf = buf + chunk if buf else chunk
-                walk = SegmentWalk(self.path, buf, self.header, self.next_offset, self.history, start=0, base=self.end)
-                for batch in walk.batches():
-                    yield self.end, batch
-                self.next_offset = walk.next_offset
-                self.end += walk.end
-                buf = buf[walk.end :]
+            while chunk := f.read(self.window):
+                yield from walk.feed(chunk)
+                self.next_offset, self.end = walk.next_offset, walk.end
 
     def rest(self) -> bytes:
         """The whole file, to judge what follows ``end`` (damage or a torn tail: rare, and small unless damage)."""

@@ -29,7 +29,6 @@ from ferrymq.storage.log.epochs import EpochHistory
 from ferrymq.storage.log.format import (
     COMMIT,
     ENGINE_FLAGS,
-    HEADER_SIZE,
     RECORD,
     VERSION_1,
     CorruptSegment,
@@ -40,7 +39,7 @@ from ferrymq.storage.log.format import (
     decode_header,
     spans,
 )
-from ferrymq.storage.log.reading import WindowedWalk, damage_in, decode, first_offset
+from ferrymq.storage.log.reading import WindowedWalk, damage_in, decode, first_offset, read_head
 from ferrymq.storage.log.recovery_progress import RecoveryProgress
 from ferrymq.storage.log.segments import (
     SEALED,
@@ -127,8 +126,7 @@ def recover(
     headers: dict[int, SegmentHeader] = {}
     for pos, index in enumerate(indexes):
         path = segment_path(directory, index)
-        with open(path, "rb") as f:
-            head = f.read(HEADER_SIZE)
+        head = read_head(path)
         try:
             headers[index] = decode_header(head)
         except CorruptSegment as exc:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from ferrymq.storage.log.format import HEADER_SIZE, RECORD, decode_header
+from ferrymq.storage.log.format import RECORD, decode_header
+from ferrymq.storage.log.reading import read_head
 from ferrymq.storage.log.segments import list_segments, segment_path
 from tests.e2e.conftest import Stack
 from tests.fault.conftest import fault_stack
@@ -48,9 +49,7 @@ def log_end(directory: Path) -> int:
 
 def log_start(directory: Path) -> int:
     """The first offset the log in ``directory`` still holds (its first segment's, as its header says)."""
-    first = list_segments(directory)[0]
-    with open(segment_path(directory, first), "rb") as f:
-        return decode_header(f.read(HEADER_SIZE)).first_offset
+    return decode_header(read_head(segment_path(directory, list_segments(directory)[0]))).first_offset
 
 
 def test_a_follower_compacted_past_rejoins_by_copying_the_leader_s_base_under_load(compacting: Stack) -> None:
