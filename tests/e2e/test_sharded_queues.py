@@ -79,14 +79,16 @@ def test_sends_spread_over_every_shard_and_receives_gather_each_message_once(cli
         "FerryMQShardCount": "4"
     }
     assert client.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]["FerryMQShardCount"] == "4"
-    bodies = [f"m{i}" for i in range(40)]
-    for body in bodies[:20]:
+    # each request goes to one shard drawn at random: 62 requests leave a shard without any with a chance of
+    # 4 * (3/4)^62, under one in ten million
+    bodies = [f"m{i}" for i in range(80)]
+    for body in bodies[:60]:
         client.send_message(QueueUrl=url, MessageBody=body)
-    for start in range(20, 40, 10):
+    for start in range(60, 80, 10):
         entries = [{"Id": str(i), "MessageBody": b} for i, b in enumerate(bodies[start:start + 10])]
         assert len(client.send_message_batch(QueueUrl=url, Entries=entries)["Successful"]) == 10
     # the counts are the sum over the shards
-    assert counts(client, url) == (40, 0)
+    assert counts(client, url) == (80, 0)
     got = drain(client, url)
     assert sorted(m["Body"] for m in got) == sorted(bodies)
     # every shard took a share, and each message came out exactly once
