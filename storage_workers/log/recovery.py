@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ferrymq.replication_rules import EpochEnd
@@ -64,6 +64,14 @@ class Checkpointed:
     """By index: each segment as the checkpoint saw it, and the CRC-32 of its bytes then."""
     history: list[tuple[int, int]]
     last_epoch: int
+    check_sealed: bool = True
+    """Whether recovery checks the CRC-32 of the sealed segments it takes on the checkpoint's word; if not, it
+    lists them in ``RecoveredLog.unchecked`` for a check after the start.  The last segment, which the writer
+    appends to again, is always checked here."""
+
+
+Vouched = tuple[int, int, int]
+"""A sealed segment taken on a checkpoint's word before its bytes were checked: ``(index, size, CRC-32)``."""
 
 
 @dataclass(slots=True)
@@ -74,6 +82,8 @@ class RecoveredLog:
     epochs: EpochHistory
     last_epoch: int
     """The epoch of the last record (of the base's snapshot when no record follows it; 0 for an empty log)."""
+    unchecked: list[Vouched] = field(default_factory=list)
+    """Sealed segments whose CRC-32 is still to be checked against the checkpoint's (``Checkpointed.check_sealed``)."""
 
     @property
     def start_offset(self) -> int:
@@ -116,7 +126,9 @@ def recover(
     ``passed_from`` (those a checkpoint holds but had not yet placed).  ``known``: segments a checkpoint vouches
     for (their durable sizes, offsets and CRC-32s, and the epoch history as of them): a segment whose bytes up to
     that size still have that CRC-32 is not walked frame by frame again (a CRC over the file runs about fifteen
-    times faster than the walk), and one that grew since is walked from there; any other is walked whole.
+    times faster than the walk), and one that grew since is walked from there; any other is walked whole.  The
+    CRC-32 of sealed segments may be left for later (``Checkpointed.check_sealed``): a start then reads only the
+    checkpoint and the log after it, whatever the backlog.
     """
     directory.mkdir(parents=True, exist_ok=True)
     for entry in os.scandir(directory):
@@ -163,6 +175,8 @@ def recover(
     history = EpochHistory(known.history) if known is not None else EpochHistory()
     last_epoch = known.last_epoch if known is not None else headers[first].snapshot_epoch
     vouched = known.segments if known is not None else {}
+    defer = known is not None and not known.check_sealed
+    unchecked: list[Vouched] = []
     out: list[SegmentInfo] = []
     expected: int | None = None
     for pos, index in enumerate(live):
@@ -171,12 +185,21 @@ def recover(
         start = first_offset(path, header, expected)
         walk = WindowedWalk(path, header, start, history)
         seen, crc = vouched.get(index, (None, None))
+        synced = 0
         if (
             seen is not None
+            and crc is not None
             and (seen.flags, seen.version, seen.first_offset) == (header.flags, header.version, start)
             and header.size <= seen.size <= sizes[index]
-            and crc_of(path, seen.size) == crc
         ):
+            # The checkpoint saw these bytes synced: a bad batch among them is damage, never a torn tail.
+            synced = seen.size
+        if synced and (
+            (later := defer and pos < len(live) - 1 and seen.size == sizes[index]) or crc_of(path, seen.size) == crc
+        ):
+            assert seen is not None and crc is not None
+            if later:
+                unchecked.append((index, seen.size, crc))
             if seen.size == sizes[index]:
                 out.append(seen)
                 expected = seen.end_offset
@@ -198,20 +221,27 @@ def recover(
             if batch:
                 progress.update(records, done_before + base + batch[-1].end)
         if walk.end != walk.size:
-            _cut_torn_tail(path, walk.rest(), header, walk.end, last=pos == len(live) - 1)
+            _cut_torn_tail(path, walk.rest(), header, walk.end, last=pos == len(live) - 1, synced=synced)
         out.append(SegmentInfo(index, walk.end, header.flags, header.version, start, walk.next_offset))
         expected = walk.next_offset
         done_before += sizes[index]
         progress.segment_done()
     progress.finish(records)
-    return RecoveredLog(out, history, last_epoch)
+    return RecoveredLog(out, history, last_epoch, unchecked)
 
 
-def _cut_torn_tail(path: Path, data: bytes, header: SegmentHeader, end: int, *, last: bool) -> None:
+def _cut_torn_tail(path: Path, data: bytes, header: SegmentHeader, end: int, *, last: bool, synced: int = 0) -> None:
     """Cut segment ``path`` at ``end``, where its committed bytes end, if what follows is a torn tail;
-    raise DamagedLog if it is not."""
+    raise DamagedLog if it is not.  ``synced``: a checkpoint recorded the segment's first bytes up to there as
+    synced."""
     if not last:
         raise DamagedLog(path, damage_in(path, data, end, header.version), SEALED)
+    if end < synced:
+        raise DamagedLog(
+            path,
+            damage_in(path, data, end, header.version),
+            f"the checkpoint recorded the segment's first {synced} bytes as synced",
+        )
     if header.version == VERSION_1:
         ranges = damage_in(path, data, end, VERSION_1)
         if ranges[0].end != len(data):

@@ -64,6 +64,7 @@ from ferrymq.storage.server.layout import replica_dir
 from ferrymq.storage.server.leader_term import LeaderTerm
 from ferrymq.storage.server.maintenance import StateFold
 from ferrymq.storage.server.running_checkpoint import CheckpointFork, discard_leftovers
+from ferrymq.storage.server.vouched_segments import VouchedSegments
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,8 @@ class PartitionReplica:
         self._crcs: dict[tuple[int, int, int], int] = {}
         """CRC-32 of sealed segments by ``(index, inode, size)``, computed once per file for checkpoints."""
         self._crc_task: asyncio.Task[None] | None = None
+        self.vouched = VouchedSegments(partition, self.directory)
+        """Sealed segments a start took on its checkpoint's word, checked after it (:mod:`.vouched_segments`)."""
 
     @property
     def _standing_by(self) -> dict[int, Handler]:
@@ -166,7 +169,7 @@ class PartitionReplica:
                 passed=bodies.passed if unplaced else None,
                 passed_from=unplaced[0][0] - 1 if unplaced else 0,
                 known=(
-                    Checkpointed(checkpoint.known(), checkpoint.history, checkpoint.last_epoch)
+                    Checkpointed(checkpoint.known(), checkpoint.history, checkpoint.last_epoch, check_sealed=False)
                     if checkpoint is not None and checkpoint.extents
                     else None
                 ),
@@ -203,7 +206,7 @@ class PartitionReplica:
         durable may be in it (listed, for recovery to place their messages); else the log is flushed and every
         message placed."""
         wal = self.log
-        if wal is None or wal.failed is not None or self.diverged or self.refusing:
+        if wal is None or wal.failed is not None or self.diverged or self.refusing or self.vouched.doubted:
             return None
         offset = wal.end_offset - 1
         files = self.bodies.files(unplaced_ok=serving)
@@ -288,7 +291,7 @@ class PartitionReplica:
         """In compaction's thread: the state the new base holds, as a checkpoint, so that a start after a crash
         replays only the log after the base (a failure here costs that, never the compaction)."""
         state, folding.state = folding.state, None
-        if state is None:
+        if state is None or self.vouched.doubted:
             return
         try:
             size = checkpoint_of_base(self.directory, state, base, placed, keep)
@@ -336,6 +339,14 @@ class PartitionReplica:
         self._use(recovered)
 
     # --- damage ---------------------------------------------------------------------------------------------
+
+    async def _vouched_segment_damaged(self, exc: CorruptSegment) -> None:
+        """A sealed segment's bytes changed since the checkpoint that vouched for them (:mod:`.vouched_segments`):
+        no checkpoint names this log any more, and the worker stops so that its next start finds the damage."""
+        log.error("partition %d: damaged log: %s", self.partition, exc)
+        await self.checkpoints.close()
+        await asyncio.to_thread(discard_checkpoint, self.directory)
+        self._on_fatal(exc)
 
     @property
     def refusing(self) -> bool:
@@ -421,6 +432,9 @@ class PartitionReplica:
         )
         wal.on_commit = self._committed
         wal.on_sync = self.on_sync
+        # Until checked, a sealed segment's CRC-32 is what the checkpoint says, and later checkpoints say the same.
+        self._crcs.update(self.vouched.claims(recovered.unchecked))
+        self.vouched.check(wal, recovered.unchecked, self._vouched_segment_damaged)
         log.info(
             "partition %d: recovered %d queues, %d messages from %d segments (offsets up to %d) in %s",
             self.partition,
@@ -615,6 +629,7 @@ class PartitionReplica:
         if self.compactor is not None:
             await self.compactor.close()
         await self.checkpoints.close()
+        await self.vouched.close()
         if self._crc_task is not None:
             self._crc_task.cancel()
             await asyncio.gather(self._crc_task, return_exceptions=True)

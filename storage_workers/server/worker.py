@@ -159,6 +159,8 @@ class StorageWorker:
         sockname = self._server.sockets[0].getsockname()
         self._address = (self.config.host, int(sockname[1]))
         self.loop_lag.start()
+        for replica in self.replicas.values():
+            replica.vouched.resume()
         if static_roles:
             for replica in self.replicas.values():
                 await replica.take_static_role()
