@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ferrymq.rpc.client import WorkerClient
 from tests.integration.conftest import WorkerProcess
-from tests.integration.storage_workers.test_worker_process import RETENTION, message
+from tests.integration.storage_workers.test_worker_process import RETENTION, send_rounds
 
 EVERY_64_KIB = {"FERRYMQ_WORKER_CHECKPOINT_BYTES": str(64 * 1024)}
 TAKEN = re.compile(r"checkpoint as of offset (\d+) written while serving")
@@ -22,19 +22,7 @@ def test_a_worker_killed_while_serving_starts_from_its_last_checkpoint_and_loses
     start_worker: Callable[..., WorkerProcess], tmp_path: Path
 ) -> None:
     worker = start_worker(tmp_path / "w", extra_args=["--no-register"], env=EVERY_64_KIB)
-    sent: list[str] = []
-
-    async def fill() -> None:
-        client = WorkerClient(worker.host, worker.port)
-        try:
-            for round_ in range(60):
-                batch = [message(f"m{round_}-{i}-" + "z" * 200) for i in range(10)]
-                await client.send(0, "q", batch, retention_seconds=RETENTION)
-                sent.extend(m["body"] for m in batch)
-        finally:
-            await client.close()
-
-    asyncio.run(fill())
+    sent = asyncio.run(send_rounds(worker, 60))
     deadline = time.monotonic() + 20
     while not TAKEN.search(worker.stderr()):
         assert time.monotonic() < deadline, worker.stderr()[-3000:]

@@ -8,10 +8,9 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from ferrymq.rpc.client import WorkerClient
 from ferrymq.storage.log.checkpoint import FILE_NAME, read_checkpoint
 from tests.integration.conftest import WorkerProcess
-from tests.integration.storage_workers.test_worker_process import RETENTION, message
+from tests.integration.storage_workers.test_worker_process import send_rounds
 from tests.support.log_files import flip, frames_of
 
 SMALL_SEGMENTS = {"FERRYMQ_WORKER_SEGMENT_BYTES": str(16 * 1024)}
@@ -22,17 +21,7 @@ def test_a_sealed_segment_damaged_while_stopped_is_found_after_the_start_and_nam
 ) -> None:
     data_dir = tmp_path / "w"
     worker = start_worker(data_dir, extra_args=["--no-register"], env=SMALL_SEGMENTS)
-
-    async def fill() -> None:
-        client = WorkerClient(worker.host, worker.port)
-        try:
-            for round_ in range(20):
-                batch = [message(f"m{round_}-{i}-" + "z" * 200) for i in range(10)]
-                await client.send(0, "q", batch, retention_seconds=RETENTION)
-        finally:
-            await client.close()
-
-    asyncio.run(fill())
+    asyncio.run(send_rounds(worker, 20))
     assert worker.terminate() == 0
     # given the checkpoint of a clean stop, and a byte of a sealed segment it vouches for flipped since
     found = read_checkpoint(data_dir / "p0")

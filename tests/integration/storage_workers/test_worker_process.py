@@ -33,6 +33,20 @@ def message(body: str, delay: int = 0) -> dict:
     }
 
 
+async def send_rounds(worker: WorkerProcess, rounds: int) -> list[str]:
+    """``rounds`` sends of ten messages of about 210 bytes to queue ``q`` of partition 0; the bodies sent."""
+    client = WorkerClient(worker.host, worker.port)
+    sent: list[str] = []
+    try:
+        for round_ in range(rounds):
+            batch = [message(f"m{round_}-{i}-" + "z" * 200) for i in range(10)]
+            await client.send(0, "q", batch, retention_seconds=RETENTION)
+            sent.extend(m["body"] for m in batch)
+    finally:
+        await client.close()
+    return sent
+
+
 def test_worker_registers_its_address_and_a_new_epoch_each_start(
     start_worker: Callable[..., WorkerProcess], aws_settings: Settings, tmp_path: Path
 ) -> None:
