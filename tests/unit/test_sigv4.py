@@ -428,6 +428,55 @@ def test_a_parameter_given_twice_is_refused() -> None:
     )
 
 
+_PREFIX = f"Credential={KEY_ID}/20240305/us-east-1/sqs/aws4_request"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        _GOOD,
+        f"  {_GOOD}",
+        f"{_GOOD} ",
+        _GOOD.replace(", ", ","),
+        f"AWS4-HMAC-SHA256 {_PREFIX}, SignedHeaders=host;x-amz-date, Extra=1, Signature=abcd",
+        f"AWS4-HMAC-SHA256 Signature=abcd, {_PREFIX}, SignedHeaders=host;x-amz-date",
+        f"AWS4-HMAC-SHA256 {_PREFIX}, Signature=ab, SignedHeaders=host;x-amz-date, Signature=abcd",
+        f"AWS4-HMAC-SHA256 {_PREFIX}, {_PREFIX}, SignedHeaders=host;x-amz-date, Signature=abcd",
+        f"AWS4-HMAC-SHA256 {_PREFIX}, SignedHeaders=, Signature=abcd",
+        f"AWS4-HMAC-SHA256 {_PREFIX}, SignedHeaders=host;x-amz-date, Signature=",
+        f"AWS4-HMAC-SHA256 {_PREFIX}, SignedHeaders=host;x-amz-date, Signature=ab cd",
+        f"AWS4-HMAC-SHA256 {_PREFIX}, SignedHeaders=host;x-amz-date, Signature=ab=cd",
+        f"AWS4-HMAC-SHA256 {_PREFIX}, SignedHeaders=host;x-amz-date, Signature=\u00e9",
+        f"AWS4-HMAC-SHA256 {_PREFIX} SignedHeaders, Signature=abcd",
+        f"AWS4-HMAC-SHA256, {_PREFIX}, SignedHeaders=host;x-amz-date, Signature=abcd",
+        "AWS4-HMAC-SHA256, Signature=abcd",
+        f"AWS4-HMAC-SHA512 {_PREFIX}, SignedHeaders=host;x-amz-date, Signature=abcd",
+        f"AWS4-HMAC-SHA256 {_PREFIX}, SignedHeaders=host;x-amz-date;x-amz-target, Signature=abcd",
+    ],
+)
+@pytest.mark.parametrize("dated", [True, False])
+def test_a_header_reads_the_same_with_its_head_read_once_as_pair_by_pair(
+    header: str, dated: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a header read pair by pair, the way every header is read when its head is not one read before
+    headers = _headers(header) if dated else {"host": "localhost", "authorization": header}
+
+    def outcome() -> object:
+        try:
+            return sigv4.parse_signature("POST", "/", "", headers, regions=REGIONS)
+        except (IncompleteSignature, SignatureDoesNotMatch) as exc:
+            return type(exc).__name__, exc.message
+
+    with monkeypatch.context() as patched:
+        patched.setattr(sigv4, "_head_fields", lambda head: None)
+        pair_by_pair = outcome()
+    # then reading it with its head (all but the signature) read once and kept gives the same request or refusal,
+    # the first time and from what was kept
+    sigv4._head_fields.cache_clear()
+    assert outcome() == pair_by_pair
+    assert outcome() == pair_by_pair
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
