@@ -97,6 +97,53 @@ def test_an_unanswered_request_fails_at_its_deadline_and_drops_the_connection() 
     asyncio.run(scenario())
 
 
+def test_a_request_with_an_earlier_deadline_than_those_outstanding_fails_at_its_own() -> None:
+    async def scenario() -> None:
+        client, conn, _, _ = connected(request_timeout=0.05)
+        try:
+            # given a long poll of 10 s outstanding (the connection's timer is due at its deadline)
+            poll = asyncio.ensure_future(client.receive(0, "q", max_messages=1, visibility_timeout=30, wait_seconds=10,
+                                                        retention_seconds=60))
+            await asyncio.sleep(0)
+            # when a ping, due long before it, goes unanswered too
+            ping = asyncio.ensure_future(client.ping())
+            # then the ping fails at its own deadline (well within the bound), and takes the poll with it
+            with pytest.raises(WorkerTimeout) as timed_out:
+                await bounded(ping)
+            assert "0.05 s" in timed_out.value.message
+            with pytest.raises(ServiceUnavailable):
+                await bounded(poll)
+            assert conn.lost and conn._pending == {}
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_request_made_after_answered_ones_still_fails_at_its_deadline() -> None:
+    async def scenario() -> None:
+        client, conn, reader, writer = connected(request_timeout=0.1)
+        try:
+            # given a ping answered at once (the connection's timer stays due at its deadline)
+            first = asyncio.ensure_future(client.ping())
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            (first_id, _, _) = writer.requests()[0]
+            reader.feed_data(encode_frame(first_id, STATUS_OK, pack({"worker_id": "w-1"})))
+            assert await bounded(first) == {"worker_id": "w-1"}
+            # when a second ping, made later, goes unanswered past the first one's deadline and its own
+            await asyncio.sleep(0.05)
+            second = asyncio.ensure_future(client.ping())
+            # then it fails at its deadline all the same, and the connection is dropped
+            with pytest.raises(WorkerTimeout):
+                await bounded(second)
+            assert conn.lost and conn._pending == {}
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+
+
 def test_an_answer_before_the_deadline_is_returned_and_keeps_the_connection() -> None:
     async def scenario() -> None:
         client, conn, reader, writer = connected(request_timeout=0.5)

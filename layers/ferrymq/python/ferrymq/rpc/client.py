@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,8 @@ from ferrymq.rpc.peer_auth import PeerAuth, PeerAuthFailed
 from ferrymq.rpc.send_groups import SendGroup, bodies_size
 
 _READ_CHUNK = 256 * 1024
+# The event loop keeps time in milliseconds: a timer may fire up to one early.
+_TIMER_SLACK = 0.001
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 DEFAULT_REQUEST_TIMEOUT = 5.0
@@ -56,16 +59,20 @@ class WorkerConnectionLost(ServiceUnavailable):
 class _Connection:
     """One TCP connection and the requests outstanding on it; dead for good once lost."""
 
-    __slots__ = ("_deferred", "_flush_scheduled", "_loop", "_next_id", "_out", "_pending", "_reader_task", "lost",
-                 "where", "writer")
+    __slots__ = ("_deferred", "_flush_scheduled", "_loop", "_next_id", "_out", "_pending", "_reader_task", "_timer",
+                 "_timer_at", "lost", "where", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str) -> None:
         self._loop = asyncio.get_running_loop()
         self.writer = writer
         self.where = where
         self.lost = False
-        # Each outstanding request's future and the timer that fails it at its deadline.
-        self._pending: dict[int, tuple[asyncio.Future[tuple[int, bytes]], asyncio.TimerHandle]] = {}
+        # Each outstanding request's future, its deadline (loop time) and its timeout.
+        self._pending: dict[int, tuple[asyncio.Future[tuple[int, bytes]], float, float]] = {}
+        # One timer for the connection, not one made and cancelled per request: it is due at the earliest deadline
+        # it was armed for (``_timer_at``), and on firing looks at the deadlines then pending.
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
         self._next_id = 0
         self._out: list[bytes | Callable[[], bytes]] = []
         self._deferred = False
@@ -87,8 +94,10 @@ class _Connection:
             raise WorkerConnectionLost(f"connection to storage worker {self.where} lost")
         request_id = self._next_id = (self._next_id + 1) & 0xFFFFFFFF
         fut = self._loop.create_future()
-        timer = self._loop.call_later(timeout, self._expire, request_id, timeout)
-        self._pending[request_id] = (fut, timer)
+        deadline = self._loop.time() + timeout
+        self._pending[request_id] = (fut, deadline, timeout)
+        if deadline < self._timer_at:
+            self._arm(deadline)
         trace = REQUEST_ID.get()
         # The front end's request id, so the worker's log lines about this call name it (rpc/framing.py).
         traced = None if trace is None else trace.encode("ascii", "replace")[:MAX_TRACE]
@@ -122,10 +131,8 @@ class _Connection:
                 frames.append(frame())
             except Exception as exc:
                 entry = self._pending.pop(frame.args[0], None)
-                if entry is not None:
-                    entry[1].cancel()
-                    if not entry[0].done():
-                        entry[0].set_exception(InternalError(f"The request could not be encoded: {exc}"))
+                if entry is not None and not entry[0].done():
+                    entry[0].set_exception(InternalError(f"The request could not be encoded: {exc}"))
         return frames
 
     async def drain_if_needed(self, timeout: float) -> None:
@@ -138,6 +145,27 @@ class _Connection:
             raise WorkerTimeout(f"Storage worker {self.where} took no request for {timeout:g} s.") from None
         except (OSError, RuntimeError) as exc:
             self._lose(f"write failed: {exc}")
+
+    def _arm(self, deadline: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = deadline
+        self._timer = self._loop.call_at(deadline, self._deadlines_due)
+
+    def _deadlines_due(self) -> None:
+        """The timer fired: the request with the earliest deadline fails if that deadline has passed (which drops
+        the connection and every request on it), else the timer is armed again for it."""
+        self._timer, self._timer_at = None, math.inf
+        earliest, due = math.inf, None
+        for request_id, (_, deadline, timeout) in self._pending.items():
+            if deadline < earliest:
+                earliest, due = deadline, (request_id, timeout)
+        if due is None:
+            return
+        if self._loop.time() + _TIMER_SLACK < earliest:
+            self._arm(earliest)
+        else:
+            self._expire(*due)
 
     def _expire(self, request_id: int, timeout: float) -> None:
         entry = self._pending.pop(request_id, None)
@@ -162,8 +190,7 @@ class _Connection:
                     # A reply to a request whose deadline passed finds nothing here and is dropped.
                     entry = pending.pop(request_id, None)
                     if entry is not None:
-                        fut, timer = entry
-                        timer.cancel()
+                        fut = entry[0]
                         if not fut.done():
                             fut.set_result((status, payload))
         except (OSError, FrameError) as exc:
@@ -176,9 +203,11 @@ class _Connection:
             self.lost = True
             # abort, not close: close would first flush the write buffer, which a hung worker never takes.
             self.writer.transport.abort()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer, self._timer_at = None, math.inf
         pending, self._pending = self._pending, {}
-        for fut, timer in pending.values():
-            timer.cancel()
+        for fut, _, _ in pending.values():
             if not fut.done():
                 fut.set_exception(WorkerConnectionLost(reason))
 
