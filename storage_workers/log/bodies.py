@@ -35,7 +35,7 @@ import asyncio
 import logging
 import os
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,10 +102,16 @@ class BodyUnreadable(Exception):
 class BodyStore:
     """Where the bodies of one partition's messages lie in its log, and reading them back (module docstring)."""
 
-    def __init__(self, table: MessageTable, directory: Path, cache: BodyCache) -> None:
+    def __init__(
+        self, table: MessageTable, directory: Path, cache: BodyCache, caching: Callable[[], bool] = lambda: True
+    ) -> None:
         self.table = table
         self.directory = directory
         self.cache = cache
+        self.caching = caching
+        """Whether bodies made durable go into the cache: only where they are read (a leader's).  A follower,
+        catching up or keeping up, would only push out the leader's bodies, for about a sixth of its CPU
+        while it catches up; after a failover the new leader reads its first bodies from disk."""
         self.reads = 0
         """Payloads read from disk so far."""
         self.closed = False
@@ -272,8 +278,16 @@ class BodyStore:
 
     def _place(self, seqs: list[int], number: int, position: int, length: int) -> None:
         # Rows removed meanwhile are not found (or hold another message by now, placed or pending on its own).
-        pending, cache, owner = self._pending, self.cache, self._owner
-        for slot in place(self.table, number, position, length, seqs, only_from=UNPLACED):
+        pending = self._pending
+        pointed = place(self.table, number, position, length, seqs, only_from=UNPLACED)
+        if not pending:
+            return
+        if not self.caching():
+            for slot in pointed:
+                pending.pop(slot, None)
+            return
+        cache, owner = self.cache, self._owner
+        for slot in pointed:
             kept = pending.pop(slot, None)
             if kept is not None:
                 cache.put(owner | slot, kept)

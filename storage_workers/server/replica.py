@@ -136,7 +136,9 @@ class PartitionReplica:
     def _new_engine(self, partition: PartitionState | None = None) -> tuple[Engine, BodyStore]:
         engine = Engine(self.clock, self.receipt_key, partition=partition)
         engine.transfer_hold_seconds = self.config.transfer_hold_seconds
-        return engine, BodyStore(engine.partition.table, self.directory, self.body_cache)
+        return engine, BodyStore(
+            engine.partition.table, self.directory, self.body_cache, caching=lambda: self.term is not None
+        )
 
     def _recover(self) -> tuple[Engine, BodyStore, RecoveredLog]:
         """A new state recovered from the log: from the checkpoint and the records after it where there is a

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from ferrymq.errors import InternalError
+from ferrymq.replication_rules import Acks
 from ferrymq.storage.log.bodies import POSITION_BITS, BodyStore
 from ferrymq.storage.log.compaction import Placement
+from ferrymq.storage.replication import LeaderRole
 from ferrymq.storage.server.replica import PartitionReplica
 from tests.functional.storage_workers.test_replication import ALL, P, caught_up, following, node
 from tests.functional.storage_workers.test_server_fifo import receive
@@ -191,6 +193,32 @@ def test_a_follower_reads_bodies_from_its_own_log(tmp_path: Path) -> None:
             # and its state, bodies included, is the leader's
             assert follower.engine.state() == leader.engine.state()
             assert store.reads > 0
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_caches_no_bodies_until_it_leads_and_then_answers_from_its_log(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with (
+            node(tmp_path / "l", "leader", leads=ALL) as (leader, client, address),
+            node(tmp_path / "f", "follower", follows=following(address)) as (follower, follower_client, _),
+        ):
+            sent = texts(40)
+            await send_all(client, sent)
+            await caught_up(leader, follower)
+            # the leader keeps the bodies it stored for its consumers; the follower, which answers none, keeps none
+            assert bodies_of(leader).cache.size > 0
+            store = bodies_of(follower)
+            assert store.cache.size == 0 and not store._pending
+            # once it leads, it answers every body from its own log and keeps what it read
+            await follower.lead(LeaderRole(replicas=("leader", "follower"), acks=Acks.LEADER, epoch=1))
+            got = await receive_all(follower_client, 40)
+            assert sorted(got.values()) == sorted(sent)
+            assert store.reads > 0 and store.cache.size > 0
+            # and what it stores from then on is cached as it becomes durable
+            before = store.cache.size
+            await send_all(follower_client, texts(5, size=300))
+            assert store.cache.size > before
 
     asyncio.run(scenario())
 
