@@ -104,10 +104,11 @@ class Dispatcher:
         wall = self._wall(client)
         if not wall.breaker.allow():
             raise WorkerShunned(f"Storage worker {client.host}:{client.port} is not answering; not sent.")
-        try:
-            await wall.bulkhead.acquire()
-        except ServiceUnavailable as exc:
-            raise WorkerShunned(exc.message) from None
+        if not wall.bulkhead.try_acquire():
+            try:
+                await wall.bulkhead.acquire()
+            except ServiceUnavailable as exc:
+                raise WorkerShunned(exc.message) from None
         try:
             result = await attempt(client)
         except (WorkerTimeout, WorkerUnreachable, WorkerConnectionLost):

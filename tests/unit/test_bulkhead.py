@@ -71,3 +71,24 @@ def test_coroutine_callers_take_and_give_back_slots_and_errors_pass_through() ->
         bulkhead.close()
 
     asyncio.run(scenario())
+
+
+def test_a_free_slot_is_taken_at_once_but_never_ahead_of_a_caller_waiting_for_one() -> None:
+    async def scenario() -> None:
+        bulkhead = Bulkhead("worker", max_concurrent=1, max_wait_seconds=1.0)
+        # given a free slot: it is taken without waiting, and the bulkhead is then full
+        assert bulkhead.try_acquire()
+        assert bulkhead.in_use == 1 and not bulkhead.try_acquire()
+        # when a caller waits for it and it is given back
+        waiting = asyncio.ensure_future(bulkhead.acquire())
+        for _ in range(10):  # a few turns: its wait starts in a task of its own
+            await asyncio.sleep(0)
+        bulkhead.release()
+        # then the slot is the waiting caller's, not taken from under it
+        assert not bulkhead.try_acquire()
+        await asyncio.wait_for(waiting, 1.0)
+        assert bulkhead.in_use == 1
+        bulkhead.release()
+        assert bulkhead.in_use == 0 and bulkhead.try_acquire()
+
+    asyncio.run(scenario())

@@ -39,9 +39,20 @@ class Bulkhead:
     def in_use(self) -> int:
         return self.max_concurrent - self._slots._value
 
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free and nobody waits for one (what the semaphore's ``acquire`` does when it need
+        not wait, without its ``locked()`` check or a coroutine); :meth:`release` gives it back."""
+        slots = self._slots
+        if slots._value > 0 and not slots._waiters:
+            slots._value -= 1
+            return True
+        return False
+
     async def acquire(self) -> None:
         """Take a slot (for calls that are coroutines); ServiceUnavailable when none comes free in time.
         :meth:`release` gives it back."""
+        if self.try_acquire():
+            return
         if not self._slots.locked():
             await self._slots.acquire()
             return
