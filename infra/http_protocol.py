@@ -18,14 +18,16 @@ answer in the request's protocol, and it is closed after that answer.  The app r
 Requests read whole, without ASGI.  Given the front end's :class:`~ferrymq.frontend.asgi.Gateway`, a POST whose
 declared body is within ``Gateway.direct_limit`` (what a server buffers anyway), on a connection within the
 cap, without ``Expect: 100-continue``, an upgrade or a transfer encoding, to a path ``Gateway.serves_read``
-takes, is not started as an ASGI task when its headers are parsed. Once its body is whole (with the headers, or
-in later packets: many clients send it apart), ``Gateway.answer_read`` answers it from one task and the answer
-is written here, as uvicorn's cycle would write it (its default headers, lower-case names, ``content-length``,
-``connection: close`` when the connection is not kept alive); the cycle uvicorn made for it is completed as its
-``send`` would complete it, so keep-alive, pipelining, flow control and the graceful stop go on as they do for
-every request. A body that does not arrive within ``Gateway.body_timeout`` gets the ASGI app's answer to that
-(``Gateway.answer_unread``), and the connection is closed. Such a body is within what the ASGI app would
-buffer without charging the budget, so no other limit of the app's applies to it.
+takes, is not started as an ASGI task when its headers are parsed, and uvicorn makes no cycle for it: it gets a
+:class:`DirectCycle`, which holds the state uvicorn's protocol reads of a request's cycle and none of the ASGI
+parts. Once its body is whole (with the headers, or in later packets: many clients send it apart),
+``Gateway.answer_read`` answers it from one task and the answer is written here, as uvicorn's cycle would write
+it (its default headers, lower-case names, ``content-length``, ``connection: close`` when the connection is not
+kept alive); the cycle is completed as uvicorn's ``send`` would complete it, so keep-alive, pipelining, flow
+control and the graceful stop go on as they do for every request (a request pipelined behind one under way
+goes the ASGI way, as uvicorn starts it later). A body that does not arrive within ``Gateway.body_timeout`` gets
+the ASGI app's answer to that (``Gateway.answer_unread``), and the connection is closed. Such a body is within
+what the ASGI app would buffer without charging the budget, so no other limit of the app's applies to it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import (
@@ -111,6 +114,66 @@ class CoalescingTransport:
         return getattr(self._transport, name)
 
 
+class _NoEvent:
+    """The event of a :class:`DirectCycle`: set by uvicorn as it sets a cycle's, awaited by nobody."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+    def is_set(self) -> bool:
+        return False
+
+
+class DirectCycle(RequestResponseCycle):
+    """uvicorn's cycle for a request answered directly: the state that uvicorn's protocol (body, flow control,
+    keep-alive, pipelining, a lost connection, the graceful stop) and the cycle's own ``send`` (uvicorn's 500)
+    read, without what only the ASGI way uses: its receive event (nobody awaits it: the app's ``receive`` is
+    never called), and its scope, built only should ``send`` need it. The state a cycle starts with is given
+    here as class attributes, so a request sets only what is its own. The path is as sent (percent-encoded, as
+    the signature covers it), the method POST."""
+
+    disconnected = False
+    waiting_for_100_continue = False  # never: such a request does not expect 100-continue
+    more_body = True
+    response_started = False
+    response_complete = False
+    chunked_encoding: bool | None = None
+    expected_content_length = 0
+    message_event = _NoEvent()  # type: ignore[assignment]
+
+    def __init__(self, protocol: HttpToolsProtocol, path: str, query_string: str,
+                 raw_headers: list[tuple[bytes, bytes]], http_version: str, *, keep_alive: bool) -> None:
+        self.protocol = protocol
+        self.transport = protocol.transport
+        self.flow = protocol.flow
+        self.logger = protocol.logger
+        self.access_logger = protocol.access_logger
+        self.access_log = protocol.access_log
+        self.default_headers = protocol.server_state.default_headers
+        self.on_response = protocol.on_response_complete
+        self.keep_alive = keep_alive
+        self.body = bytearray()
+        self.path = path
+        self.query_string = query_string
+        self.raw_headers = raw_headers
+        self.http_version = http_version
+
+    @property  # type: ignore[override]
+    def scope(self) -> Any:
+        """The ASGI scope uvicorn would have made, for its ``send`` (which reads the method, and for its access
+        log the client, path and HTTP version)."""
+        protocol = self.protocol
+        return {"type": "http", "http_version": self.http_version, "server": protocol.server,
+                "client": protocol.client, "scheme": protocol.scheme,
+                "root_path": "", "headers": self.raw_headers, "method": "POST", "path": unquote(self.path),
+                "raw_path": self.path.encode("ascii"), "query_string": self.query_string.encode("latin-1")}
+
+
 # The event loop keeps time in milliseconds: a timer may fire up to one early.
 _TIMER_SLACK = 0.001
 
@@ -128,10 +191,8 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
         _client_address: str | None = None
         _over_cap = False
         _body_left = 0
-        # Set while uvicorn makes the cycle of a request that may be answered directly.
-        _direct_next = False
-        # The cycle of such a request whose body is still being read: started directly once it is whole.
-        _deferred: RequestResponseCycle | None = None
+        # The cycle of a request answered directly whose body is still being read: started once it is whole.
+        _deferred: DirectCycle | None = None
         # Set while such a body is awaited beyond the bytes that came with its headers: the body timeout.
         _body_timer: asyncio.TimerHandle | None = None
         # When the connection went idle after its last answer (loop time); None while a request is under way.
@@ -168,13 +229,39 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
 
         def on_headers_complete(self) -> None:
             self._header_deadline = None
-            direct = self._direct_next = self._may_answer_directly()
-            try:
-                super().on_headers_complete()
-            finally:
-                self._direct_next = False
+            direct = self._may_answer_directly()
+            if direct and self._start_direct():
+                self._body_left = 0
+                return
+            super().on_headers_complete()
             # A request without an upgrade header is none (``_get_upgrade``).
             self._body_left = 0 if direct or self._get_upgrade() is None else _content_length(self.headers)
+
+        def _start_direct(self) -> bool:
+            """What uvicorn's ``on_headers_complete`` does for a request that may be answered directly (a POST
+            without an upgrade), with a :class:`DirectCycle` and no ASGI task: False, having done nothing, where
+            it would not start the ASGI app's task at once (a request pipelined behind one under way, its
+            concurrency limit reached), where the app it would start is not the front end's own (wrapped in
+            middleware), for a root path, and for a path that is not ASCII (uvicorn refuses it) or that
+            ``Gateway.serves_read`` does not take."""
+            assert gateway is not None
+            existing = self.cycle
+            if (existing is not None and not existing.response_complete) or self.limit_concurrency is not None \
+                    or self.app is not gateway.app or self.root_path:
+                return False
+            parsed = httptools.parse_url(self.url)
+            raw_path = parsed.path
+            if not raw_path or not raw_path.isascii():
+                return False
+            path = raw_path.decode("ascii")
+            if not gateway.serves_read(path):
+                return False
+            http_version = self.parser.get_http_version()
+            self.cycle = self._deferred = DirectCycle(
+                self, path, (parsed.query or b"").decode("latin-1"), self.headers, http_version,
+                keep_alive=http_version != "1.0" and self.parser.should_keep_alive(),
+            )
+            return True
 
         def _may_answer_directly(self) -> bool:
             """Whether the request whose headers were just parsed can be answered without ASGI, its path aside."""
@@ -190,15 +277,6 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
                     return False
             return length is not None and length.isdigit() and int(length) <= gateway.direct_limit
 
-        def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
-            # ``app is gateway.app``: uvicorn wrapped it in no middleware (which the direct way would skip) and
-            # did not swap it for its own answer (its concurrency limit).
-            if self._direct_next and gateway is not None and app is gateway.app \
-                    and gateway.serves_read(_path_of(cycle.scope)):
-                self._deferred = cycle  # started once its body is whole (on_message_complete)
-                return
-            super()._start_asgi_task(cycle, app)
-
         def on_message_complete(self) -> None:
             if self._body_left > 0:
                 return  # an upgrade request's body is still to come, raw (see data_received)
@@ -213,7 +291,7 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
                 task.add_done_callback(self.tasks.discard)
                 self.tasks.add(task)
 
-        async def _answer_directly(self, cycle: RequestResponseCycle) -> None:
+        async def _answer_directly(self, cycle: DirectCycle) -> None:
             """What ``cycle.run_asgi`` does for the ASGI app, for a request read whole: the answer, or uvicorn's
             500 (and its log line) should the front end raise."""
             assert gateway is not None
@@ -232,14 +310,12 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
             finally:
                 cycle.on_response = lambda: None
 
-        @staticmethod
-        def _request_of(cycle: RequestResponseCycle, body: bytes) -> HttpRequest:
-            scope = cycle.scope
-            client = scope["client"]
-            return HttpRequest(scope["method"], _path_of(scope), scope["query_string"].decode("latin-1"),
-                               headers_of(scope["headers"]), body, scope["scheme"], client[0] if client else None)
+        def _request_of(self, cycle: DirectCycle, body: bytes) -> HttpRequest:
+            client = self.client
+            return HttpRequest("POST", cycle.path, cycle.query_string, headers_of(cycle.raw_headers), body,
+                               self.scheme or "http", client[0] if client else None)
 
-        def _write_response(self, cycle: RequestResponseCycle, response: HttpResponse) -> None:
+        def _write_response(self, cycle: DirectCycle, response: HttpResponse) -> None:
             """The answer in one write, as uvicorn's cycle writes an ASGI app's start and body messages."""
             body = response.body
             content = [STATUS_LINE[response.status]]
@@ -372,12 +448,6 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
                 self.transport.close()
 
     return GuardedHttpToolsProtocol
-
-
-def _path_of(scope: Any) -> str:
-    """The request path as the front end reads it: as sent (percent-encoded), as the signature covers it."""
-    raw_path = scope.get("raw_path")
-    return raw_path.decode("latin-1") if raw_path else scope["path"]
 
 
 def _content_length(headers: list[tuple[bytes, bytes]]) -> int:

@@ -44,6 +44,10 @@ class Recorder:
     def __init__(self) -> None:
         self.ways: list[str] = []
         self.fail_directly = False
+        # Set, a direct answer is held until ``release`` is (``entered`` says one is being made).
+        self.hold = False
+        self.entered = threading.Event()
+        self.release = threading.Event()
 
     def answer(self, way: str, request: HttpRequest) -> HttpResponse:
         self.ways.append(way)
@@ -77,14 +81,17 @@ class Recorder:
 
     async def answer_read(self, request: HttpRequest) -> HttpResponse:
         await asyncio.sleep(0)
+        self.entered.set()
+        while self.hold and not self.release.is_set():
+            await asyncio.sleep(0.01)
         if self.fail_directly:
             raise RuntimeError("a bug")
         return self.answer("direct", request)
 
 
 class Served:
-    def __init__(self, url: str, recorder: Recorder) -> None:
-        self.url, self.recorder = url, recorder
+    def __init__(self, url: str, recorder: Recorder, server: uvicorn.Server) -> None:
+        self.url, self.recorder, self.server = url, recorder, server
         host, _, port = url.rpartition("/")[2].partition(":")
         self.address = (host, int(port))
 
@@ -129,7 +136,7 @@ def _serving(direct: bool, keep_alive: float = 5.0) -> Iterator[Served]:
             while not server.started and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert server.started
-            yield Served(socket_url(sock), recorder)
+            yield Served(socket_url(sock), recorder, server)
         finally:
             server.should_exit = True
             thread.join(10)
@@ -277,6 +284,57 @@ def test_a_front_end_that_raises_gets_uvicorn_s_500_and_the_connection_closes(se
         status, _, answer = _read_response(sock, bytearray())
         assert (status, answer) == (500, b"Internal Server Error")
         assert _closed(sock)
+
+
+def _until(condition: Any, bound: float = 10.0) -> bool:
+    """Whether ``condition()`` came true within ``bound`` seconds (a bound, not a timing)."""
+    deadline = time.monotonic() + bound
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _accepts(served: Served) -> bool:
+    try:
+        socket.create_connection(served.address, timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_a_server_stopping_while_a_direct_answer_is_made_delivers_it_and_then_closes(served: Served) -> None:
+    # given a direct answer under way on a kept-alive connection
+    served.recorder.hold = True
+    head, body = _request()
+    with closing(_connect(served)) as sock:
+        sock.sendall(head + body)
+        assert served.recorder.entered.wait(10)
+        # when the server is told to stop (it takes no new connection), and the answer is then made
+        served.server.should_exit = True
+        assert _until(lambda: not _accepts(served))
+        served.recorder.release.set()
+        # then the client gets it, marked as the connection's last, and the connection closes
+        status, headers, _ = _read_response(sock, bytearray())
+        assert status == 200 and ("connection", "close") in headers
+        assert _closed(sock)
+    assert served.recorder.ways == ["direct"]
+
+
+def test_a_client_gone_while_its_direct_answer_is_made_leaves_the_gateway_serving(served: Served) -> None:
+    # given a client that sends a request and goes before its direct answer is made
+    served.recorder.hold = True
+    head, body = _request()
+    with closing(_connect(served)) as sock:
+        sock.sendall(head + body)
+        assert served.recorder.entered.wait(10)
+    served.recorder.release.set()
+    assert _until(lambda: served.recorder.ways == ["direct"])
+    # then the next client is answered directly as ever
+    served.recorder.hold = False
+    assert [status for status, _, _ in _exchange(served, [_request()])] == [200]
+    assert served.recorder.ways == ["direct", "direct"]
 
 
 @pytest.mark.parametrize("protocol", ["json", "query"])
