@@ -154,7 +154,8 @@ class Dispatcher:
             tries += 1
             sent = False
             try:
-                client = await self._leaders.client(partition)
+                # The client held for a leader that is known comes without a coroutine of its own.
+                client = self._leaders.known(partition) or await self._leaders.client(partition)
                 if client is hung:
                     raise WorkerTimeout("The storage worker that timed out still leads the partition.")
                 sent = True

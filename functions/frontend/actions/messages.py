@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ferrymq import ids
@@ -191,12 +191,13 @@ async def _send(ctx: RequestContext, queue: QueueRecord, messages: list[dict[str
     async def to_shard(index: int, positions: list[int]) -> None:
         batch = [messages[p] for p in positions]
 
-        async def op(worker: WorkerClient, partition: int, queue_id: str) -> list[dict]:
-            return await worker.send(partition, queue_id, batch, retention_seconds=retention, fifo=fifo)
+        # Each returns the worker's coroutine for the dispatcher to await: no coroutine level of its own.
+        def op(worker: WorkerClient, partition: int, queue_id: str) -> Awaitable[list[dict]]:
+            return worker.send(partition, queue_id, batch, retention_seconds=retention, fifo=fifo)
 
-        async def resend(worker: WorkerClient, partition: int, queue_id: str) -> list[dict]:
+        def resend(worker: WorkerClient, partition: int, queue_id: str) -> Awaitable[list[dict]]:
             # The same message ids: what the first attempt stored is not stored twice.
-            return await worker.send(partition, queue_id, batch, retention_seconds=retention, fifo=fifo, resend=True)
+            return worker.send(partition, queue_id, batch, retention_seconds=retention, fifo=fifo, resend=True)
 
         # FIFO sends are idempotent by message id at the worker; standard ones when resent as such.
         stored = await ctx.services.dispatcher.on_shard(queue, index, op, idempotent=fifo, resend=resend)

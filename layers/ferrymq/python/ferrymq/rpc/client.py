@@ -17,7 +17,7 @@ import contextlib
 import functools
 import math
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ferrymq.errors import InternalError, ServiceUnavailable
@@ -361,33 +361,53 @@ class WorkerClient:
         are not stored again.
         """
         if not fifo and not resend and all(m.get("origin") is None for m in messages):
-            return await self._send_grouped(partition, queue_id, messages, retention_seconds)
+            # Plain messages, sent with the others of this turn for the same queue (:mod:`.send_groups`); here,
+            # not in a coroutine of its own, as most messages take this way.
+            key = (partition, queue_id, retention_seconds)
+            size = bodies_size(messages)
+            group = self._send_groups.get(key)
+            if group is not None and group.takes(messages, size):
+                return await group.join(messages, size)
+            return await self._send_group(key, messages, size)
         args, stored = shapes.send_request(partition, queue_id, messages, retention_seconds, fifo, resend)
         return shapes.read_send_answer(await self._call(Op.SEND, args), stored, fifo)
 
-    async def _send_grouped(self, partition: int, queue_id: str, messages: list[dict],
-                            retention_seconds: int) -> list[dict]:
-        """Plain messages, sent with the others of this turn for the same queue (:mod:`.send_groups`)."""
-        key = (partition, queue_id, retention_seconds)
-        size = bodies_size(messages)
-        group = self._send_groups.get(key)
-        if group is not None and group.takes(messages, size):
-            return await group.join(messages, size)
-        group = self._send_groups[key] = SendGroup(partition, queue_id, retention_seconds)
+    def _send_group(self, key: tuple[int, str, int], messages: list[dict], size: int) -> Awaitable[list[dict]]:
+        """Start this turn's group of plain sends for ``key`` with ``messages``: its SEND is built when written."""
+        group = self._send_groups[key] = SendGroup(*key)
         mine = group.join(messages, size)
+        conn = self._conn
+        if conn is not None and not conn.lost and conn.writer.transport.get_write_buffer_size() <= _WRITE_HIGH_WATER:
+            # The connection is ready (what ``_ready_connection`` returns at once): no coroutine to wait in.
+            try:
+                rpc = conn.request_built(Op.SEND, functools.partial(self._close_group, key, group),
+                                         self._request_timeout)
+            except BaseException as exc:
+                self._unsent(key, group, mine, exc)
+                raise
+            rpc.add_done_callback(group.answered)
+            return mine
+        return self._send_group_when_ready(key, group, mine)
+
+    async def _send_group_when_ready(self, key: tuple[int, str, int], group: SendGroup,
+                                     mine: asyncio.Future[list[dict]]) -> list[dict]:
         try:
             conn = await self._ready_connection()
             rpc = conn.request_built(Op.SEND, functools.partial(self._close_group, key, group), self._request_timeout)
         except BaseException as exc:
-            if self._send_groups.get(key) is group:
-                del self._send_groups[key]
-            mine.cancel()
-            # Never written: whoever joined may try again as if it had not been sent.
-            group.fail(exc if isinstance(exc, ServiceUnavailable) else WorkerUnreachable(
-                f"The request to storage worker {self.host}:{self.port} was not sent."))
+            self._unsent(key, group, mine, exc)
             raise
         rpc.add_done_callback(group.answered)
         return await mine
+
+    def _unsent(self, key: tuple[int, str, int], group: SendGroup, mine: asyncio.Future[list[dict]],
+                exc: BaseException) -> None:
+        if self._send_groups.get(key) is group:
+            del self._send_groups[key]
+        mine.cancel()
+        # Never written: whoever joined may try again as if it had not been sent.
+        group.fail(exc if isinstance(exc, ServiceUnavailable) else WorkerUnreachable(
+            f"The request to storage worker {self.host}:{self.port} was not sent."))
 
     def _close_group(self, key: tuple[int, str, int], group: SendGroup) -> bytes:
         """The group's payload, once no send may join it any more."""

@@ -90,13 +90,20 @@ class LeaderClients:
         """The client held for each worker address (a copy)."""
         return dict(self._clients)
 
-    async def client(self, partition: int) -> WorkerClient:
-        """A client for the worker leading ``partition``; raises ServiceUnavailable when none does."""
+    def known(self, partition: int) -> WorkerClient | None:
+        """The client :meth:`client` would return at once, without a lookup; None when it would look one up."""
         leader = self._leaders.get(partition)
         if leader is not None and leader.expires > self._clock.monotonic():
             client = self._clients.get(leader.address)
             if client is not None and not client.closed:
                 return client
+        return None
+
+    async def client(self, partition: int) -> WorkerClient:
+        """A client for the worker leading ``partition``; raises ServiceUnavailable when none does."""
+        client = self.known(partition)
+        if client is not None:
+            return client
         if self._closed:
             raise ServiceUnavailable("The storage worker clients are closed.")
         lookup = self._lookups.get(partition)
