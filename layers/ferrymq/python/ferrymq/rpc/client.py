@@ -67,8 +67,9 @@ class _Connection:
         self.writer = writer
         self.where = where
         self.lost = False
-        # Each outstanding request's future, its deadline (loop time) and its timeout.
-        self._pending: dict[int, tuple[asyncio.Future[tuple[int, bytes]], float, float]] = {}
+        # Each outstanding request's future (or the send group its answer goes to), its deadline (loop time) and
+        # its timeout.
+        self._pending: dict[int, tuple[asyncio.Future[tuple[int, bytes]] | SendGroup, float, float]] = {}
         # One timer for the connection, not one made and cancelled per request: it is due at the earliest deadline
         # it was armed for (``_timer_at``), and on firing looks at the deadlines then pending.
         self._timer: asyncio.TimerHandle | None = None
@@ -83,17 +84,18 @@ class _Connection:
     def request(self, op: int, payload: bytes, timeout: float) -> asyncio.Future[tuple[int, bytes]]:
         return self._request(op, payload, timeout)
 
-    def request_built(self, op: int, build: Callable[[], bytes], timeout: float) -> asyncio.Future[tuple[int, bytes]]:
+    def request_built(self, op: int, build: Callable[[], bytes], timeout: float, answer_to: SendGroup) -> None:
         """A request whose payload ``build`` makes when its frame is written, later in this turn: until then,
-        what it holds may still grow (:mod:`.send_groups`)."""
-        return self._request(op, build, timeout)
+        what it holds may still grow (:mod:`.send_groups`). Its answer, or failure, goes to ``answer_to`` (which
+        takes a future's ``set_result`` and ``set_exception``) as it comes, without a future in between."""
+        self._request(op, build, timeout, answer_to)
 
-    def _request(self, op: int, payload: bytes | Callable[[], bytes],
-                 timeout: float) -> asyncio.Future[tuple[int, bytes]]:
+    def _request(self, op: int, payload: bytes | Callable[[], bytes], timeout: float,
+                 answer_to: SendGroup | None = None) -> asyncio.Future[tuple[int, bytes]]:
         if self.lost:
             raise WorkerConnectionLost(f"connection to storage worker {self.where} lost")
         request_id = self._next_id = (self._next_id + 1) & 0xFFFFFFFF
-        fut = self._loop.create_future()
+        fut: Any = self._loop.create_future() if answer_to is None else answer_to
         deadline = self._loop.time() + timeout
         self._pending[request_id] = (fut, deadline, timeout)
         if deadline < self._timer_at:
@@ -380,12 +382,11 @@ class WorkerClient:
         if conn is not None and not conn.lost and conn.writer.transport.get_write_buffer_size() <= _WRITE_HIGH_WATER:
             # The connection is ready (what ``_ready_connection`` returns at once): no coroutine to wait in.
             try:
-                rpc = conn.request_built(Op.SEND, functools.partial(self._close_group, key, group),
-                                         self._request_timeout)
+                conn.request_built(Op.SEND, functools.partial(self._close_group, key, group), self._request_timeout,
+                                   group)
             except BaseException as exc:
                 self._unsent(key, group, mine, exc)
                 raise
-            rpc.add_done_callback(group.answered)
             return mine
         return self._send_group_when_ready(key, group, mine)
 
@@ -393,11 +394,11 @@ class WorkerClient:
                                      mine: asyncio.Future[list[dict]]) -> list[dict]:
         try:
             conn = await self._ready_connection()
-            rpc = conn.request_built(Op.SEND, functools.partial(self._close_group, key, group), self._request_timeout)
+            conn.request_built(Op.SEND, functools.partial(self._close_group, key, group), self._request_timeout,
+                               group)
         except BaseException as exc:
             self._unsent(key, group, mine, exc)
             raise
-        rpc.add_done_callback(group.answered)
         return await mine
 
     def _unsent(self, key: tuple[int, str, int], group: SendGroup, mine: asyncio.Future[list[dict]],

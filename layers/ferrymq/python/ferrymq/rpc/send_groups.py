@@ -26,7 +26,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from ferrymq.errors import InternalError, ServiceUnavailable
+from ferrymq.errors import InternalError
 from ferrymq.rpc import shapes
 from ferrymq.rpc.codec import pack, unpack, unpack_error
 from ferrymq.rpc.framing import STATUS_OK
@@ -39,7 +39,7 @@ class SendGroup:
     """The messages of one turn's plain sends to one queue of one partition, and who waits for which. The client
     holds a group until its frame is built, and only then may a send join it."""
 
-    __slots__ = ("messages", "partition", "queue_id", "retention_seconds", "size", "waiters")
+    __slots__ = ("_answered", "messages", "partition", "queue_id", "retention_seconds", "size", "waiters")
 
     def __init__(self, partition: int, queue_id: str, retention_seconds: int) -> None:
         self.partition = partition
@@ -49,6 +49,7 @@ class SendGroup:
         self.size = 0
         self.waiters: list[tuple[asyncio.Future[list[dict]], int, int]] = []
         """Per caller: its future, where its messages start, and how many there are."""
+        self._answered = False
 
     def takes(self, messages: Sequence[dict], size: int) -> bool:
         return len(self.messages) + len(messages) <= MAX_MESSAGES and self.size + size <= MAX_BYTES
@@ -66,16 +67,22 @@ class SendGroup:
                                       False, False)
         return pack(args)
 
-    def answered(self, rpc: asyncio.Future[tuple[int, bytes]]) -> None:
-        """The SEND's answer (or failure), shared out to the callers."""
-        if rpc.cancelled():
-            self.fail(ServiceUnavailable("The request to the storage worker was given up; its outcome is unknown."))
-            return
-        error = rpc.exception()
-        if error is not None:
-            self.fail(error)
-            return
-        status, data = rpc.result()
+    # The connection answers the group's SEND to the group itself, as it would set a future's result or exception
+    # (``_Connection.request_built``): the callers' futures are settled there and then.
+
+    def done(self) -> bool:
+        """Whether the SEND was answered or failed."""
+        return self._answered
+
+    def set_exception(self, error: BaseException) -> None:
+        """The SEND failed (timed out, its connection lost, or it could not be encoded)."""
+        self._answered = True
+        self.fail(error)
+
+    def set_result(self, answer: tuple[int, bytes]) -> None:
+        """The SEND's answer (status and payload), shared out to the callers."""
+        self._answered = True
+        status, data = answer
         if status != STATUS_OK:
             self.fail(unpack_error(data))
             return
