@@ -186,10 +186,15 @@ class MessageCipher:
                                                                                  len(messages))
             key = held or await self._tenant_sealing_key(named, queue_arn, period, len(messages))
         else:
-            try:
-                key = await self._sealing_key(await self._managed(), queue_arn, period, len(messages))
-            except SqsError as exc:
-                raise named_as(exc, "the queue's SQS-managed key") from exc.__cause__
+            # A data key held under the managed key (once its ARN is known) is taken without a coroutine.
+            managed = self._managed_arn
+            sealing = None if managed is None else self.keys.sealing_key(managed, queue_arn, period, len(messages))
+            if sealing is None:
+                try:
+                    sealing = await self._sealing_key(await self._managed(), queue_arn, period, len(messages))
+                except SqsError as exc:
+                    raise named_as(exc, "the queue's SQS-managed key") from exc.__cause__
+            key = sealing
         aead, arn, wrapped = key.aead, key.queue_arn, key.wrapped
         for m in messages:
             plaintext = pack_plaintext(m["body"], m["attrs"], m["md5_body"], m["md5_attrs"])
