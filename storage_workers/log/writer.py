@@ -67,11 +67,14 @@ class LogWriter:
         max_batch: int = 1024,
         on_fatal: Callable[[BaseException], None] | None = None,
         on_placed: Placed | None = None,
+        on_commit: Callable[[], None] | None = None,
+        on_sync: Callable[[float], None] | None = None,
     ) -> None:
         """Continue the log in ``directory`` that :func:`~.recovery.recover` returned, or start one in an
         empty directory (``recovered`` None).  ``on_placed`` is told, on the event loop, where each batch
         lies once it is durable (``(segment index, position of its first frame, [(frame, epoch, offset)])``):
-        from then on its records can be read back from the file."""
+        from then on its records can be read back from the file.  ``on_commit`` is called on the event loop after
+        each batch is durable; ``on_sync`` is told, in the I/O thread, how many seconds each fdatasync took."""
         if recovered is None:
             directory.mkdir(parents=True, exist_ok=True)
             if list_segments(directory):
@@ -82,10 +85,8 @@ class LogWriter:
         self.max_batch = max(1, max_batch)
         self.on_fatal = on_fatal
         self.on_placed = on_placed
-        self.on_commit: Callable[[], None] | None = None
-        """Called in the event loop after each batch is durable (compaction checks hang here)."""
-        self.on_sync: Callable[[float], None] | None = None
-        """Told in the I/O thread how many seconds each fdatasync took (the worker's fsync latency metric)."""
+        self.on_commit = on_commit
+        self.on_sync = on_sync
         self.segment_lock = asyncio.Lock()
         """Held while sealed segments are rewritten (compaction) or cut (truncation): never both at once."""
         self.epochs = recovered.epochs.copy()

@@ -236,6 +236,9 @@ class LeaderTerm:
     async def close(self) -> None:
         """Stop the term's background work (the only part of ending it when the worker shuts down: what was
         appended still becomes durable and is answered when committed)."""
+        # The term hooked itself into the engine when it began; what it appends ends with it.
+        if self.engine.on_record == self._append:
+            self.engine.on_record = None
         self.copies.close()
         for task in self._tasks:
             task.cancel()

@@ -46,6 +46,7 @@ class Worker(Protocol):
     replicas: dict[int, PartitionReplica]
     loop_lag: LoopLagMonitor
     body_cache: BodyCache
+    fsync_seconds: Histogram
 
     @property
     def address(self) -> tuple[str, int] | None: ...
@@ -177,12 +178,11 @@ def _lags(replica: PartitionReplica) -> dict[str, int]:
     return {r: max(end - tracker.acked.get(r, 0), 0) for r in tracker.replicas if r != tracker.me}
 
 
-def worker_registry(worker: Worker) -> tuple[CollectorRegistry, Histogram]:
-    """The registry ``/metrics`` renders, and the fsync histogram the logs' I/O threads feed."""
+def worker_registry(worker: Worker) -> CollectorRegistry:
+    """The registry ``/metrics`` renders."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkerCollector(worker))
     registry.register(worker.loop_lag.histogram)
-    fsync = Histogram("ferrymq_worker_fsync_seconds", "How long each group commit's fdatasync took.",
-                      buckets=FSYNC_BUCKETS, registry=registry)
+    registry.register(worker.fsync_seconds)
     ProcessCollector(registry=registry)
-    return registry, fsync
+    return registry

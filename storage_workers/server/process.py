@@ -159,9 +159,7 @@ async def _start_admin(worker: StorageWorker, config: WorkerConfig) -> AdminServ
     """The admin listener (health checks, metrics), listening; None when the configuration asks for none."""
     if config.admin_port is None:
         return None
-    registry, fsync = worker_registry(worker)
-    worker.sync_observer = fsync.observe
-    admin = AdminServer(worker, registry, config.admin_host, config.admin_port)
+    admin = AdminServer(worker, worker_registry(worker), config.admin_host, config.admin_port)
     host, port = await admin.start()
     log.info("worker %s: health checks and metrics on http://%s:%d (/health/live, /health/ready, /metrics)",
              config.worker_id, host, port)

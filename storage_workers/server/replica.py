@@ -81,11 +81,13 @@ class PartitionReplica:
         fail: Callable[[Connection, int, BaseException], None],
         on_fatal: Callable[[BaseException], None],
         body_cache: BodyCache | None = None,
+        on_sync: Callable[[float], None] | None = None,
     ) -> None:
         """``receipt_key`` authenticates the partition's receipt handles (see ``PartitionMap.receipt_key``);
         ``fail`` answers a request with an error; ``on_fatal`` is told when the log fails for good;
         ``body_cache`` keeps recent message bodies (the worker's, shared by its partitions; else one of the
-        replica's own, ``config.body_cache_bytes``)."""
+        replica's own, ``config.body_cache_bytes``); ``on_sync`` is given to every log the replica opens
+        (``LogWriter.on_sync``: the worker's fsync latency metric)."""
         self.partition = partition
         self.config = config
         self.directory = replica_dir(config.data_dir, partition)
@@ -111,8 +113,7 @@ class PartitionReplica:
         self.role_changes = 0
         self.damage: Damage | None = None
         """The damage found in the log at open, and what became of it (:mod:`.damage`)."""
-        self.on_sync: Callable[[float], None] | None = None
-        """Given to every log this replica opens (``LogWriter.on_sync``): the worker's fsync latency metric."""
+        self._on_sync = on_sync
         self._fail = fail
         self._on_fatal = on_fatal
         self._lock = contextlib.ExitStack()
@@ -419,6 +420,8 @@ class PartitionReplica:
             max_batch=self.config.group_commit_max_batch,
             on_fatal=self._on_fatal,
             on_placed=self.bodies.placed,
+            on_commit=self._committed,
+            on_sync=self._on_sync,
         )
         folding = StateFold()
         self.compactor = Compactor(
@@ -432,8 +435,6 @@ class PartitionReplica:
             after_base=lambda base, placed, keep: self._checkpoint_base(folding, base, placed, keep),
             held=lambda: self.term is not None and self.term.copies.active,
         )
-        wal.on_commit = self._committed
-        wal.on_sync = self.on_sync
         # Until checked, a sealed segment's CRC-32 is what the checkpoint says, and later checkpoints say the same.
         self._crcs.update(self.vouched.claims(recovered.unchecked))
         self.vouched.check(wal, recovered.unchecked, self._vouched_segment_damaged)
@@ -586,7 +587,6 @@ class PartitionReplica:
         term, self.term = self.term, None
         if term is not None:
             await term.end(reason)
-            self.engine.on_record = None
         await self._stop_following()
 
     async def _stop_following(self) -> None:

@@ -22,8 +22,10 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
+
+from prometheus_client import Histogram
 
 from ferrymq.clock import Clock, SystemClock
 from ferrymq.errors import (
@@ -48,6 +50,7 @@ from ferrymq.storage.server.connection import Connection, WorkerProtocol
 from ferrymq.storage.server.handlers import DEFERRED, PARTITION_OPS
 from ferrymq.storage.server.layout import adopt_legacy_log, replica_dir
 from ferrymq.storage.server.loop_lag import LoopLagMonitor
+from ferrymq.storage.server.metrics import FSYNC_BUCKETS
 from ferrymq.storage.server.replica import PartitionReplica
 
 log = logging.getLogger(__name__)
@@ -73,8 +76,11 @@ class StorageWorker:
         """Recent message bodies of every partition here (the rest are read back from the logs)."""
         self.peers: SharedPeers = peers if peers is not None else IsolatedPeers()
         self.requests = 0
-        self.sync_observer: Callable[[float], None] | None = None
-        """Told, in each log's I/O thread, how long each fdatasync took (the admin listener's fsync metric)."""
+        self.fsync_seconds = Histogram(
+            "ferrymq_worker_fsync_seconds", "How long each group commit's fdatasync took.", buckets=FSYNC_BUCKETS,
+            registry=None,
+        )
+        """Fed, in each log's I/O thread, how long each fdatasync took (``/metrics``)."""
         self.stopped = asyncio.Event()
         self.fatal: BaseException | None = None
         self.loop_lag = LoopLagMonitor()
@@ -93,7 +99,7 @@ class StorageWorker:
         """Replicas being opened by :meth:`host`, so that a second call waits for the same one."""
 
     def _replica(self, partition: int, receipt_key: bytes) -> PartitionReplica:
-        replica = PartitionReplica(
+        return PartitionReplica(
             partition,
             self.config,
             receipt_key,
@@ -102,14 +108,8 @@ class StorageWorker:
             fail=self._fail,
             on_fatal=self._on_log_failure,
             body_cache=self.body_cache,
+            on_sync=self.fsync_seconds.observe,
         )
-        replica.on_sync = self._synced
-        return replica
-
-    def _synced(self, seconds: float) -> None:
-        observer = self.sync_observer
-        if observer is not None:
-            observer(seconds)
 
     async def host(self, partition: int, receipt_key: bytes) -> PartitionReplica:
         """Open a replica of ``partition`` on a running worker (a replica set it was just added to); it stands by

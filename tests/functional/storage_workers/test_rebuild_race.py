@@ -75,7 +75,7 @@ def standing_by(data_dir: Path, partitions: tuple[int, ...]) -> StorageWorker:
 
 
 def metrics_text(worker: StorageWorker) -> str:
-    registry, _ = worker_registry(worker)
+    registry = worker_registry(worker)
     return generate_latest(registry).decode()
 
 

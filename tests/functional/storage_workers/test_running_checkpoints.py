@@ -284,7 +284,7 @@ def test_the_worker_s_metrics_count_the_checkpoints_it_took_while_serving(tmp_pa
                 return replica.checkpoints.taken >= 1
 
             await eventually(taken)
-            rendered = generate_latest(worker_registry(server)[0]).decode()
+            rendered = generate_latest(worker_registry(server)).decode()
             written = float(replica.checkpoints.taken)
             assert f'ferrymq_worker_checkpoints_total{{result="written"}} {written}' in rendered
             assert 'ferrymq_worker_checkpoints_total{result="dropped"} 0.0' in rendered
