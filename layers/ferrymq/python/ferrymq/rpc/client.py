@@ -62,6 +62,11 @@ class _Connection:
     __slots__ = ("_deferred", "_flush_scheduled", "_loop", "_next_id", "_out", "_pending", "_reader_task", "_timer",
                  "_timer_at", "lost", "where", "writer")
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the connection runs on."""
+        return self._loop
+
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, where: str) -> None:
         self._loop = asyncio.get_running_loop()
         self.writer = writer
@@ -376,9 +381,9 @@ class WorkerClient:
 
     def _send_group(self, key: tuple[int, str, int], messages: list[dict], size: int) -> Awaitable[list[dict]]:
         """Start this turn's group of plain sends for ``key`` with ``messages``: its SEND is built when written."""
-        group = self._send_groups[key] = SendGroup(*key)
-        mine = group.join(messages, size)
         conn = self._conn
+        group = self._send_groups[key] = SendGroup(*key, loop=None if conn is None else conn.loop)
+        mine = group.join(messages, size)
         if conn is not None and not conn.lost and conn.writer.transport.get_write_buffer_size() <= _WRITE_HIGH_WATER:
             # The connection is ready (what ``_ready_connection`` returns at once): no coroutine to wait in.
             try:

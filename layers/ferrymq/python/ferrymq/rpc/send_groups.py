@@ -39,9 +39,13 @@ class SendGroup:
     """The messages of one turn's plain sends to one queue of one partition, and who waits for which. The client
     holds a group until its frame is built, and only then may a send join it."""
 
-    __slots__ = ("_answered", "messages", "partition", "queue_id", "retention_seconds", "size", "waiters")
+    __slots__ = ("_answered", "_loop", "messages", "partition", "queue_id", "retention_seconds", "size", "waiters")
 
-    def __init__(self, partition: int, queue_id: str, retention_seconds: int) -> None:
+    def __init__(self, partition: int, queue_id: str, retention_seconds: int,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        # The loop the callers' futures belong to: asked for once, not per caller (on Python 3.11 every
+        # ``asyncio.get_running_loop()`` is a ``getpid`` system call).
+        self._loop = loop or asyncio.get_running_loop()
         self.partition = partition
         self.queue_id = queue_id
         self.retention_seconds = retention_seconds
@@ -55,7 +59,7 @@ class SendGroup:
         return len(self.messages) + len(messages) <= MAX_MESSAGES and self.size + size <= MAX_BYTES
 
     def join(self, messages: Sequence[dict], size: int) -> asyncio.Future[list[dict]]:
-        fut: asyncio.Future[list[dict]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[list[dict]] = self._loop.create_future()
         self.waiters.append((fut, len(self.messages), len(messages)))
         self.messages.extend(messages)
         self.size += size
