@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from soak import bytes_under, rss_bytes, stack_processes, wait_until_quiet
+from soak import bytes_under, rss_bytes, stack_processes, stop_stack_on_sigterm, wait_until_quiet
 from sqs_bench import Connection, Target, call
 
 from ferrymq.infra.up_process import UpProcess, ferrymq_command, up_environment
@@ -298,6 +298,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop_stack_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--body-bytes", type=int, default=256)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -431,7 +432,14 @@ def soak(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def stop_stack_on_sigterm() -> None:
+    """A benchmark told to stop (``timeout``, a CI job's end) leaves through its ``finally`` blocks, which stop the
+    stack it started: that stack runs in a session of its own, and a plain SIGTERM would leave it running."""
+    signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
+
+
 def main(argv: list[str] | None = None) -> int:
+    stop_stack_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="how long to churn (default 10)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions the stack serves (default 2)")
