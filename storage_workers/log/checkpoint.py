@@ -154,21 +154,34 @@ def read_checkpoint(directory: Path) -> Checkpoint | None:
     """The checkpoint in ``directory``, None if there is none; raises :class:`CheckpointUnusable`."""
     path = directory / FILE_NAME
     try:
-        data = path.read_bytes()
+        f = open(path, "rb")  # noqa: SIM115 (closed below, on every path)
     except FileNotFoundError:
         return None
-    if len(data) < _HEAD.size:
-        raise CheckpointUnusable(f"{path}: {len(data)} bytes, shorter than its head")
-    magic, version, offset, length, crc = _HEAD.unpack_from(data)
-    if magic != MAGIC:
-        raise CheckpointUnusable(f"{path}: not a FerryMQ checkpoint")
-    if version != VERSION:
-        raise CheckpointUnusable(f"{path}: checkpoint version {version}, this worker reads {VERSION}")
-    payload = memoryview(data)[_HEAD.size :]
-    if len(payload) != length or zlib.crc32(payload) != crc:
-        raise CheckpointUnusable(f"{path}: torn or damaged ({len(payload)} of {length} bytes, or a bad checksum)")
+    with f:
+        head = f.read(_HEAD.size)
+        if len(head) < _HEAD.size:
+            raise CheckpointUnusable(f"{path}: {len(head)} bytes, shorter than its head")
+        magic, version, offset, length, crc = _HEAD.unpack(head)
+        if magic != MAGIC:
+            raise CheckpointUnusable(f"{path}: not a FerryMQ checkpoint")
+        if version != VERSION:
+            raise CheckpointUnusable(f"{path}: checkpoint version {version}, this worker reads {VERSION}")
+        # Unpickled as it is read, its CRC-32 counted on the way: the payload (about 100 bytes a message) is
+        # never held whole beside the state it becomes.
+        payload = _CheckedPayload(f, length)
+        try:
+            found = _Unpickler(payload).load()
+            failure: Exception | None = None
+        except Exception as exc:
+            failure = exc
+        payload.drain()
+        if payload.read_bytes != length or f.read(1) or payload.crc != crc:
+            raise CheckpointUnusable(
+                f"{path}: torn or damaged ({payload.read_bytes} of {length} bytes, or a bad checksum)"
+            )
     try:
-        found = _Unpickler(io.BytesIO(payload)).load()
+        if failure is not None:
+            raise failure
         stored_offset, segments, files, state, *rest = found
         unplaced = [(int(at), list(seqs)) for at, seqs in (rest[0] if rest else [])]
         extents = [tuple(int(n) for n in extent) for extent in (rest[1] if len(rest) > 1 else [])]
@@ -228,6 +241,42 @@ def segment_files(directory: Path, indexes: list[int]) -> list[tuple[int, int, i
         st = os.stat(segment_path(directory, index))
         found.append((index, st.st_ino, st.st_size))
     return found
+
+
+class _CheckedPayload:
+    """A checkpoint's payload as the unpickler reads it from the file, its length and CRC-32 counted as it goes."""
+
+    def __init__(self, file: io.BufferedReader, length: int) -> None:
+        self._file = file
+        self._left = length
+        self.read_bytes = 0
+        self.crc = 0
+
+    def _counted(self, data: bytes | memoryview) -> None:
+        self.read_bytes += len(data)
+        self._left -= len(data)
+        self.crc = zlib.crc32(data, self.crc)
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._file.read(self._left if size < 0 else min(size, self._left))
+        self._counted(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")[: self._left]
+        n = self._file.readinto(view) or 0
+        self._counted(view[:n])
+        return n
+
+    def readline(self, size: int = -1) -> bytes:
+        data = self._file.readline(self._left if size < 0 else min(size, self._left))
+        self._counted(data)
+        return data
+
+    def drain(self) -> None:
+        """Read what the unpickler left, for the length and CRC-32 of the whole payload."""
+        while self._left > 0 and self.read(1 << 20):
+            pass
 
 
 class _Unpickler(pickle.Unpickler):

@@ -11,6 +11,7 @@ import os
 import pickle
 import shutil
 import struct
+import tracemalloc
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -301,3 +302,25 @@ def test_a_start_from_a_checkpoint_walks_no_segment_it_vouches_for_unless_a_byte
             assert replica.damage is not None and replica.refusing
 
     asyncio.run(scenario())
+
+
+def test_a_checkpoint_is_loaded_as_it_is_read_never_held_whole_beside_the_state_it_becomes(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with node(tmp_path, "w") as (_, client, _):
+            for round_ in range(200):
+                batch = [message(f"m{round_}-{i}") for i in range(10)]
+                await client.send(P, "q", batch, retention_seconds=RETENTION)
+
+    asyncio.run(scenario())
+    size = (tmp_path / "p0" / FILE_NAME).stat().st_size
+    tracemalloc.start()
+    try:
+        found = read_checkpoint(tmp_path / "p0")
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert found is not None and found.state.table.live == 2000
+    # beyond the state it built, the load held about the file's size at once (1.2 times here); reading the file
+    # whole first, and copying it once more for the unpickler, held about three times it
+    assert peak - kept < 2 * size, ((peak - kept) / size, kept / size)
+
