@@ -27,6 +27,7 @@ import os
 import pickle
 import struct
 import zlib
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,26 +123,30 @@ def fill_crcs(directory: Path, checkpoint: Checkpoint) -> None:
 def write_checkpoint(directory: Path, checkpoint: Checkpoint, *, tmp_name: str = TMP_NAME, publish: bool = True) -> int:
     """Write ``checkpoint`` durably over any earlier one; returns its size in bytes.  Unless ``publish``, it is
     left synced as ``tmp_name`` for :func:`publish_checkpoint` to put in place."""
+    found: tuple[Any, ...] = (checkpoint.offset, checkpoint.segments, checkpoint.files, checkpoint.state)
+    if checkpoint.unplaced or checkpoint.extents:
+        found = (*found, checkpoint.unplaced)
+    if checkpoint.extents:
+        found = (*found, checkpoint.extents, checkpoint.history, checkpoint.last_epoch)
     table = checkpoint.state.table
-    # The body store holds open files: the table is written without it, and given a new one when loaded.
-    bodies, table.bodies = table.bodies, None
-    try:
-        found: tuple[Any, ...] = (checkpoint.offset, checkpoint.segments, checkpoint.files, checkpoint.state)
-        if checkpoint.unplaced or checkpoint.extents:
-            found = (*found, checkpoint.unplaced)
-        if checkpoint.extents:
-            found = (*found, checkpoint.extents, checkpoint.history, checkpoint.last_epoch)
-        payload = pickle.dumps(found, protocol=5)
-    finally:
-        table.bodies = bodies
     with open(directory / tmp_name, "wb") as f:
-        f.write(_HEAD.pack(MAGIC, VERSION, checkpoint.offset, len(payload), zlib.crc32(payload)))
-        f.write(payload)
+        # Pickled straight to the file, its length and CRC-32 counted on the way and put in the head last: the
+        # payload (about 1 GB at ten million messages) is never held whole in memory.
+        f.write(bytes(_HEAD.size))
+        payload = _CountedWrites(f)
+        # The body store holds open files: the table is written without it, and given a new one when loaded.
+        bodies, table.bodies = table.bodies, None
+        try:
+            _Pickler(payload, protocol=5).dump(found)
+        finally:
+            table.bodies = bodies
+        f.seek(0)
+        f.write(_HEAD.pack(MAGIC, VERSION, checkpoint.offset, payload.written, payload.crc))
         f.flush()
         os.fsync(f.fileno())
     if publish:
         publish_checkpoint(directory, tmp_name)
-    return _HEAD.size + len(payload)
+    return _HEAD.size + payload.written
 
 
 def publish_checkpoint(directory: Path, tmp_name: str) -> None:
@@ -241,6 +246,30 @@ def segment_files(directory: Path, indexes: list[int]) -> list[tuple[int, int, i
         st = os.stat(segment_path(directory, index))
         found.append((index, st.st_ino, st.st_size))
     return found
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        # An array is written from its own buffer: its default reduction makes a bytes copy of it, which the
+        # pickler's memo keeps until the end, so that every array was held twice while a checkpoint was written.
+        if type(obj) is array:
+            return array, (obj.typecode, pickle.PickleBuffer(obj))
+        return NotImplemented
+
+
+class _CountedWrites:
+    """A file the pickler writes a checkpoint's payload to, its length and CRC-32 counted as it goes."""
+
+    def __init__(self, file: io.BufferedWriter) -> None:
+        self._file = file
+        self.written = 0
+        self.crc = 0
+
+    def write(self, data: Any) -> int:
+        n = self._file.write(data)
+        self.written += n
+        self.crc = zlib.crc32(data, self.crc)
+        return n
 
 
 class _CheckedPayload:
