@@ -45,6 +45,7 @@ from uvicorn.protocols.http.httptools_impl import (
     RequestResponseCycle,
 )
 
+from ferrymq.clock import fired_early
 from ferrymq.frontend.http import HttpRequest, headers_of
 from ferrymq.frontend.transport_limits import OVER_CLIENT_CAP
 
@@ -174,8 +175,6 @@ class DirectCycle(RequestResponseCycle):
                 "raw_path": self.path.encode("ascii"), "query_string": self.query_string.encode("latin-1")}
 
 
-# The event loop keeps time in milliseconds: a timer may fire up to one early.
-_TIMER_SLACK = 0.001
 
 
 def guarded_protocol(header_timeout: float, max_per_client: int,
@@ -399,7 +398,7 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
             deadline = self._header_deadline
             if deadline is None:
                 return  # no request awaited: the next one starts the clock again
-            if self.loop.time() + _TIMER_SLACK < deadline:
+            if fired_early(self.loop, deadline):
                 self._header_timer = self.loop.call_at(deadline, self._headers_due)
             else:
                 self._headers_too_slow()
@@ -432,7 +431,7 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
             if since is None:
                 return  # a request is under way: its answer starts the clock again
             deadline = since + self.timeout_keep_alive
-            if self.loop.time() + _TIMER_SLACK < deadline:
+            if fired_early(self.loop, deadline):
                 self.timeout_keep_alive_task = self.loop.call_at(deadline, self._idle_due)
             else:
                 self.timeout_keep_alive_handler()

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Protocol
+
+TIMER_SLACK = 0.001
+"""The event loop keeps time in milliseconds: a timer may fire up to this much early."""
+
+
+def fired_early(loop: asyncio.AbstractEventLoop, deadline: float) -> bool:
+    """Whether a timer armed for ``deadline`` (loop time) fired early: one that stays armed across many deadlines
+    checks, when it fires, whether the one it now stands for has come, and if not is armed again for it."""
+    return loop.time() + TIMER_SLACK < deadline
 
 
 class Clock(Protocol):

@@ -20,6 +20,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ferrymq.clock import fired_early
 from ferrymq.errors import InternalError, ServiceUnavailable
 from ferrymq.logs import REQUEST_ID
 from ferrymq.rpc import shapes
@@ -37,8 +38,6 @@ from ferrymq.rpc.peer_auth import PeerAuth, PeerAuthFailed
 from ferrymq.rpc.send_groups import SendGroup, bodies_size
 
 _READ_CHUNK = 256 * 1024
-# The event loop keeps time in milliseconds: a timer may fire up to one early.
-_TIMER_SLACK = 0.001
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 DEFAULT_REQUEST_TIMEOUT = 5.0
@@ -169,7 +168,7 @@ class _Connection:
                 earliest, due = deadline, (request_id, timeout)
         if due is None:
             return
-        if self._loop.time() + _TIMER_SLACK < earliest:
+        if fired_early(self._loop, earliest):
             self._arm(earliest)
         else:
             self._expire(*due)
