@@ -179,14 +179,15 @@ def read_checkpoint(directory: Path) -> Checkpoint | None:
             failure: Exception | None = None
         except Exception as exc:
             failure = exc
+        # A torn or damaged payload is named as such, whatever the unpickler made of it.
         payload.drain()
         if payload.read_bytes != length or f.read(1) or payload.crc != crc:
             raise CheckpointUnusable(
                 f"{path}: torn or damaged ({payload.read_bytes} of {length} bytes, or a bad checksum)"
             )
+    if failure is not None:
+        raise CheckpointUnusable(f"{path}: unreadable: {failure}")
     try:
-        if failure is not None:
-            raise failure
         stored_offset, segments, files, state, *rest = found
         unplaced = [(int(at), list(seqs)) for at, seqs in (rest[0] if rest else [])]
         extents = [tuple(int(n) for n in extent) for extent in (rest[1] if len(rest) > 1 else [])]
