@@ -62,10 +62,21 @@ async def filled(data_dir: Path) -> tuple[Any, ...]:
         return everything(replica)
 
 
-def sealed_segment(data_dir: Path, which: int = 1) -> Path:
+def damage_sealed_segment(data_dir: Path) -> tuple[Path, int | None]:
+    """Flip a byte inside a record of a sealed segment the checkpoint names; the segment, and its CRC-32 before."""
     found = read_checkpoint(data_dir / "p0")
     assert found is not None
-    return data_dir / "p0" / f"{found.segments[which][0]:020d}.seg"
+    segment = data_dir / "p0" / f"{found.segments[1][0]:020d}.seg"
+    before = crc_of(segment, segment.stat().st_size)
+    flip(segment, frames_of(segment)[2].start + 12)
+    return segment, before
+
+
+async def stops_on_damage(server: StorageWorker) -> None:
+    """Until the worker stopped, as after a log failure, on the damage its check of a sealed segment found."""
+    async with asyncio.timeout(10):
+        await server.stopped.wait()
+    assert isinstance(server.fatal, CorruptSegment)
 
 
 def test_a_start_reads_only_the_last_segment_and_checks_the_sealed_ones_while_serving(
@@ -102,14 +113,12 @@ def test_a_sealed_segment_damaged_while_stopped_stops_the_worker_and_the_next_st
 ) -> None:
     async def scenario() -> None:
         await filled(tmp_path)
-        middle = sealed_segment(tmp_path)
-        flip(middle, frames_of(middle)[2].start + 12)
+        middle, _ = damage_sealed_segment(tmp_path)
         with caplog.at_level(logging.ERROR):
             async with worker(tmp_path) as (server, replica, _):
                 # it started and served, then its check found the segment changed: it stops as after a log failure
-                async with asyncio.timeout(10):
-                    await server.stopped.wait()
-                assert isinstance(server.fatal, CorruptSegment) and middle.name in str(server.fatal)
+                await stops_on_damage(server)
+                assert middle.name in str(server.fatal)
                 assert replica.vouched.doubted
         assert "no longer have the CRC-32 the checkpoint recorded" in caplog.text
         # no checkpoint vouches for that log any more: not the one it started from, nor one written at the stop
@@ -127,9 +136,7 @@ def test_a_stop_before_the_check_ends_keeps_the_checkpoints_claim_for_the_next_s
 ) -> None:
     async def scenario() -> None:
         await filled(tmp_path)
-        middle = sealed_segment(tmp_path)
-        claimed = crc_of(middle, middle.stat().st_size)
-        flip(middle, frames_of(middle)[2].start + 12)
+        middle, claimed = damage_sealed_segment(tmp_path)
         # a start whose check never gets to run before the stop
         hold = asyncio.Event()
         real = vouched_module.crc_of
@@ -152,9 +159,7 @@ def test_a_stop_before_the_check_ends_keeps_the_checkpoints_claim_for_the_next_s
         assert [crc for i, *_, crc in found.extents if i == index] == [claimed]
         # so the next start's check still finds the damage
         async with worker(tmp_path) as (server, _, _):
-            async with asyncio.timeout(10):
-                await server.stopped.wait()
-            assert isinstance(server.fatal, CorruptSegment)
+            await stops_on_damage(server)
 
     asyncio.run(scenario())
 
