@@ -14,9 +14,11 @@ The checkpoint is a cache of the log, never a second source of truth:
 - a checkpoint that is missing, torn, of another version or no longer matching is named in the log and the
   whole log is replayed, as without one.
 
-File: ``state.ckpt`` in the partition's directory: a head (magic, version, the offset, the payload's length and
-CRC-32) and the payload, the state pickled. Loading goes through an unpickler that builds only the engine's own
-classes and arrays, so a file put there by anyone else cannot run code.
+Files: ``state.ckpt`` in the partition's directory and the deltas after it, ``state.ckpt.<n>``
+(:mod:`.checkpoint_chain`): each a head, the state pickled with its big arrays left out, the arrays' table, and
+the chunks of them that changed. Loading goes through an unpickler that builds only the engine's own classes and
+arrays, so a file put there by anyone else cannot run code. Checkpoints of the first version (one file, the state
+pickled whole) still load.
 """
 
 from __future__ import annotations
@@ -33,8 +35,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ferrymq.storage.engine.state import PartitionState
+from ferrymq.storage.engine.table import MessageTable
+from ferrymq.storage.log import checkpoint_chain as chain_files
 from ferrymq.storage.log.bodies import place
-from ferrymq.storage.log.segments import CHECKPOINT_NAME, SegmentInfo, crc_of, fsync_dir, segment_path
+from ferrymq.storage.log.checkpoint_chain import (
+    BYTEARRAY,
+    HEAD,
+    MAGIC,
+    VERSION,
+    Chain,
+    ChainFile,
+    ChainUnusable,
+    assemble,
+    encode_table,
+    plan_file,
+    read_chain,
+    write_chunks,
+)
+from ferrymq.storage.log.checkpoint_chain import publish as publish_file
+from ferrymq.storage.log.segments import CHECKPOINT_NAME, SegmentInfo, crc_of, segment_path
 
 if TYPE_CHECKING:
     from ferrymq.storage.log.compaction import Placement
@@ -43,12 +62,11 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = CHECKPOINT_NAME
 TMP_NAME = "state.ckpt.tmp"
-MAGIC = b"FERRYCKP"
-VERSION = 1
-_HEAD = struct.Struct(">8sHQQI")
-"""magic, version, offset, payload length, payload CRC-32."""
+_HEAD_V1 = struct.Struct(">8sHQQI")
+"""The first version's head: magic, version, offset, payload length, payload CRC-32."""
 
 _ALLOWED = {
+    (__name__, "_restored"),
     ("array", "_array_reconstructor"),
     ("array", "array"),
     ("collections", "OrderedDict"),
@@ -85,6 +103,8 @@ class Checkpoint:
     """The log's epoch history as of ``extents``."""
     last_epoch: int = 0
     """The epoch of the log's last record as of ``extents``."""
+    deltas: int = 0
+    """How many delta files were loaded after the base."""
 
     def known(self) -> dict[int, tuple[SegmentInfo, int]]:
         """The segments ``extents`` names, by index, each with its CRC-32."""
@@ -120,73 +140,145 @@ def fill_crcs(directory: Path, checkpoint: Checkpoint) -> None:
             checkpoint.extents[i] = (index, size, flags, version, first, end, found)
 
 
-def write_checkpoint(directory: Path, checkpoint: Checkpoint, *, tmp_name: str = TMP_NAME, publish: bool = True) -> int:
-    """Write ``checkpoint`` durably over any earlier one; returns its size in bytes.  Unless ``publish``, it is
-    left synced as ``tmp_name`` for :func:`publish_checkpoint` to put in place."""
+def write_checkpoint(
+    directory: Path, checkpoint: Checkpoint, *, tmp_name: str = TMP_NAME, publish: bool = True, delta: bool = True
+) -> int:
+    """Write ``checkpoint`` durably; returns the bytes written.  With ``delta``, it is written as a delta of the
+    checkpoint in place when that pays (:mod:`.checkpoint_chain`), else as a new base.  Unless ``publish``, it
+    is left synced as ``tmp_name`` for :func:`publish_checkpoint` to put in place."""
     found: tuple[Any, ...] = (checkpoint.offset, checkpoint.segments, checkpoint.files, checkpoint.state)
     if checkpoint.unplaced or checkpoint.extents:
         found = (*found, checkpoint.unplaced)
     if checkpoint.extents:
         found = (*found, checkpoint.extents, checkpoint.history, checkpoint.last_epoch)
+    chain: Chain | None = None
+    if delta:
+        try:
+            chain = read_chain(directory)
+        except ChainUnusable as exc:
+            log.info("%s: a new base, as the checkpoint in place is unusable (%s)", directory, exc)
     table = checkpoint.state.table
     with open(directory / tmp_name, "wb") as f:
         # Pickled straight to the file, its length and CRC-32 counted on the way and put in the head last: the
-        # payload (about 1 GB at ten million messages) is never held whole in memory.
-        f.write(bytes(_HEAD.size))
+        # state (about 1 GB at ten million messages) is never held whole in memory a second time.
+        f.write(bytes(HEAD.size))
         payload = _CountedWrites(f)
+        pickler = _Pickler(payload)
         # The body store holds open files: the table is written without it, and given a new one when loaded.
         bodies, table.bodies = table.bodies, None
         try:
-            _Pickler(payload, protocol=5).dump(found)
+            pickler.dump(found)
         finally:
             table.bodies = bodies
+        views = [memoryview(big).cast("B") for big in pickler.big]
+        chain_id, position, entries = plan_file(chain, views, pickler.kinds, HEAD.size + payload.written)
+        encoded = encode_table(entries)
+        f.write(encoded)
+        chunk_bytes = write_chunks(f, views, entries)
+        del views
         f.seek(0)
-        f.write(_HEAD.pack(MAGIC, VERSION, checkpoint.offset, payload.written, payload.crc))
+        f.write(HEAD.pack(MAGIC, VERSION, checkpoint.offset, chain_id, position, payload.written, len(encoded),
+                          chunk_bytes, payload.crc, zlib.crc32(encoded)))
         f.flush()
         os.fsync(f.fileno())
     if publish:
         publish_checkpoint(directory, tmp_name)
-    return _HEAD.size + payload.written
+    return HEAD.size + payload.written + len(encoded) + chunk_bytes
 
 
-def publish_checkpoint(directory: Path, tmp_name: str) -> None:
-    """Put the checkpoint written as ``tmp_name`` in place, durably."""
-    os.replace(directory / tmp_name, directory / FILE_NAME)
-    fsync_dir(directory)
+def publish_checkpoint(directory: Path, tmp_name: str) -> ChainFile:
+    """Put the checkpoint file written as ``tmp_name`` in place, durably, and return it.  Raises
+    :class:`CheckpointUnusable` for a delta that no longer follows the checkpoint in place."""
+    try:
+        return publish_file(directory, tmp_name)
+    except ChainUnusable as exc:
+        raise CheckpointUnusable(str(exc)) from None
 
 
 def read_checkpoint(directory: Path) -> Checkpoint | None:
     """The checkpoint in ``directory``, None if there is none; raises :class:`CheckpointUnusable`."""
     path = directory / FILE_NAME
     try:
-        f = open(path, "rb")  # noqa: SIM115 (closed below, on every path)
+        with open(path, "rb") as f:
+            head = f.read(HEAD.size)
     except FileNotFoundError:
         return None
-    with f:
-        head = f.read(_HEAD.size)
-        if len(head) < _HEAD.size:
-            raise CheckpointUnusable(f"{path}: {len(head)} bytes, shorter than its head")
-        magic, version, offset, length, crc = _HEAD.unpack(head)
-        if magic != MAGIC:
-            raise CheckpointUnusable(f"{path}: not a FerryMQ checkpoint")
-        if version != VERSION:
-            raise CheckpointUnusable(f"{path}: checkpoint version {version}, this worker reads {VERSION}")
-        # Unpickled as it is read, its CRC-32 counted on the way: the payload (about 100 bytes a message) is
-        # never held whole beside the state it becomes.
-        payload = _CheckedPayload(f, length)
-        try:
-            found = _Unpickler(payload).load()
-            failure: Exception | None = None
-        except Exception as exc:
-            failure = exc
-        # A torn or damaged payload is named as such, whatever the unpickler made of it.
+    if len(head) < 10:
+        raise CheckpointUnusable(f"{path}: {len(head)} bytes, shorter than its head")
+    magic, version = struct.unpack_from(">8sH", head)
+    if magic != MAGIC:
+        raise CheckpointUnusable(f"{path}: not a FerryMQ checkpoint")
+    if version == 1:
+        return _checkpoint_of(path, _read_first_version(path))
+    if version != VERSION:
+        raise CheckpointUnusable(f"{path}: checkpoint version {version}, this worker reads {VERSION}")
+    try:
+        chain = read_chain(directory)
+        if chain is None:
+            return None
+        if chain.ended_at is not None:
+            log.warning("%s: the checkpoint ends at the file before (%s)", directory, chain.ended_at)
+        # The last file's small state must be whole; a delta whose pickle is damaged is passed over for the one
+        # before it, whose state is older but as good (the log after it is replayed).
+        while not _pickle_intact(chain.last):
+            log.warning("%s: torn or damaged (its pickled state); the checkpoint ends at the file before",
+                        chain.last.path)
+            chain.files.pop()
+            if not chain.files:
+                raise ChainUnusable(f"{path}: torn or damaged (its pickled state)")
+        buffers = assemble(chain)
+    except (ChainUnusable, ValueError, OSError) as exc:
+        raise CheckpointUnusable(str(exc)) from None
+    last = chain.last
+    with open(last.path, "rb") as f:
+        f.seek(last.pickle_at)
+        found = _unpickled(last.path, _CheckedPayload(f, last.pickle_length), last.head[8], buffers)
+    return _checkpoint_of(last.path, (last.head[2], found), deltas=len(chain.files) - 1)
+
+
+def _pickle_intact(chain_file: ChainFile) -> bool:
+    with open(chain_file.path, "rb") as f:
+        f.seek(chain_file.pickle_at)
+        payload = _CheckedPayload(f, chain_file.pickle_length)
         payload.drain()
-        if payload.read_bytes != length or f.read(1) or payload.crc != crc:
-            raise CheckpointUnusable(
-                f"{path}: torn or damaged ({payload.read_bytes} of {length} bytes, or a bad checksum)"
-            )
+        return payload.read_bytes == chain_file.pickle_length and payload.crc == chain_file.head[8]
+
+
+def _read_first_version(path: Path) -> tuple[int, Any]:
+    """``(offset, what was pickled)`` of a checkpoint of the first version: one file, the state pickled whole."""
+    with open(path, "rb") as f:
+        head = f.read(_HEAD_V1.size)
+        if len(head) < _HEAD_V1.size:
+            raise CheckpointUnusable(f"{path}: {len(head)} bytes, shorter than its head")
+        _, _, offset, length, crc = _HEAD_V1.unpack(head)
+        payload = _CheckedPayload(f, length)
+        found = _unpickled(path, payload, crc, None, rest=f)
+    return offset, found
+
+
+def _unpickled(
+    path: Path, payload: _CheckedPayload, crc: int, buffers: list[Any] | None, rest: io.BufferedReader | None = None
+) -> Any:
+    """Unpickle ``payload`` as it is read, its CRC-32 counted on the way: it is never held whole beside the state
+    it becomes.  A torn or damaged payload is named as such, whatever the unpickler made of it."""
+    try:
+        found = _Unpickler(payload, buffers=buffers).load()
+        failure: Exception | None = None
+    except Exception as exc:
+        failure = exc
+    expected = payload.read_bytes + payload.left
+    payload.drain()
+    if payload.read_bytes != expected or (rest is not None and rest.read(1)) or payload.crc != crc:
+        raise CheckpointUnusable(
+            f"{path}: torn or damaged ({payload.read_bytes} of {expected} bytes, or a bad checksum)"
+        )
     if failure is not None:
         raise CheckpointUnusable(f"{path}: unreadable: {failure}")
+    return found
+
+
+def _checkpoint_of(path: Path, loaded: tuple[int, Any], deltas: int = 0) -> Checkpoint:
+    offset, found = loaded
     try:
         stored_offset, segments, files, state, *rest = found
         unplaced = [(int(at), list(seqs)) for at, seqs in (rest[0] if rest else [])]
@@ -204,7 +296,7 @@ def read_checkpoint(directory: Path) -> Checkpoint | None:
         raise CheckpointUnusable(f"{path}: does not hold a partition's state")
     return Checkpoint(
         offset, [tuple(s) for s in segments], dict(files), state, unplaced, extents, history,  # type: ignore[arg-type]
-        last_epoch,
+        last_epoch, deltas,
     )
 
 
@@ -237,6 +329,7 @@ def checkpoint_of_base(
     return write_checkpoint(
         directory,
         Checkpoint(base.first_offset - 1, segment_files(directory, [base.index]), {BASE_FILE: base.index}, state),
+        delta=False,
     )
 
 
@@ -250,12 +343,58 @@ def segment_files(directory: Path, indexes: list[int]) -> list[tuple[int, int, i
 
 
 class _Pickler(pickle.Pickler):
+    """Pickles a state with each big array out of band (:mod:`.checkpoint_chain`), in ``big``, and the others
+    from their own buffers."""
+
+    def __init__(self, file: _CountedWrites) -> None:
+        super().__init__(file, protocol=5, buffer_callback=self._in_band)
+        self.big: list[array | bytearray] = []
+        self.kinds: list[str] = []
+
     def reducer_override(self, obj: Any) -> Any:
+        # (``chain_files.OUT_OF_BAND_MIN`` read from its module: tests lower it to make chains of small states)
+        if type(obj) is MessageTable:
+            # Pickle reduces a bytearray itself, never asking this method: the table's (its ids and MD5s, 32 bytes
+            # a message) are handed over wrapped, to be written as arrays are.
+            reduced = obj.__reduce_ex__(5)
+            _, slots = reduced[2]
+            wrapped = {name: _Bytearray(value) if type(value) is bytearray else value for name, value in slots.items()}
+            return (*reduced[:2], (None, wrapped), *reduced[3:])
+        if type(obj) is _Bytearray:
+            obj, kind = obj.data, BYTEARRAY
+        elif type(obj) is array:
+            kind = obj.typecode
+        else:
+            return NotImplemented
         # An array is written from its own buffer: its default reduction makes a bytes copy of it, which the
         # pickler's memo keeps until the end, so that every array was held twice while a checkpoint was written.
-        if type(obj) is array:
-            return array, (obj.typecode, pickle.PickleBuffer(obj))
-        return NotImplemented
+        if len(obj) * (1 if kind == BYTEARRAY else obj.itemsize) >= chain_files.OUT_OF_BAND_MIN:
+            self.big.append(obj)
+            self.kinds.append(kind)
+        return _restored, (kind, pickle.PickleBuffer(obj))
+
+    @staticmethod
+    def _in_band(buffer: pickle.PickleBuffer) -> bool:
+        return buffer.raw().nbytes < chain_files.OUT_OF_BAND_MIN
+
+
+class _Bytearray:
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytearray) -> None:
+        self.data = data
+
+
+def _restored(kind: str, buffer: Any) -> array | bytearray:
+    """An array or bytearray as a checkpoint holds it: out of band, the one its chunks were read into; in band,
+    built from the bytes the pickle holds."""
+    if kind == BYTEARRAY and isinstance(buffer, bytes | bytearray):
+        return buffer if type(buffer) is bytearray else bytearray(buffer)
+    if type(buffer) is array and buffer.typecode == kind:
+        return buffer
+    if not isinstance(buffer, bytes | bytearray):
+        raise pickle.UnpicklingError(f"an array of {type(buffer).__name__}")
+    return array(kind, buffer)
 
 
 class _CountedWrites:
@@ -302,6 +441,10 @@ class _CheckedPayload:
         data = self._file.readline(self._left if size < 0 else min(size, self._left))
         self._counted(data)
         return data
+
+    @property
+    def left(self) -> int:
+        return self._left
 
     def drain(self) -> None:
         """Read what the unpickler left, for the length and CRC-32 of the whole payload."""

@@ -144,12 +144,28 @@ CHECKPOINT_NAME = "state.ckpt"
 
 
 def discard_checkpoint(directory: Path) -> None:
-    """Delete the checkpoint before segments are rewritten (durably: a crash must not bring it back)."""
+    """Delete the checkpoint before segments are rewritten (durably: a crash must not bring it back).  The base
+    goes first: deltas left by a crash after it follow no base, and are never read."""
     try:
         os.unlink(directory / CHECKPOINT_NAME)
     except FileNotFoundError:
-        return
-    fsync_dir(directory)
+        pass
+    else:
+        fsync_dir(directory)
+    discard_deltas(directory)
+
+
+def discard_deltas(directory: Path, after: int = 0) -> None:
+    """Delete the checkpoint's delta files (``state.ckpt.<n>``, :mod:`.checkpoint_chain`) numbered above
+    ``after``."""
+    removed = False
+    for path in directory.glob(f"{CHECKPOINT_NAME}.[0-9]*"):
+        number = path.name[len(CHECKPOINT_NAME) + 1:]
+        if number.isdigit() and int(number) > after:
+            path.unlink(missing_ok=True)
+            removed = True
+    if removed:
+        fsync_dir(directory)
 
 
 def crc_of(path: Path, size: int, window: int = 8 * 1024 * 1024) -> int | None:

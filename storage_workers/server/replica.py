@@ -199,8 +199,9 @@ class PartitionReplica:
             log.info("partition %d: the checkpoint as of offset %d names segments the log no longer has as they "
                      "were; replaying the whole log", self.partition, checkpoint.offset)
             return None
-        log.info("partition %d: starting from the checkpoint as of offset %d (%d messages), then the log after it",
-                 self.partition, checkpoint.offset, checkpoint.state.table.live)
+        log.info("partition %d: starting from the checkpoint as of offset %d (%d messages; a base and %d deltas), "
+                 "then the log after it", self.partition, checkpoint.offset, checkpoint.state.table.live,
+                 checkpoint.deltas)
         return checkpoint
 
     def _state_as_logged(self, *, serving: bool) -> Checkpoint | None:
@@ -282,7 +283,7 @@ class PartitionReplica:
 
         try:
             size = await asyncio.to_thread(write)
-        except OSError as exc:
+        except (OSError, CheckpointUnusable) as exc:
             log.warning("partition %d: no checkpoint written (%s); the next start replays the whole log",
                         self.partition, exc)
             return

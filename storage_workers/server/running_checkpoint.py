@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from ferrymq.storage.log.checkpoint import (
-    FILE_NAME,
     Checkpoint,
+    CheckpointUnusable,
     fill_crcs,
     publish_checkpoint,
     segments_unchanged,
@@ -70,7 +70,8 @@ class CheckpointFork:
         self.dropped = 0
         """Checkpoints written but not put in place: the log was cut or compacted meanwhile, or the child failed."""
         self.last_size = 0
-        """The size of the last checkpoint put in place, in bytes."""
+        """The bytes the next delta is expected to write at least: the size of the last delta put in place, or
+        after a base, what of it every delta repeats (its head, pickled state and table)."""
         self._since: tuple[LogWriter, int] | None = None
         """The log, and its position at the last checkpoint (or when it was opened)."""
         self._child: int | None = None
@@ -78,8 +79,10 @@ class CheckpointFork:
 
     def due(self, wal: LogWriter) -> bool:
         """Whether enough was appended to ``wal`` since the last checkpoint, and none is being written: at least
-        ``every_bytes``, and at least the last checkpoint's size, so that checkpoints never write more than the log
-        does (a partition of ten million messages has a checkpoint of about 1 GB)."""
+        ``every_bytes``, and at least :attr:`last_size`, so that deltas write about as much as the log does at
+        most.  A base (about 1 GB at ten million messages) is written only once the deltas since the last would
+        hold half of it, so bases write at most about twice what deltas do
+        (:mod:`~ferrymq.storage.log.checkpoint_chain`)."""
         if self.every_bytes <= 0 or self._task is not None:
             return False
         since = self._since
@@ -121,12 +124,13 @@ class CheckpointFork:
                     log.info("partition %d: the checkpoint as of offset %d is dropped: the log was cut or compacted "
                              "while it was written", self.partition, offset)
                     return
-                await asyncio.to_thread(publish_checkpoint, self.directory, tmp_name)
+                placed = await asyncio.to_thread(publish_checkpoint, self.directory, tmp_name)
             self.taken += 1
-            self.last_size = (self.directory / FILE_NAME).stat().st_size
-            log.info("partition %d: checkpoint as of offset %d written while serving (%d bytes)", self.partition,
-                     offset, self.last_size)
-        except OSError as exc:
+            self.last_size = placed.size if placed.position else placed.chunks_at
+            log.info("partition %d: checkpoint as of offset %d written while serving (%s, %d bytes)",
+                     self.partition, offset, f"delta {placed.position}" if placed.position else "a new base",
+                     placed.size)
+        except (OSError, CheckpointUnusable) as exc:
             self.dropped += 1
             log.warning("partition %d: the checkpoint as of offset %d was not put in place (%s)", self.partition,
                         offset, exc)

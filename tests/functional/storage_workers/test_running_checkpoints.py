@@ -19,6 +19,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from ferrymq.rpc.client import WorkerClient
+from ferrymq.storage.log import checkpoint_chain
 from ferrymq.storage.log.checkpoint import read_checkpoint
 from ferrymq.storage.server import StorageWorker, WorkerConfig, running_checkpoint
 from ferrymq.storage.server import replica as replica_module
@@ -39,10 +40,17 @@ from tests.support.engine_requests import RECEIPT_KEY
 EVERY_16_KIB = {"checkpoint_bytes": 16 * 1024}
 
 
+@pytest.mark.parametrize("chained", [False, True], ids=["bases", "base and deltas"])
 def test_a_start_after_a_crash_loads_the_checkpoint_taken_while_serving_and_replays_only_what_followed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chained: bool
 ) -> None:
     applied: list[Any] = []
+    if chained:
+        # chunks of 256 bytes, arrays of 64 or more apart from the pickle, and deltas whatever their size: the
+        # checkpoints of this small workload are a base and deltas, as a large partition's are
+        monkeypatch.setattr(checkpoint_chain, "CHUNK", 256)
+        monkeypatch.setattr(checkpoint_chain, "OUT_OF_BAND_MIN", 64)
+        monkeypatch.setattr(checkpoint_chain, "DELTAS_UP_TO", 10**9)
 
     async def scenario() -> None:
         # given a worker that never stops cleanly, taking checkpoints every 16 KiB of log
@@ -59,6 +67,7 @@ def test_a_start_after_a_crash_loads_the_checkpoint_taken_while_serving_and_repl
             end = replica.log.end_offset - 1
         found = read_checkpoint(tmp_path / "p0")
         assert found is not None and 1 < found.offset <= end
+        assert (found.deltas > 0) == chained
         # when it starts again: the checkpoint, then only the records after it
         monkeypatch.setattr(replica_module, "recover", counting_recover(applied))
         async with node(tmp_path, "w", **EVERY_16_KIB) as (replica, client, _):
@@ -247,7 +256,8 @@ def test_checkpoints_while_serving_never_write_more_than_the_log_does(
                 if replica.checkpoints.taken >= 4:
                     break
             assert replica.checkpoints.taken >= 4
-        # then each one waited for at least as much log as the one before it wrote
+        # then each one waited for at least as much log as the delta before it wrote, or after a base, as much as
+        # what every delta repeats of it (here all of it: no array is big enough to be written apart)
         for (end_a, _), (end_b, size_b) in itertools.pairwise(takes):
             assert size_b > 0 and end_b - end_a >= size_b
 

@@ -1,0 +1,346 @@
+"""A checkpoint as a base and deltas: each written costs what changed since the last, not the state's size.
+
+About 100 bytes a message of a checkpoint are a few fixed-width arrays (the message table's columns and window, the
+queues' rings); the rest of the state is small beside them.  A file of a chain holds the small state pickled whole,
+with every big array (:data:`OUT_OF_BAND_MIN` or more) left out of the pickle as an out-of-band buffer, and a table
+of those arrays: for each, its kind and length, and for each :data:`CHUNK` of its bytes a digest (CRC-32 and the
+first 16 bytes of its SHA-256) and whether this file holds that chunk's bytes.
+
+Chunks are kept by content.  A file holds the bytes of each chunk of its arrays that no earlier file of its chain
+holds (by digest), once: an array that moved or was renumbered, or a column of zeros, costs nothing again.
+
+- The **base** (``state.ckpt``) holds every distinct chunk of its arrays.
+- A **delta** (``state.ckpt.<n>``, n = 1, 2, ...) holds the chunks no file before it holds. Sends and deletes
+  change the rows they touch and the ends of the arrays, so a delta costs about what those rows hold (about
+  130 bytes a message sent and deleted), beside a base of about 100 bytes a message held.
+- Each file's head names its chain (a random id drawn with the base) and its position in it: a base written
+  later, or a delta of another chain, is never mixed in.
+
+Chunks are told apart by the first 16 bytes of their SHA-256, not by their CRC-32: a CRC-32 collision (one in four
+billion per new chunk) would let a delta leave out a chunk that did change.  The CRC-32 is what a load checks each
+chunk it reads against (three times SHA-256's speed here).
+
+Loading (:func:`read_chain`) takes the base and the deltas in order, up to the first that is missing, torn, or of
+another chain; then (:func:`assemble`) each chunk of the last file's arrays is read from a file that holds it,
+straight into the array it belongs to.  What the log holds after the last usable file is replayed as after any
+checkpoint.  A writer (:func:`plan_file`) reads the chain's tables the same way, and writes a new base instead of
+a delta once the deltas would hold more than half of the base (:data:`DELTAS_UP_TO`), or number
+:data:`MAX_DELTAS`: a load never reads more than about one and a half times the state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import zlib
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ferrymq.storage.log.segments import CHECKPOINT_NAME, discard_deltas, fsync_dir
+
+MAGIC = b"FERRYCKP"
+VERSION = 2
+CHUNK = 256 * 1024
+"""Bytes of an array per digest: a delta holds whole chunks."""
+OUT_OF_BAND_MIN = 64 * 1024
+"""Arrays of fewer bytes stay in the pickle, written whole in every file."""
+MAX_DELTAS = 64
+DELTAS_UP_TO = 0.5
+"""A new base is written instead of a delta that would take the deltas past this share of the base's size."""
+BYTEARRAY = "Y"
+"""The kind of a ``bytearray`` in the table (an ``array``'s kind is its typecode)."""
+
+HEAD = struct.Struct(">8sHQQIQQQII")
+"""magic, version, offset, chain id, position (0: the base), pickle length, table length, chunk bytes, CRC-32 of
+the pickle, CRC-32 of the table."""
+_ENTRY = struct.Struct(">cQ")
+"""A table entry's head: kind, length in bytes; its chunks' digests and presence follow."""
+DIGEST = 20
+"""CRC-32 (4 bytes) and the first 16 bytes of the SHA-256 of a chunk."""
+
+
+class ChainUnusable(Exception):
+    """A file of the chain is torn, damaged, or does not fit it."""
+
+
+def delta_name(position: int) -> str:
+    return f"{CHECKPOINT_NAME}.{position}"
+
+
+def digest(chunk: memoryview) -> bytes:
+    return zlib.crc32(chunk).to_bytes(4, "big") + hashlib.sha256(chunk).digest()[:16]
+
+
+@dataclass
+class Entry:
+    """One out-of-band array as a file's table records it."""
+
+    kind: str
+    length: int
+    digests: list[bytes]
+    present: bytearray
+    """1 for each chunk whose bytes this file holds."""
+
+    def chunk_bytes(self, j: int) -> int:
+        return min(CHUNK, self.length - j * CHUNK)
+
+
+@dataclass
+class ChainFile:
+    path: Path
+    head: tuple[Any, ...]
+    entries: list[Entry]
+
+    @property
+    def chain_id(self) -> int:
+        return self.head[3]
+
+    @property
+    def position(self) -> int:
+        return self.head[4]
+
+    @property
+    def pickle_at(self) -> int:
+        return HEAD.size
+
+    @property
+    def pickle_length(self) -> int:
+        return self.head[5]
+
+    @property
+    def chunks_at(self) -> int:
+        return HEAD.size + self.head[5] + self.head[6]
+
+    @property
+    def size(self) -> int:
+        return self.chunks_at + self.head[7]
+
+
+@dataclass
+class Chain:
+    """The usable files of a partition's checkpoint, base first."""
+
+    files: list[ChainFile] = field(default_factory=list)
+    ended_at: str | None = None
+    """Why the chain stops before every file present (a delta that is torn or of another chain), for the log."""
+
+    @property
+    def last(self) -> ChainFile:
+        return self.files[-1]
+
+    def bytes_of_deltas(self) -> int:
+        return sum(f.size for f in self.files[1:])
+
+
+def encode_table(entries: list[Entry]) -> bytes:
+    parts = [len(entries).to_bytes(4, "big")]
+    for entry in entries:
+        parts.append(_ENTRY.pack(entry.kind.encode(), entry.length))
+        parts.extend(entry.digests)
+        parts.append(bytes(entry.present))
+    return b"".join(parts)
+
+
+def decode_table(data: bytes) -> list[Entry]:
+    view = memoryview(data)
+    (count,) = struct.unpack_from(">I", view, 0)
+    at = 4
+    entries = []
+    for _ in range(count):
+        kind, length = _ENTRY.unpack_from(view, at)
+        at += _ENTRY.size
+        chunks = -(-length // CHUNK)
+        digests = [bytes(view[at + DIGEST * j: at + DIGEST * (j + 1)]) for j in range(chunks)]
+        at += DIGEST * chunks
+        present = bytearray(view[at: at + chunks])
+        at += chunks
+        if len(present) != chunks or any(p > 1 for p in present):
+            raise ValueError("a table entry runs past the table")
+        entries.append(Entry(kind.decode("ascii"), length, digests, present))
+    if at != len(view):
+        raise ValueError("bytes after the table's last entry")
+    return entries
+
+
+def _read_file(path: Path, *, chain_id: int | None, position: int) -> ChainFile:
+    """The head and table of one file of a chain, checked (not its pickle nor its chunks)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(HEAD.size)
+            if len(raw) < HEAD.size:
+                raise ChainUnusable(f"{path}: {len(raw)} bytes, shorter than its head")
+            head = HEAD.unpack(raw)
+            magic, version, _, found_id, found_position, pickle_length, table_length, _, _, table_crc = head
+            if magic != MAGIC or version != VERSION:
+                raise ChainUnusable(f"{path}: not a checkpoint of this version")
+            if found_position != position or (chain_id is not None and found_id != chain_id):
+                raise ChainUnusable(f"{path}: of another chain")
+            f.seek(HEAD.size + pickle_length)
+            table = f.read(table_length)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as exc:
+        raise ChainUnusable(f"{path}: {exc}") from None
+    if len(table) != table_length or zlib.crc32(table) != table_crc:
+        raise ChainUnusable(f"{path}: torn or damaged (its table)")
+    try:
+        entries = decode_table(table)
+    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+        raise ChainUnusable(f"{path}: torn or damaged ({exc})") from None
+    found = ChainFile(path, head, entries)
+    if found.size != size:
+        raise ChainUnusable(f"{path}: torn or damaged ({size} bytes, its head says {found.size})")
+    return found
+
+
+def read_chain(directory: Path) -> Chain | None:
+    """The base in ``directory`` and the deltas that follow it (None: no base); raises :class:`ChainUnusable`
+    when the base itself is."""
+    path = directory / CHECKPOINT_NAME
+    if not path.exists():
+        return None
+    base = _read_file(path, chain_id=None, position=0)
+    chain = Chain([base])
+    for position in range(1, MAX_DELTAS + 1):
+        path = directory / delta_name(position)
+        if not path.exists():
+            break
+        try:
+            chain.files.append(_read_file(path, chain_id=base.chain_id, position=position))
+        except ChainUnusable as exc:
+            chain.ended_at = str(exc)
+            break
+    return chain
+
+
+def plan_file(
+    chain: Chain | None, buffers: list[memoryview], kinds: list[str], repeated: int
+) -> tuple[int, int, list[Entry]]:
+    """``(chain id, position, table)`` of the file to write for ``buffers``: a delta of ``chain`` holding the
+    chunks no file of it holds, or a new base when there is no chain or the delta would make it too long.
+    ``repeated``: the bytes every file holds whole (its head and pickled state)."""
+    entries = []
+    for view, kind in zip(buffers, kinds, strict=True):
+        digests = [digest(view[at: at + CHUNK]) for at in range(0, len(view), CHUNK)]
+        entries.append(Entry(kind, len(view), digests, bytearray(len(digests))))
+    if chain is not None and len(chain.files) <= MAX_DELTAS:
+        size = repeated + len(encode_table(entries)) + _mark_new(entries, set(stored_chunks(chain)))
+        if chain.bytes_of_deltas() + size <= chain.files[0].size * DELTAS_UP_TO:
+            return chain.last.chain_id, len(chain.files), entries
+    _mark_new(entries, set())
+    return int.from_bytes(os.urandom(8), "big"), 0, entries
+
+
+def _mark_new(entries: list[Entry], stored: set[bytes]) -> int:
+    """Mark present each chunk whose bytes are not in ``stored`` yet (once, where it first comes: equal chunks,
+    such as those of a column of zeros, are written once); returns their bytes."""
+    added = 0
+    for entry in entries:
+        for j, found in enumerate(entry.digests):
+            if found in stored:
+                entry.present[j] = 0
+            else:
+                entry.present[j] = 1
+                stored.add(found)
+                added += entry.chunk_bytes(j)
+    return added
+
+
+def stored_chunks(chain: Chain) -> dict[bytes, tuple[int, int, int]]:
+    """Every chunk the chain's files hold, by digest: ``(file, offset in it, length)``."""
+    found: dict[bytes, tuple[int, int, int]] = {}
+    for k, chain_file in enumerate(chain.files):
+        for i, j, at in _chunks_of(chain_file):
+            entry = chain_file.entries[i]
+            found[entry.digests[j]] = (k, at, entry.chunk_bytes(j))
+    return found
+
+
+def write_chunks(out: BinaryIO, buffers: list[memoryview], entries: list[Entry]) -> int:
+    """Write the chunks ``entries`` mark present; returns their bytes."""
+    written = 0
+    for view, entry in zip(buffers, entries, strict=True):
+        for j, present in enumerate(entry.present):
+            if present:
+                written += out.write(view[j * CHUNK: (j + 1) * CHUNK])
+    return written
+
+
+def publish(directory: Path, tmp_name: str) -> ChainFile:
+    """Put the file written as ``tmp_name`` in place, durably, and return it: a base replaces the checkpoint and
+    ends the deltas of the chain before it; a delta must follow the chain now on disk (raises
+    :class:`ChainUnusable` if not)."""
+    tmp = _read_file(directory / tmp_name, chain_id=None, position=_position_of(directory / tmp_name))
+    if tmp.position == 0:
+        os.replace(directory / tmp_name, directory / CHECKPOINT_NAME)
+        fsync_dir(directory)
+        discard_deltas(directory)
+        return tmp
+    chain = read_chain(directory)
+    if chain is None or chain.last.chain_id != tmp.chain_id or len(chain.files) != tmp.position:
+        raise ChainUnusable(f"{directory / tmp_name}: does not follow the checkpoint now in place")
+    # Deltas past a damaged one (where the chain now ends) belong to states this one replaces: a load must not
+    # take them as following it.
+    discard_deltas(directory, after=tmp.position - 1)
+    os.replace(directory / tmp_name, directory / delta_name(tmp.position))
+    fsync_dir(directory)
+    return tmp
+
+
+def _position_of(path: Path) -> int:
+    with open(path, "rb") as f:
+        raw = f.read(HEAD.size)
+    if len(raw) < HEAD.size:
+        raise ChainUnusable(f"{path}: shorter than its head")
+    return HEAD.unpack(raw)[4]
+
+
+def new_buffer(entry: Entry) -> array | bytearray:
+    """A zeroed array of ``entry``'s kind and length, for its chunks to be read into."""
+    if entry.kind == BYTEARRAY:
+        return bytearray(entry.length)
+    item = array(entry.kind).itemsize
+    if entry.length % item:
+        raise ValueError(f"{entry.length} bytes is not a whole number of {entry.kind!r} items")
+    return array(entry.kind, [0]) * (entry.length // item)
+
+
+def assemble(chain: Chain) -> list[array | bytearray]:
+    """The arrays of the state the chain's last file makes, each chunk read from a file holding its bytes (by
+    digest) and checked against its CRC-32; raises :class:`ChainUnusable` on a chunk that is missing or not what
+    it should be."""
+    last = chain.last.entries
+    buffers = [new_buffer(entry) for entry in last]
+    views = [memoryview(b).cast("B") for b in buffers]
+    stored = stored_chunks(chain)
+    reads: list[tuple[int, int, memoryview, bytes]] = []
+    for view, entry in zip(views, last, strict=True):
+        for j, found in enumerate(entry.digests):
+            where = stored.get(found)
+            if where is None or where[2] != entry.chunk_bytes(j):
+                raise ChainUnusable(f"{chain.last.path}: a chunk of its arrays is in no file of the chain")
+            k, at, length = where
+            reads.append((k, at, view[j * CHUNK: j * CHUNK + length], found))
+    # File by file, in the order the chunks lie in each.
+    reads.sort(key=lambda read: read[:2])
+    for k, chain_file in enumerate(chain.files):
+        with open(chain_file.path, "rb", buffering=0) as f:
+            for _, at, target, found in (read for read in reads if read[0] == k):
+                if os.preadv(f.fileno(), [target], at) != len(target) or zlib.crc32(target) != int.from_bytes(
+                    found[:4], "big"
+                ):
+                    raise ChainUnusable(f"{chain_file.path}: a chunk at byte {at} is torn or damaged")
+    return buffers
+
+
+def _chunks_of(chain_file: ChainFile) -> Iterator[tuple[int, int, int]]:
+    """``(array, chunk, file offset)`` of each chunk the file holds, in file order."""
+    at = chain_file.chunks_at
+    for i, entry in enumerate(chain_file.entries):
+        for j, present in enumerate(entry.present):
+            if present:
+                yield i, j, at
+                at += entry.chunk_bytes(j)

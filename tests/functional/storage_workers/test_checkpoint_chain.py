@@ -1,0 +1,266 @@
+"""A checkpoint written as a base and deltas (``ferrymq.storage.log.checkpoint_chain``): a delta holds the chunks
+of the state's big arrays that changed, a load assembles each array from the latest file holding each chunk, and a
+delta that is torn, damaged or of another chain ends the chain before it, named in the log."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+import struct
+import uuid
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ferrymq.clock import ManualClock
+from ferrymq.storage.engine import Engine
+from ferrymq.storage.log import checkpoint_chain
+from ferrymq.storage.log.checkpoint import (
+    FILE_NAME,
+    Checkpoint,
+    CheckpointUnusable,
+    publish_checkpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
+from ferrymq.storage.log.checkpoint_chain import HEAD, MAGIC, VERSION, delta_name, encode_table, read_chain
+from ferrymq.storage.log.segments import discard_checkpoint
+from tests.support.engine_requests import RECEIPT_KEY, RETENTION, poll
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 4 KiB and every array of 1 KiB or more out of band: a few thousand messages make a chain."""
+    monkeypatch.setattr(checkpoint_chain, "CHUNK", 4096)
+    monkeypatch.setattr(checkpoint_chain, "OUT_OF_BAND_MIN", 1024)
+
+
+@pytest.fixture
+def any_delta(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deltas written whatever their size beside the base's."""
+    monkeypatch.setattr(checkpoint_chain, "DELTAS_UP_TO", 10**9)
+
+
+def _message(body: str) -> list:
+    """A message as the front end sends it (a UUID id, a hex MD5): the table keeps nothing of it beside its row."""
+    return [str(uuid.uuid4()), body, {}, hashlib.md5(body.encode()).hexdigest(), None, 0, {}]
+
+
+def _send(engine: Engine, tag: str, count: int) -> None:
+    for start in range(0, count, 10):
+        engine.send("q", [_message(f"{tag}{start + i}") for i in range(min(10, count - start))], RETENTION)
+    engine.partition.table.drop_bodies()
+
+
+def _engine(messages: int) -> Engine:
+    engine = Engine(ManualClock(), RECEIPT_KEY)
+    _send(engine, "m", messages)
+    return engine
+
+
+def _write(directory: Path, engine: Engine, offset: int, **kwargs: Any) -> int:
+    return write_checkpoint(directory, Checkpoint(offset, [], {}, engine.partition), **kwargs)
+
+
+def _chunk_bytes(directory: Path) -> list[int]:
+    """Bytes of chunks each file of the chain holds, base first."""
+    chain = read_chain(directory)
+    assert chain is not None
+    return [f.head[7] for f in chain.files]
+
+
+def _same(a: Engine, b: Engine) -> None:
+    ta, tb = a.partition.table, b.partition.table
+    for column in ("ids", "sent", "visible", "receives", "state", "window", "owner"):
+        assert getattr(ta, column) == getattr(tb, column), column
+    assert ta.live == tb.live and ta.base == tb.base
+    assert [list(q.order) for q in a.partition.queues.values()] == [list(q.order) for q in b.partition.queues.values()]
+
+
+def test_a_delta_holds_only_the_chunks_that_changed_and_loads_to_the_same_state(
+    tmp_path: Path, small_chunks: None, any_delta: None
+) -> None:
+    # given a base of 20,000 messages
+    engine = _engine(20000)
+    base_size = _write(tmp_path, engine, 1)
+    # when nothing changes, a delta holds no chunk at all
+    _write(tmp_path, engine, 2)
+    # and when 20 messages are sent and 10 received and deleted, it holds a few chunks of each array
+    _send(engine, "late", 20)
+    received, _ = poll(engine, "q", 10)
+    engine.delete("q", [m["receipt"] for m in received])
+    delta_size = _write(tmp_path, engine, 3)
+    chain = read_chain(tmp_path)
+    assert chain is not None and [f.position for f in chain.files] == [0, 1, 2]
+    _, unchanged, changed = _chunk_bytes(tmp_path)
+    arrays = len(chain.last.entries)
+    assert unchanged == 0
+    # (at most the chunk where the new rows start and the one where they end, and the one of the deleted rows)
+    assert 0 < changed <= 3 * arrays * checkpoint_chain.CHUNK < sum(e.length for e in chain.last.entries) / 4
+    assert delta_size < base_size / 2
+    # then the chain loads as the state it was written from
+    found = read_checkpoint(tmp_path)
+    assert found is not None and found.offset == 3 and found.deltas == 2
+    _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), engine)
+
+
+def test_a_new_base_is_written_once_the_deltas_would_hold_half_of_it_and_the_old_deltas_go(
+    tmp_path: Path, small_chunks: None
+) -> None:
+    engine = _engine(2000)
+    _write(tmp_path, engine, 1)
+    first = read_chain(tmp_path)
+    assert first is not None
+    offset = 1
+    # when the state doubles, delta after delta
+    while True:
+        offset += 1
+        _send(engine, f"x{offset}-", 200)
+        _write(tmp_path, engine, offset)
+        chain = read_chain(tmp_path)
+        assert chain is not None
+        if chain.files[0].chain_id != first.files[0].chain_id:
+            break
+        # the deltas never hold more than half of the base
+        assert chain.bytes_of_deltas() <= chain.files[0].size // 2
+    # then a new base replaced them, and no delta file is left
+    assert len(chain.files) == 1 and not list(tmp_path.glob(f"{FILE_NAME}.*"))
+    found = read_checkpoint(tmp_path)
+    assert found is not None and found.offset == offset and found.deltas == 0
+    _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), engine)
+
+
+def _chain_of_three(directory: Path) -> list[Engine]:
+    """A base and two deltas, each a state of its own; returns the engines as of each (copies, by reloading)."""
+    engine = _engine(3000)
+    states = []
+    for offset in (1, 2, 3):
+        if offset > 1:
+            _send(engine, f"y{offset}-", 30)
+        _write(directory, engine, offset)
+        found = read_checkpoint(directory)
+        assert found is not None
+        states.append(Engine(ManualClock(), RECEIPT_KEY, partition=found.state))
+    assert found.deltas == 2
+    return states
+
+
+def _flip(path: Path, at: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+@pytest.mark.parametrize("damage", ["table", "pickle", "missing", "other chain"])
+def test_a_bad_last_delta_ends_the_chain_before_it_named_in_the_log(
+    tmp_path: Path, small_chunks: None, any_delta: None, caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    states = _chain_of_three(tmp_path)
+    last = read_chain(tmp_path).last  # type: ignore[union-attr]
+    if damage == "table":
+        _flip(last.path, last.chunks_at - 3)
+    elif damage == "pickle":
+        _flip(last.path, last.pickle_at + last.pickle_length // 2)
+    elif damage == "missing":
+        last.path.unlink()
+    else:
+        data = bytearray(last.path.read_bytes())
+        data[18:26] = os.urandom(8)
+        last.path.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING):
+        found = read_checkpoint(tmp_path)
+    assert found is not None and found.offset == 2 and found.deltas == 1
+    _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), states[1])
+    if damage != "missing":
+        assert any(delta_name(2) in r.getMessage() and "file before" in r.getMessage() for r in caplog.records)
+
+
+def test_a_damaged_chunk_makes_the_checkpoint_unusable(tmp_path: Path, small_chunks: None, any_delta: None) -> None:
+    _chain_of_three(tmp_path)
+    # (the base's first chunk: the deltas changed only the arrays' ends, so it is read from the base)
+    base = read_chain(tmp_path).files[0]  # type: ignore[union-attr]
+    _flip(base.path, base.chunks_at + 5)
+    with pytest.raises(CheckpointUnusable, match="torn or damaged"):
+        read_checkpoint(tmp_path)
+
+
+def test_a_delta_written_where_the_chain_ended_early_replaces_the_deltas_after_it(
+    tmp_path: Path, small_chunks: None, any_delta: None
+) -> None:
+    states = _chain_of_three(tmp_path)
+    # given the first delta damaged: the chain ends at the base, and a stale second delta is still on disk
+    first = read_chain(tmp_path).files[1]  # type: ignore[union-attr]
+    _flip(first.path, first.chunks_at - 3)
+    assert (tmp_path / delta_name(2)).exists()
+    # when a state is written again, as the delta after the base
+    engine = states[2]
+    _send(engine, "z", 5)
+    _write(tmp_path, engine, 9)
+    # then it took the damaged delta's place, and the stale one after it, built on other bytes, is gone
+    assert not (tmp_path / delta_name(2)).exists()
+    found = read_checkpoint(tmp_path)
+    assert found is not None and found.offset == 9 and found.deltas == 1
+    _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), engine)
+
+
+def test_a_delta_that_no_longer_follows_the_checkpoint_in_place_is_not_published(
+    tmp_path: Path, small_chunks: None, any_delta: None
+) -> None:
+    engine = _engine(2000)
+    _write(tmp_path, engine, 1)
+    _send(engine, "late", 1)
+    _write(tmp_path, engine, 2, tmp_name="pending", publish=False)
+    # when the checkpoint is discarded (a rewrite of the log) and another base written before it is put in place
+    discard_checkpoint(tmp_path)
+    _write(tmp_path, engine, 2)
+    with pytest.raises(CheckpointUnusable, match="does not follow"):
+        publish_checkpoint(tmp_path, "pending")
+    assert not (tmp_path / delta_name(1)).exists()
+    # and discarding a checkpoint takes its deltas with it
+    _write(tmp_path, engine, 3)
+    assert (tmp_path / delta_name(1)).exists()
+    discard_checkpoint(tmp_path)
+    assert not list(tmp_path.glob(f"{FILE_NAME}*"))
+
+
+def test_a_crafted_chain_file_runs_no_code(tmp_path: Path, small_chunks: None) -> None:
+    marker = tmp_path / "ran"
+
+    class Exploit:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (os.system, (f"touch {marker}",))
+
+    # given a base whose head, table and checksums are right, and whose pickle calls a function when loaded
+    for payload in (
+        pickle.dumps((1, [], {}, Exploit()), protocol=5),
+        pickle.dumps((1, [], {}, pickle.PickleBuffer(bytearray(8))), protocol=5, buffer_callback=lambda _: False),
+    ):
+        table = encode_table([])
+        head = HEAD.pack(MAGIC, VERSION, 1, 7, 0, len(payload), len(table), 0, zlib.crc32(payload),
+                         zlib.crc32(table))
+        (tmp_path / FILE_NAME).write_bytes(head + payload + table)
+        with pytest.raises(CheckpointUnusable):
+            read_checkpoint(tmp_path)
+        assert not marker.exists()
+
+
+def test_a_checkpoint_of_the_first_version_still_loads_and_the_next_one_is_a_new_base(tmp_path: Path) -> None:
+    # given a checkpoint as the first version wrote it: one file, the state pickled whole after a head
+    engine = _engine(3000)
+    payload = pickle.dumps((4, [], {}, engine.partition), protocol=5)
+    head = struct.pack(">8sHQQI", MAGIC, 1, 4, len(payload), zlib.crc32(payload))
+    (tmp_path / FILE_NAME).write_bytes(head + payload)
+    # when it is read, it is the state it was written from
+    found = read_checkpoint(tmp_path)
+    assert found is not None and found.offset == 4 and found.deltas == 0
+    _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), engine)
+    # and the next checkpoint is a base of this version, not a delta of it
+    _write(tmp_path, engine, 5)
+    chain = read_chain(tmp_path)
+    assert chain is not None and [f.position for f in chain.files] == [0] and chain.last.head[1] == VERSION
