@@ -16,18 +16,20 @@ is flagged in the scope (``ferrymq.frontend.transport_limits.OVER_CLIENT_CAP``) 
 answer in the request's protocol, and it is closed after that answer.  The app reads nothing of its body.
 
 Requests read whole, without ASGI.  Given the front end's :class:`~ferrymq.frontend.asgi.Gateway`, a POST whose
-declared body is within ``Gateway.direct_limit`` (what a server buffers anyway), on a connection within the
-cap, without ``Expect: 100-continue``, an upgrade or a transfer encoding, to a path ``Gateway.serves_read``
-takes, is not started as an ASGI task when its headers are parsed, and uvicorn makes no cycle for it: it gets a
+declared body is within ``Gateway.direct_limit`` (what a server buffers anyway), on a connection within the cap,
+without ``Expect: 100-continue``, an upgrade or a transfer encoding, to a path ``Gateway.serves_read`` takes, is
+not started as an ASGI task when its headers are parsed, and uvicorn makes no cycle for it: it gets a
 :class:`DirectCycle`, which holds the state uvicorn's protocol reads of a request's cycle and none of the ASGI
-parts. Once its body is whole (with the headers, or in later packets: many clients send it apart),
-``Gateway.answer_read`` answers it from one task and the answer is written here, as uvicorn's cycle would write
-it (its default headers, lower-case names, ``content-length``, ``connection: close`` when the connection is not
-kept alive); the cycle is completed as uvicorn's ``send`` would complete it, so keep-alive, pipelining, flow
-control and the graceful stop go on as they do for every request (a request pipelined behind one under way
-goes the ASGI way, as uvicorn starts it later). A body that does not arrive within ``Gateway.body_timeout`` gets
-the ASGI app's answer to that (``Gateway.answer_unread``), and the connection is closed. Such a body is within
-what the ASGI app would buffer without charging the budget, so no other limit of the app's applies to it.
+parts, and its headers as the front end reads them, made in the same pass that decides the way (uvicorn's scope is
+made only for a request that goes the ASGI way). Once its body is whole (with the headers, or in later packets:
+many clients send it apart), ``Gateway.answer_read`` answers it from one task and the answer is written here, as
+uvicorn's cycle would write it (its default headers, lower-case names, ``content-length``, ``connection: close``
+when the connection is not kept alive); the cycle is completed as uvicorn's ``send`` would complete it, so
+keep-alive, pipelining, flow control and the graceful stop go on as they do for every request (a request pipelined
+behind one under way goes the ASGI way, as uvicorn starts it later). A body that does not arrive within
+``Gateway.body_timeout`` gets the ASGI app's answer to that (``Gateway.answer_unread``), and the connection is
+closed. Such a body is within what the ASGI app would buffer without charging the budget, so no other limit of the
+app's applies to it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import httptools
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import (
     HEADER_VALUE_RE,
     STATUS_LINE,
@@ -46,7 +49,7 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 
 from ferrymq.clock import fired_early
-from ferrymq.frontend.http import HttpRequest, headers_of
+from ferrymq.frontend.http import HttpRequest
 from ferrymq.frontend.transport_limits import OVER_CLIENT_CAP
 
 if TYPE_CHECKING:
@@ -82,12 +85,14 @@ class CoalescingTransport:
     Writes here are gathered and sent once the turn's callbacks have run, in the order they were made; a
     close sends what is gathered first.  Everything else is the transport's own."""
 
-    __slots__ = ("_loop", "_out", "_transport")
+    __slots__ = ("_loop", "_out", "_transport", "is_closing")
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         self._loop = asyncio.get_running_loop()
         self._out: list[bytes] = []
+        # Asked at least twice per request: bound here rather than found by ``__getattr__`` after a miss.
+        self.is_closing = transport.is_closing
 
     def write(self, data: bytes) -> None:
         if not self._out:
@@ -148,7 +153,8 @@ class DirectCycle(RequestResponseCycle):
     message_event = _NoEvent()  # type: ignore[assignment]
 
     def __init__(self, protocol: HttpToolsProtocol, path: str, query_string: str,
-                 raw_headers: list[tuple[bytes, bytes]], http_version: str, *, keep_alive: bool) -> None:
+                 raw_headers: list[tuple[bytes, bytes]], headers: dict[str, str], http_version: str, *,
+                 keep_alive: bool) -> None:
         self.protocol = protocol
         self.transport = protocol.transport
         self.flow = protocol.flow
@@ -162,6 +168,7 @@ class DirectCycle(RequestResponseCycle):
         self.path = path
         self.query_string = query_string
         self.raw_headers = raw_headers
+        self.headers = headers
         self.http_version = http_version
 
     @property  # type: ignore[override]
@@ -175,6 +182,8 @@ class DirectCycle(RequestResponseCycle):
                 "raw_path": self.path.encode("ascii"), "query_string": self.query_string.encode("latin-1")}
 
 
+def _answered() -> None:
+    """A cycle's ``on_response`` once its answer is made (as uvicorn's cycle sets it): nothing more to do."""
 
 
 def guarded_protocol(header_timeout: float, max_per_client: int,
@@ -220,23 +229,44 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
             super().connection_lost(exc)
 
         def on_message_begin(self) -> None:
-            super().on_message_begin()
-            if self._over_cap:
-                self.scope["extensions"] = {OVER_CLIENT_CAP: True}  # type: ignore[typeddict-unknown-key]
+            # uvicorn's, but for its scope: a request answered directly never reads one, so it is made only for a
+            # request that goes the ASGI way (``_start_scope``).
+            self.url = b""
+            self.expect_100_continue = False
+            self.headers = []
             if self._header_deadline is None:
                 self._await_headers()
 
+        def _start_scope(self) -> None:
+            """The scope uvicorn's ``on_message_begin`` makes, which its ``on_headers_complete`` completes."""
+            scope: Any = {
+                "type": "http",
+                "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+                "http_version": "1.1",
+                "server": self.server,
+                "client": self.client,
+                "scheme": self.scheme,
+                "root_path": self.root_path,
+                "headers": self.headers,
+                "state": self.app_state.copy(),
+            }
+            if self._over_cap:
+                scope["extensions"] = {OVER_CLIENT_CAP: True}
+            self.scope = scope
+
         def on_headers_complete(self) -> None:
             self._header_deadline = None
-            direct = self._may_answer_directly()
-            if direct and self._start_direct():
+            headers = self._direct_headers()
+            if headers is not None and self._start_direct(headers):
                 self._body_left = 0
                 return
+            self._start_scope()
             super().on_headers_complete()
             # A request without an upgrade header is none (``_get_upgrade``).
-            self._body_left = 0 if direct or self._get_upgrade() is None else _content_length(self.headers)
+            self._body_left = 0 if headers is not None or self._get_upgrade() is None \
+                else _content_length(self.headers)
 
-        def _start_direct(self) -> bool:
+        def _start_direct(self, headers: dict[str, str]) -> bool:
             """What uvicorn's ``on_headers_complete`` does for a request that may be answered directly (a POST
             without an upgrade), with a :class:`DirectCycle` and no ASGI task: False, having done nothing, where
             it would not start the ASGI app's task at once (a request pipelined behind one under way, its
@@ -257,38 +287,55 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
                 return False
             http_version = self.parser.get_http_version()
             self.cycle = self._deferred = DirectCycle(
-                self, path, (parsed.query or b"").decode("latin-1"), self.headers, http_version,
+                self, path, (parsed.query or b"").decode("latin-1"), self.headers, headers, http_version,
                 keep_alive=http_version != "1.0" and self.parser.should_keep_alive(),
             )
             return True
 
-        def _may_answer_directly(self) -> bool:
-            """Whether the request whose headers were just parsed can be answered without ASGI, its path aside."""
+        def _direct_headers(self) -> dict[str, str] | None:
+            """The headers just parsed as the pipeline reads them (``headers_of``), where their request can be
+            answered without ASGI, its path aside; None where it cannot. One pass over them does both: uvicorn
+            gives the names lower-case, and llhttp takes only tokens for names and digits for a length."""
             if gateway is None or self._over_cap or self.expect_100_continue or self.parser.get_method() != b"POST":
-                return False
-            length = None
-            for name, value in self.headers:
-                if name == b"content-length":
-                    if length is not None:
-                        return False
-                    length = value
-                elif name == b"transfer-encoding" or name == b"upgrade":
-                    return False
-            return length is not None and length.isdigit() and int(length) <= gateway.direct_limit
+                return None
+            headers: dict[str, str] = {}
+            for raw_name, raw_value in self.headers:
+                name = raw_name.decode("latin-1")
+                value = raw_value.decode("latin-1")
+                headers[name] = f"{headers[name]},{value}" if name in headers else value
+            # A second length would be joined to the first by a comma, no longer digits (llhttp refuses it anyway).
+            length = headers.get("content-length")
+            if length is None or not length.isdigit() or int(length) > gateway.direct_limit \
+                    or "transfer-encoding" in headers or "upgrade" in headers:
+                return None
+            return headers
+
+        def on_body(self, body: bytes) -> None:
+            cycle = self._deferred
+            if cycle is None:
+                super().on_body(body)
+                return
+            # uvicorn's, for a request answered directly: it asks for no upgrade, its answer comes once its body
+            # is whole, and its cycle's event is awaited by nobody.
+            cycle.body += body
+            if len(cycle.body) > HIGH_WATER_LIMIT:
+                self.flow.pause_reading()
 
         def on_message_complete(self) -> None:
             if self._body_left > 0:
                 return  # an upgrade request's body is still to come, raw (see data_received)
-            super().on_message_complete()
             cycle = self._deferred
-            if cycle is not None:
-                self._deferred = None
-                if self._body_timer is not None:
-                    self._body_timer.cancel()
-                    self._body_timer = None
-                task = self.loop.create_task(self._answer_directly(cycle))
-                task.add_done_callback(self.tasks.discard)
-                self.tasks.add(task)
+            if cycle is None:
+                super().on_message_complete()
+                return
+            cycle.more_body = False
+            self._deferred = None
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+            task = self.loop.create_task(self._answer_directly(cycle))
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
 
         async def _answer_directly(self, cycle: DirectCycle) -> None:
             """What ``cycle.run_asgi`` does for the ASGI app, for a request read whole: the answer, or uvicorn's
@@ -307,11 +354,11 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
                 else:
                     self.transport.close()
             finally:
-                cycle.on_response = lambda: None
+                cycle.on_response = _answered
 
         def _request_of(self, cycle: DirectCycle, body: bytes) -> HttpRequest:
             client = self.client
-            return HttpRequest("POST", cycle.path, cycle.query_string, headers_of(cycle.raw_headers), body,
+            return HttpRequest("POST", cycle.path, cycle.query_string, cycle.headers, body,
                                self.scheme or "http", client[0] if client else None)
 
         def _write_response(self, cycle: DirectCycle, response: HttpResponse) -> None:
@@ -373,7 +420,7 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
                 return
             cycle.keep_alive = False
             self._write_response(cycle, gateway.answer_unread(self._request_of(cycle, b"")))
-            cycle.on_response = lambda: None
+            cycle.on_response = _answered
 
         def _raw_body(self, data: bytes) -> None:
             chunk, rest = data[: self._body_left], data[self._body_left :]
