@@ -168,13 +168,15 @@ def test_presigned_url_verifies() -> None:
 
 
 def test_signing_key_is_derived_once_per_scope() -> None:
-    # given a warm cache
+    # given a cold cache
+    sigv4._signer.cache_clear()
     sigv4._signing_key.cache_clear()
     _form_post().verify()
     _json_post().verify()
-    # then the second verification reused the first key
-    info = sigv4._signing_key.cache_info()
+    # then the key was derived once, and the second verification reused the first one's keyed HMAC
+    info = sigv4._signer.cache_info()
     assert (info.misses, info.hits) == (1, 1)
+    assert sigv4._signing_key.cache_info().misses == 1
 
 
 # --- refused: tampering ------------------------------------------------------------------------------

@@ -123,8 +123,9 @@ def verify_signature(
         f"{ALGORITHM}\n{req.amz_date}\n{req.date}/{req.region}/{req.service}/{TERMINATOR}\n"
         f"{hashlib.sha256(canonical.encode('utf-8')).hexdigest()}"
     )
-    key = _signing_key(secret_key, req.date, req.region, req.service)
-    expected = hmac.digest(key, string_to_sign.encode("utf-8"), "sha256").hex().encode("ascii")
+    signer = _signer(secret_key, req.date, req.region, req.service).copy()
+    signer.update(string_to_sign.encode("utf-8"))
+    expected = signer.hexdigest().encode("ascii")
     # Compared as bytes: compare_digest refuses non-ASCII str, and a client may send anything.
     if not hmac.compare_digest(expected, req.signature.encode("utf-8", "surrogateescape")):
         raise SignatureDoesNotMatch(_SIGNATURE_MISMATCH)
@@ -420,6 +421,13 @@ def _canonical_request(
         f"{method.upper()}\n{_canonical_uri(path)}\n{_canonical_query(query_string, req.presigned)}\n"
         f"{canonical_headers}\n{';'.join(req.signed_headers)}\n{payload_hash}"
     )
+
+
+@lru_cache(maxsize=1024)
+def _signer(secret_key: str, date: str, region: str, service: str) -> hmac.HMAC:
+    """An HMAC keyed with the signing key, to be copied for each string to sign: ``hmac.digest`` looks the
+    algorithm up again on every call (OpenSSL 3 fetches it by name), a copy does not (1.7 -> 1.1 µs)."""
+    return hmac.new(_signing_key(secret_key, date, region, service), digestmod="sha256")
 
 
 @lru_cache(maxsize=1024)
