@@ -2,14 +2,16 @@
 
 A clean stop and each compaction write a checkpoint (``ferrymq.storage.log.checkpoint``), but a partition whose log
 is not worth compacting (a large backlog nobody consumes) would replay everything since its last clean stop after a
-crash.  So every ``checkpoint_bytes`` of log appended, the replica writes its state as of its last applied record.
+crash.  So every ``checkpoint_bytes`` of log appended, the replica writes its state as of its last applied record:
+as a delta of the checkpoint in place, holding only the chunks of the state's arrays that changed, or as a new base
+(``ferrymq.storage.log.checkpoint_chain``).
 
 Pickling the state takes about 0.25 s per million messages: too long to hold the event loop, and the state changes
 with every request, so it cannot be pickled in a thread either.  The worker forks instead.  The child holds a
 copy-on-write view of the state as of that instant, writes it to a temporary file, syncs it and exits; the parent
 waits for the exit in a thread, then puts the file in place under the log's segment lock, unless the log was cut or
 compacted meanwhile (the checkpoint names the segments as they were).  The fork holds the loop only while the
-kernel copies the page tables: about 15 ms for a worker holding 300,000 messages.
+kernel copies the page tables: about 15 ms for a worker holding 300,000 messages, 25 ms per GB of memory.
 
 Records appended but not yet durable at that instant are part of the state.  The checkpoint lists them (offset and
 the messages they added); recovery places those messages as it walks past the records, and a log that does not
