@@ -229,11 +229,15 @@ def read_checkpoint(directory: Path) -> Checkpoint | None:
         buffers = assemble(chain)
     except (ChainUnusable, ValueError, OSError) as exc:
         raise CheckpointUnusable(str(exc)) from None
+    except MemoryError:
+        # A table whose checksums hold may still name arrays beyond this machine (equal chunks, a column of zeros,
+        # are stored once): it is no state this worker wrote.
+        raise CheckpointUnusable(f"{path}: names arrays larger than memory") from None
     last = chain.last
     with open(last.path, "rb") as f:
         f.seek(last.pickle_at)
-        found = _unpickled(last.path, _CheckedPayload(f, last.pickle_length), last.head[8], buffers)
-    return _checkpoint_of(last.path, (last.head[2], found), deltas=len(chain.files) - 1)
+        found = _unpickled(last.path, _CheckedPayload(f, last.pickle_length), last.head.pickle_crc, buffers)
+    return _checkpoint_of(last.path, (last.head.offset, found), deltas=len(chain.files) - 1)
 
 
 def _pickle_intact(chain_file: ChainFile) -> bool:
@@ -241,7 +245,7 @@ def _pickle_intact(chain_file: ChainFile) -> bool:
         f.seek(chain_file.pickle_at)
         payload = _CheckedPayload(f, chain_file.pickle_length)
         payload.drain()
-        return payload.read_bytes == chain_file.pickle_length and payload.crc == chain_file.head[8]
+        return payload.read_bytes == chain_file.pickle_length and payload.crc == chain_file.head.pickle_crc
 
 
 def _read_first_version(path: Path) -> tuple[int, Any]:

@@ -38,7 +38,7 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from ferrymq.storage.log.segments import CHECKPOINT_NAME, discard_deltas, fsync_dir
 
@@ -55,8 +55,23 @@ BYTEARRAY = "Y"
 """The kind of a ``bytearray`` in the table (an ``array``'s kind is its typecode)."""
 
 HEAD = struct.Struct(">8sHQQIQQQII")
-"""magic, version, offset, chain id, position (0: the base), pickle length, table length, chunk bytes, CRC-32 of
-the pickle, CRC-32 of the table."""
+"""A file's head, in the order of :class:`Head`."""
+
+
+class Head(NamedTuple):
+    magic: bytes
+    version: int
+    offset: int
+    """The state is as of the record at this offset."""
+    chain_id: int
+    position: int
+    """0: the base; n: the n-th delta after it."""
+    pickle_length: int
+    table_length: int
+    chunk_bytes: int
+    pickle_crc: int
+    table_crc: int
+
 _ENTRY = struct.Struct(">cQ")
 """A table entry's head: kind, length in bytes; its chunks' digests and presence follow."""
 DIGEST = 20
@@ -92,16 +107,16 @@ class Entry:
 @dataclass
 class ChainFile:
     path: Path
-    head: tuple[Any, ...]
+    head: Head
     entries: list[Entry]
 
     @property
     def chain_id(self) -> int:
-        return self.head[3]
+        return self.head.chain_id
 
     @property
     def position(self) -> int:
-        return self.head[4]
+        return self.head.position
 
     @property
     def pickle_at(self) -> int:
@@ -109,15 +124,15 @@ class ChainFile:
 
     @property
     def pickle_length(self) -> int:
-        return self.head[5]
+        return self.head.pickle_length
 
     @property
     def chunks_at(self) -> int:
-        return HEAD.size + self.head[5] + self.head[6]
+        return HEAD.size + self.head.pickle_length + self.head.table_length
 
     @property
     def size(self) -> int:
-        return self.chunks_at + self.head[7]
+        return self.chunks_at + self.head.chunk_bytes
 
 
 @dataclass
@@ -173,26 +188,26 @@ def _read_file(path: Path, *, chain_id: int | None, position: int) -> ChainFile:
             raw = f.read(HEAD.size)
             if len(raw) < HEAD.size:
                 raise ChainUnusable(f"{path}: {len(raw)} bytes, shorter than its head")
-            head = HEAD.unpack(raw)
-            magic, version, _, found_id, found_position, pickle_length, table_length, _, _, table_crc = head
-            if magic != MAGIC or version != VERSION:
+            head = Head._make(HEAD.unpack(raw))
+            if head.magic != MAGIC or head.version != VERSION:
                 raise ChainUnusable(f"{path}: not a checkpoint of this version")
-            if found_position != position or (chain_id is not None and found_id != chain_id):
+            if head.position != position or (chain_id is not None and head.chain_id != chain_id):
                 raise ChainUnusable(f"{path}: of another chain")
-            f.seek(HEAD.size + pickle_length)
-            table = f.read(table_length)
+            found = ChainFile(path, head, [])
+            # The lengths the head gives are checked against the file before anything is read by them.
             size = os.fstat(f.fileno()).st_size
+            if found.size != size:
+                raise ChainUnusable(f"{path}: torn or damaged ({size} bytes, its head says {found.size})")
+            f.seek(HEAD.size + head.pickle_length)
+            table = f.read(head.table_length)
     except OSError as exc:
         raise ChainUnusable(f"{path}: {exc}") from None
-    if len(table) != table_length or zlib.crc32(table) != table_crc:
+    if len(table) != head.table_length or zlib.crc32(table) != head.table_crc:
         raise ChainUnusable(f"{path}: torn or damaged (its table)")
     try:
-        entries = decode_table(table)
+        found.entries = decode_table(table)
     except (ValueError, struct.error, UnicodeDecodeError) as exc:
         raise ChainUnusable(f"{path}: torn or damaged ({exc})") from None
-    found = ChainFile(path, head, entries)
-    if found.size != size:
-        raise ChainUnusable(f"{path}: torn or damaged ({size} bytes, its head says {found.size})")
     return found
 
 
@@ -295,7 +310,7 @@ def _position_of(path: Path) -> int:
         raw = f.read(HEAD.size)
     if len(raw) < HEAD.size:
         raise ChainUnusable(f"{path}: shorter than its head")
-    return HEAD.unpack(raw)[4]
+    return Head._make(HEAD.unpack(raw)).position
 
 
 def new_buffer(entry: Entry) -> array | bytearray:

@@ -70,7 +70,7 @@ def _chunk_bytes(directory: Path) -> list[int]:
     """Bytes of chunks each file of the chain holds, base first."""
     chain = read_chain(directory)
     assert chain is not None
-    return [f.head[7] for f in chain.files]
+    return [f.head.chunk_bytes for f in chain.files]
 
 
 def _same(a: Engine, b: Engine) -> None:
@@ -263,4 +263,33 @@ def test_a_checkpoint_of_the_first_version_still_loads_and_the_next_one_is_a_new
     # and the next checkpoint is a base of this version, not a delta of it
     _write(tmp_path, engine, 5)
     chain = read_chain(tmp_path)
-    assert chain is not None and [f.position for f in chain.files] == [0] and chain.last.head[1] == VERSION
+    assert chain is not None and [f.position for f in chain.files] == [0] and chain.last.head.version == VERSION
+
+
+def test_a_head_or_table_naming_more_than_the_file_or_memory_holds_is_refused_without_reading_by_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    payload = pickle.dumps((1, [], {}, None), protocol=5)
+    table = encode_table([])
+    # given heads whose lengths run past the file
+    for pickle_length, table_length in ((len(payload), 2**62), (2**62, len(table))):
+        head = HEAD.pack(MAGIC, VERSION, 1, 7, 0, pickle_length, table_length, 0, zlib.crc32(payload),
+                         zlib.crc32(table))
+        (tmp_path / FILE_NAME).write_bytes(head + payload + table)
+        with pytest.raises(CheckpointUnusable, match="its head says"):
+            read_checkpoint(tmp_path)
+    # and a table whose checksum holds, naming a terabyte of zeros with one stored chunk (of 16 MiB here, so that
+    # the table is 1.4 MB)
+    monkeypatch.setattr(checkpoint_chain, "CHUNK", 16 << 20)
+    zeros = bytes(checkpoint_chain.CHUNK)
+    digest = checkpoint_chain.digest(memoryview(zeros))
+    chunks = (1 << 40) // checkpoint_chain.CHUNK
+    stored = checkpoint_chain.Entry("B", checkpoint_chain.CHUNK, [digest], bytearray(b"\x01"))
+    huge = checkpoint_chain.Entry("B", 1 << 40, [digest] * chunks, bytearray(chunks))
+    table = encode_table([stored, huge])
+    head = HEAD.pack(MAGIC, VERSION, 1, 7, 0, len(payload), len(table), len(zeros), zlib.crc32(payload),
+                     zlib.crc32(table))
+    (tmp_path / FILE_NAME).write_bytes(head + payload + table + zeros)
+    # then each is refused as unusable (the whole log is replayed), not read into memory by what it says
+    with pytest.raises(CheckpointUnusable, match="larger than memory"):
+        read_checkpoint(tmp_path)

@@ -22,7 +22,7 @@ import pytest
 from ferrymq.storage.log import checkpoint as checkpoint_module
 from ferrymq.storage.log import reading
 from ferrymq.storage.log.checkpoint import FILE_NAME, read_checkpoint
-from ferrymq.storage.log.checkpoint_chain import HEAD
+from ferrymq.storage.log.checkpoint_chain import HEAD, Head
 from ferrymq.storage.server import replica as replica_module
 from ferrymq.storage.server.replica import PartitionReplica
 from tests.functional.storage_workers.test_replication import P, node
@@ -341,7 +341,6 @@ def test_a_checkpoint_is_loaded_and_written_without_its_payload_held_whole_in_me
 def _without_chain_id(path: Path) -> bytes:
     """A checkpoint file's bytes with its chain id (drawn at random for each base) zeroed."""
     data = path.read_bytes()
-    head = list(HEAD.unpack_from(data))
-    head[3] = 0
+    head = Head._make(HEAD.unpack_from(data))._replace(chain_id=0)
     return HEAD.pack(*head) + data[HEAD.size:]
 
