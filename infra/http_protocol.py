@@ -49,7 +49,7 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 
 from ferrymq.clock import fired_early
-from ferrymq.frontend.http import HttpRequest
+from ferrymq.frontend.http import HttpRequest, headers_of
 from ferrymq.frontend.transport_limits import OVER_CLIENT_CAP
 
 if TYPE_CHECKING:
@@ -294,15 +294,11 @@ def guarded_protocol(header_timeout: float, max_per_client: int,
 
         def _direct_headers(self) -> dict[str, str] | None:
             """The headers just parsed as the pipeline reads them (``headers_of``), where their request can be
-            answered without ASGI, its path aside; None where it cannot. One pass over them does both: uvicorn
-            gives the names lower-case, and llhttp takes only tokens for names and digits for a length."""
+            answered without ASGI, its path aside; None where it cannot: the pipeline's headers are what the checks
+            read, so the raw ones are walked once."""
             if gateway is None or self._over_cap or self.expect_100_continue or self.parser.get_method() != b"POST":
                 return None
-            headers: dict[str, str] = {}
-            for raw_name, raw_value in self.headers:
-                name = raw_name.decode("latin-1")
-                value = raw_value.decode("latin-1")
-                headers[name] = f"{headers[name]},{value}" if name in headers else value
+            headers = headers_of(self.headers)
             # A second length would be joined to the first by a comma, no longer digits (llhttp refuses it anyway).
             length = headers.get("content-length")
             if length is None or not length.isdigit() or int(length) > gateway.direct_limit \
