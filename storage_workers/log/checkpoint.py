@@ -243,9 +243,7 @@ def read_checkpoint(directory: Path) -> Checkpoint | None:
 def _pickle_intact(chain_file: ChainFile) -> bool:
     with open(chain_file.path, "rb") as f:
         f.seek(chain_file.pickle_at)
-        payload = _CheckedPayload(f, chain_file.pickle_length)
-        payload.drain()
-        return payload.read_bytes == chain_file.pickle_length and payload.crc == chain_file.head.pickle_crc
+        return _CheckedPayload(f, chain_file.pickle_length).drained_intact(chain_file.head.pickle_crc)
 
 
 def _read_first_version(path: Path) -> tuple[int, Any]:
@@ -270,11 +268,9 @@ def _unpickled(
         failure: Exception | None = None
     except Exception as exc:
         failure = exc
-    expected = payload.read_bytes + payload.left
-    payload.drain()
-    if payload.read_bytes != expected or (rest is not None and rest.read(1)) or payload.crc != crc:
+    if not payload.drained_intact(crc) or (rest is not None and rest.read(1)):
         raise CheckpointUnusable(
-            f"{path}: torn or damaged ({payload.read_bytes} of {expected} bytes, or a bad checksum)"
+            f"{path}: torn or damaged ({payload.read_bytes} of {payload.length} bytes, or a bad checksum)"
         )
     if failure is not None:
         raise CheckpointUnusable(f"{path}: unreadable: {failure}")
@@ -421,6 +417,7 @@ class _CheckedPayload:
 
     def __init__(self, file: io.BufferedReader, length: int) -> None:
         self._file = file
+        self.length = length
         self._left = length
         self.read_bytes = 0
         self.crc = 0
@@ -446,14 +443,11 @@ class _CheckedPayload:
         self._counted(data)
         return data
 
-    @property
-    def left(self) -> int:
-        return self._left
-
-    def drain(self) -> None:
-        """Read what the unpickler left, for the length and CRC-32 of the whole payload."""
+    def drained_intact(self, crc: int) -> bool:
+        """Read what the unpickler left; whether the whole payload was there, with CRC-32 ``crc``."""
         while self._left > 0 and self.read(1 << 20):
             pass
+        return self.read_bytes == self.length and self.crc == crc
 
 
 class _Unpickler(pickle.Unpickler):

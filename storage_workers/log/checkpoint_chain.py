@@ -37,6 +37,8 @@ import zlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -181,8 +183,9 @@ def decode_table(data: bytes) -> list[Entry]:
     return entries
 
 
-def _read_file(path: Path, *, chain_id: int | None, position: int) -> ChainFile:
-    """The head and table of one file of a chain, checked (not its pickle nor its chunks)."""
+def _read_file(path: Path, *, chain_id: int | None, position: int | None) -> ChainFile:
+    """The head and table of one file of a chain, checked (not its pickle nor its chunks); ``None``: of any chain,
+    at any position."""
     try:
         with open(path, "rb") as f:
             raw = f.read(HEAD.size)
@@ -191,7 +194,9 @@ def _read_file(path: Path, *, chain_id: int | None, position: int) -> ChainFile:
             head = Head._make(HEAD.unpack(raw))
             if head.magic != MAGIC or head.version != VERSION:
                 raise ChainUnusable(f"{path}: not a checkpoint of this version")
-            if head.position != position or (chain_id is not None and head.chain_id != chain_id):
+            if (position is not None and head.position != position) or (
+                chain_id is not None and head.chain_id != chain_id
+            ):
                 raise ChainUnusable(f"{path}: of another chain")
             found = ChainFile(path, head, [])
             # The lengths the head gives are checked against the file before anything is read by them.
@@ -288,7 +293,7 @@ def publish(directory: Path, tmp_name: str) -> ChainFile:
     """Put the file written as ``tmp_name`` in place, durably, and return it: a base replaces the checkpoint and
     ends the deltas of the chain before it; a delta must follow the chain now on disk (raises
     :class:`ChainUnusable` if not)."""
-    tmp = _read_file(directory / tmp_name, chain_id=None, position=_position_of(directory / tmp_name))
+    tmp = _read_file(directory / tmp_name, chain_id=None, position=None)
     if tmp.position == 0:
         os.replace(directory / tmp_name, directory / CHECKPOINT_NAME)
         fsync_dir(directory)
@@ -303,14 +308,6 @@ def publish(directory: Path, tmp_name: str) -> ChainFile:
     os.replace(directory / tmp_name, directory / delta_name(tmp.position))
     fsync_dir(directory)
     return tmp
-
-
-def _position_of(path: Path) -> int:
-    with open(path, "rb") as f:
-        raw = f.read(HEAD.size)
-    if len(raw) < HEAD.size:
-        raise ChainUnusable(f"{path}: shorter than its head")
-    return Head._make(HEAD.unpack(raw)).position
 
 
 def new_buffer(entry: Entry) -> array | bytearray:
@@ -341,9 +338,10 @@ def assemble(chain: Chain) -> list[array | bytearray]:
             reads.append((k, at, view[j * CHUNK: j * CHUNK + length], found))
     # File by file, in the order the chunks lie in each.
     reads.sort(key=lambda read: read[:2])
-    for k, chain_file in enumerate(chain.files):
+    for k, in_file in groupby(reads, key=itemgetter(0)):
+        chain_file = chain.files[k]
         with open(chain_file.path, "rb", buffering=0) as f:
-            for _, at, target, found in (read for read in reads if read[0] == k):
+            for _, at, target, found in in_file:
                 if os.preadv(f.fileno(), [target], at) != len(target) or zlib.crc32(target) != int.from_bytes(
                     found[:4], "big"
                 ):
