@@ -295,6 +295,8 @@ def run(args: argparse.Namespace) -> None:
             say(f"    worst event-loop stalls of the start: {stalls}")
         finally:
             stack.stop()
+            if args.log is not None:
+                shutil.copyfile(stack.log_path, args.log)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--body-bytes", type=int, default=256)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--rate-seconds", type=float, default=5.0)
+    parser.add_argument("--log", type=Path, help="keep the stack's log here (with FERRYMQ_WORKER_STALL_TRACE_MS "
+                        "set, it holds the stack of every thread of each stall past that threshold)")
     args = parser.parse_args(argv)
     if args.messages < 10:
         parser.error("--messages must be at least 10")

@@ -28,8 +28,9 @@ attempt.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 from typing import Any, ClassVar, NamedTuple
 
 from ferrymq.limits import RECEIVE_ATTEMPT_WINDOW_MS
@@ -78,18 +79,19 @@ class FifoQueue(QueueState):
         self.groups: dict[str, Group] = {}
         self.ready: list[tuple[int, bool, int, str]] = []
         self.dirty: set[str] = set()
-        self.attempts: dict[str, Attempt] = {}
+        self.attempts: OrderedDict[str, Attempt] = OrderedDict()
+        """Forgotten from the oldest, as ``recent`` is (see there why ordered)."""
         self.attempt_of: dict[int, str] = {}
 
     def clear(self) -> None:
         super().clear()
         # A purge forgets deduplication (AWS): a message the front end sends again under a purged message's
         # id (its deduplication claim predates the purge) is stored anew, not answered as a resend.
-        self.recent = {}
+        self.recent = OrderedDict()
         self.groups = {}
         self.ready = []
         self.dirty = set()
-        self.attempts = {}
+        self.attempts = OrderedDict()
         self.attempt_of = {}
 
     # --- message state changes ---------------------------------------------------------------------
@@ -261,18 +263,7 @@ class FifoQueue(QueueState):
         return False
 
     def tidy(self) -> None:
-        live = len(self.msgs)
-        if len(self.timers) > 2 * live + REINDEX_SLACK:
-            timers: list[int] = []
-            table, slot_of = self.table, self.msgs.slot
-            states, tokens, visible = table.state, table.token, table.visible
-            for seq in self.order:
-                slot = slot_of(seq)
-                if slot >= 0 and states[slot] != READY:
-                    tokens[slot] = token = (tokens[slot] + 1) & TOKEN_MASK
-                    timers.append(timer(visible[slot], seq, token))
-            heapify(timers)
-            self.timers = timers
+        self.prune_timers()
         if len(self.ready) > 2 * len(self.groups) + REINDEX_SLACK:
             self.ready = []
             self.dirty = set(self.groups)
@@ -315,6 +306,11 @@ class FifoQueue(QueueState):
 
     def is_idle(self) -> bool:
         return not self.attempts and super().is_idle()
+
+    def order_windows(self) -> None:
+        super().order_windows()
+        if type(self.attempts) is dict:
+            self.attempts = OrderedDict(self.attempts)
 
     def replayable(self, attempt_id: str, now: int) -> list[Row] | None:
         """The messages a receive with ``attempt_id`` returned, if it may be replayed now."""

@@ -294,6 +294,8 @@ def _checkpoint_of(path: Path, loaded: tuple[int, Any], deltas: int = 0) -> Chec
         or any(len(extent) != 7 for extent in extents)
     ):
         raise CheckpointUnusable(f"{path}: does not hold a partition's state")
+    for queue in state.queues.values():
+        queue.order_windows()
     return Checkpoint(
         offset, [tuple(s) for s in segments], dict(files), state, unplaced, extents, history,  # type: ignore[arg-type]
         last_epoch, deltas,

@@ -37,6 +37,8 @@ class WorkerConfig:
     compact_ratio: float = 4.0
     checkpoint_bytes: int = 128 * 1024 * 1024
     """Log bytes appended between checkpoints taken while serving (:mod:`.running_checkpoint`); 0: none."""
+    stall_trace_ms: int = 0
+    """A loop held this long gets every thread's stack written to standard error (:mod:`.loop_lag`); 0: off."""
     register: bool = True
     transfer_hold_seconds: int = TRANSFER_HOLD_SECONDS
     sweep_interval_seconds: float = 30.0
@@ -70,6 +72,7 @@ class WorkerConfig:
             "compact_min_bytes": settings.worker_compact_min_bytes,
             "compact_ratio": settings.worker_compact_ratio,
             "checkpoint_bytes": settings.worker_checkpoint_bytes,
+            "stall_trace_ms": settings.worker_stall_trace_ms,
             "peer_auth": PeerAuth.from_settings(settings),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -95,6 +98,8 @@ class WorkerConfig:
             )
         if self.checkpoint_bytes < 0:
             raise ValueError("FERRYMQ_WORKER_CHECKPOINT_BYTES is not negative (0: no checkpoints while serving)")
+        if self.stall_trace_ms < 0:
+            raise ValueError("FERRYMQ_WORKER_STALL_TRACE_MS is not negative (0: off)")
 
     def role(self, partition: int) -> LeaderRole | FollowerRole:
         """The role this worker plays for ``partition``."""

@@ -83,7 +83,7 @@ class StorageWorker:
         """Fed, in each log's I/O thread, how long each fdatasync took (``/metrics``)."""
         self.stopped = asyncio.Event()
         self.fatal: BaseException | None = None
-        self.loop_lag = LoopLagMonitor()
+        self.loop_lag = LoopLagMonitor(trace_after=config.stall_trace_ms / 1000)
         """How late the event loop wakes (metrics, ping): started with the listener."""
         self.replicas: dict[int, PartitionReplica] = {
             partition: self._replica(partition, receipt_keys[partition]) for partition in config.partitions

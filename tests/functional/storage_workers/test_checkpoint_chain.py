@@ -11,6 +11,7 @@ import pickle
 import struct
 import uuid
 import zlib
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -293,3 +294,25 @@ def test_a_head_or_table_naming_more_than_the_file_or_memory_holds_is_refused_wi
     # then each is refused as unusable (the whole log is replayed), not read into memory by what it says
     with pytest.raises(CheckpointUnusable, match="larger than memory"):
         read_checkpoint(tmp_path)
+
+
+def test_windows_a_checkpoint_holds_as_plain_dicts_load_as_ordered_ones_in_their_order(tmp_path: Path) -> None:
+    # given a checkpoint written before a queue's windows were ordered dicts: plain ones, in removal order
+    engine = _engine(300)
+    while handles := [m["receipt"] for m in poll(engine, "q", 10)[0]]:
+        engine.delete("q", handles)
+    queue = engine.queues["q"]
+    removed = list(queue.gone)
+    assert len(removed) == 300
+    queue.gone = dict(queue.gone)  # type: ignore[assignment]
+    _write(tmp_path, engine, 9)
+    # when it is loaded
+    found = read_checkpoint(tmp_path)
+    assert found is not None
+    loaded = found.state.queues["q"]
+    # then its windows are ordered dicts again, in the order they were
+    assert type(loaded.gone) is OrderedDict and type(loaded.recent) is OrderedDict
+    assert list(loaded.gone) == removed
+    # and forgetting past the horizon empties the window
+    loaded.forget_gone(max(loaded.gone.values()) + 1)
+    assert not loaded.gone

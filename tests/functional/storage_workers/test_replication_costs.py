@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from ferrymq.replication_rules import Acks
 from ferrymq.storage.log import records as codec
+from ferrymq.storage.replication import follower as follower_module
+from ferrymq.storage.replication.roles import LeaderRole
 from ferrymq.storage.server.damage import LOST_COPY_MARK
 from tests.functional.storage_workers.test_replication import ALL, P, caught_up, following, node
 from tests.functional.storage_workers.test_server_fifo import message
@@ -100,3 +103,54 @@ def test_the_lost_copy_mark_is_looked_for_on_disk_once_not_before_every_fetch(
         assert len(looked) == 1
 
     asyncio.run(scenario())
+
+
+ALONE = LeaderRole(replicas=("leader", "follower"), acks=Acks.LEADER)
+
+
+def test_a_follower_applying_a_long_fetch_lets_the_loop_turn_between_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    turns_at_apply: list[int] = []
+    turns = 0
+
+    async def ticker() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    async def scenario() -> None:
+        # given a follower paused while its leader (acknowledging alone) stores twenty records, so that one fetch
+        # brings them all
+        async with (
+            node(tmp_path / "l", "leader", leads=ALONE) as (leader, client, address),
+            node(tmp_path / "f", "follower", follows=following(address)) as (follower, _, _),
+        ):
+            await client.send(P, "q", [message("first")], retention_seconds=RETENTION)
+            await caught_up(leader, follower)
+            assert follower.follower is not None
+            follower.follower.pause()
+            for i in range(SENDS):
+                await client.send(P, "q", [message(f"m{i}")], retention_seconds=RETENTION)
+            host = follower.follower.host
+            apply = host.apply
+
+            def applying(record: Any) -> None:
+                turns_at_apply.append(turns)
+                apply(record)
+
+            monkeypatch.setattr(host, "apply", applying)
+            # when it resumes with every record's work over the turn's time (a zero-second turn), beside a task
+            # counting the loop's turns
+            monkeypatch.setattr(follower_module, "APPLY_TURN_SECONDS", 0.0)
+            counting = asyncio.get_running_loop().create_task(ticker())
+            follower.follower.resume()
+            await caught_up(leader, follower)
+            counting.cancel()
+            assert follower.engine.state() == leader.engine.state()
+
+    asyncio.run(scenario())
+    # then the loop turned between every two records applied, not once per fetch
+    assert len(turns_at_apply) >= SENDS - 1  # (one fetch may have been under way when it paused)
+    assert len(set(turns_at_apply)) == len(turns_at_apply)

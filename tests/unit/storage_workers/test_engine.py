@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import random
 import uuid
+from collections import OrderedDict
 
 import pytest
 
@@ -12,6 +13,7 @@ from ferrymq.clock import ManualClock
 from ferrymq.errors import InvalidParameterValue, QueueDoesNotExist, ReceiptHandleIsInvalid
 from ferrymq.limits import RESEND_HORIZON_MS
 from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.messages import REINDEX_SLACK
 from ferrymq.storage.engine.records import EXPIRED, PURGED, RECEIVED, SENT
 from ferrymq.storage.log import records as codec
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, poll
@@ -432,3 +434,50 @@ def test_a_resend_looks_only_at_messages_sent_within_the_horizon(engine: Engine,
     # when a resend names its id, then it is not recognised as its first attempt (the walk stops at the horizon)
     engine.send(Q, [old], RETENTION, resend=True)
     assert sorted(m["body"] for m in receive(engine)) == ["new", "old", "old"]
+
+
+def test_a_window_of_removed_ids_is_forgotten_whole_by_one_sweep_oldest_first(
+    engine: Engine, clock: ManualClock
+) -> None:
+    # given thousands of messages deleted soon after they were sent, then no more sends
+    sent = [message(f"m{i}") for i in range(3000)]
+    for start in range(0, len(sent), 10):
+        engine.send(Q, sent[start:start + 10], RETENTION)
+    while got := receive(engine, n=10):
+        engine.delete(Q, [m["receipt"] for m in got])
+    gone = engine.queues[Q].gone
+    # then each id is remembered once, in the order of removal, in a window that finds its oldest without walking
+    # past what it forgot before (a plain dict would: forgetting a window at once was quadratic)
+    assert type(gone) is OrderedDict
+    assert sorted(gone) == sorted(m[0] for m in sent)
+    # and a resend within the horizon stores nothing again
+    engine.send(Q, sent[:10], RETENTION, resend=True)
+    assert receive(engine) == []
+    # when two horizons pass, one sweep forgets the whole window and the queue with it
+    clock.advance(2 * RESEND_HORIZON_MS / 1000 + 1)
+    engine.sweep()
+    assert Q not in engine.queues
+
+
+def test_deleted_in_flight_messages_leave_no_pile_of_timers_and_the_rest_still_come_back(
+    engine: Engine, clock: ManualClock
+) -> None:
+    # given a large queue, of which thousands are received, most of them deleted and a few kept in flight
+    for start in range(0, 6000, 10):
+        engine.send(Q, [message(f"m{start + i}") for i in range(10)], RETENTION)
+    kept: list[str] = []
+    for _ in range(300):
+        got = receive(engine, n=10, visibility=30)
+        kept.append(got[0]["id"])
+        engine.delete(Q, [m["receipt"] for m in got[1:]])
+    q = engine.queues[Q]
+    # then the timers of the deleted ones were dropped as they piled up, though the queue is far larger: what the
+    # first receive after their visibility ran out would have popped at once
+    assert len(q.timers) <= 2 * len(kept) + REINDEX_SLACK
+    # and the messages kept in flight still come back once their visibility runs out
+    clock.advance(31)
+    back = []
+    while got := receive(engine, n=10, visibility=300):
+        back.extend(m["id"] for m in got)
+    assert set(kept) <= set(back)
+    assert len(back) == 6000 - 300 * 9
