@@ -6,7 +6,8 @@
 #               add what `ferrymq spark ...` needs (pyspark, pyarrow: the `spark` extra) to that install
 #   make test   install FerryMQ with its test tools (and the e2e tests' npm packages, botocore's
 #               query-protocol SQS model, and Debian's chromium and chromium-driver where missing), then ruff,
-#               FerryMQ's bytecode (`make bytecode`) and the whole test suite; the tests download nothing
+#               FerryMQ's bytecode (`make bytecode`) and the whole test suite, in TEST_PROCESSES (2) pytest
+#               processes; the tests download nothing
 #   make dist   a wheel in dist/
 #   make deploy-local
 #               deploy template.yaml into MiniStack (a local AWS emulator, installed into .cache/ministack) through
@@ -109,8 +110,12 @@ lint: $(TEST_INSTALLED)
 
 # pytest keeps the test modules it rewrites for its assertions in __pycache__ only where bytecode may be written:
 # without that cache it rewrites all of them on every run (collection 8.6 s instead of 3.9 s).
+# Two pytest processes (pytest-xdist), each taking whole files, so that a module's stack is started once: most of
+# the suite waits on stacks and sockets rather than computing, and on two cores the whole run took 13.5 minutes
+# instead of 23.7 in the same hour. Each process starts its own session stacks.
+TEST_PROCESSES ?= 2
 test: lint bytecode $(JS_INSTALLED) $(SQS_QUERY_MODEL) $(BROWSER_INSTALLED) $(MINISTACK) $(LOCALSTACK)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_PROCESSES) --dist loadfile
 
 $(MINISTACK): | $(BIN)/python
 	$(BIN)/python -m venv .cache/ministack

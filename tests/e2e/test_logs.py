@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 
 from tests.support.sqs_clients import sqs_client
 from tests.support.stack import Stack, started
+from tests.support.waiting import wait_for
 
 LIBRARIES = ("botocore", "boto3", "urllib3", "s3transfer", "moto", "werkzeug", "uvicorn.access")
 
@@ -62,9 +63,14 @@ def test_one_request_id_from_the_client_through_the_gateway_to_the_worker(debug_
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=5)
     request_id = refused.value.response["ResponseMetadata"]["RequestId"]
     assert request_id
-    # then the same id is in a gateway line about its failure and in the worker's line about the request
-    mine = [line for line in _json_lines(debug_stack) if line.get("request_id") == request_id]
-    gateway = [line for line in mine if line["component"] == "gateway"]
-    worker = [line for line in mine if line["component"] == "worker"]
-    assert any(f"request {request_id} failed" in line["message"] for line in gateway), mine
-    assert any(line["message"].startswith("CHANGE_VISIBILITY request") for line in worker), mine
+    # then the same id is in a gateway line about its failure and in the worker's line about the request (each
+    # process's lines reach up.log through `up`, in their own time: they are waited for, boundedly)
+    def both() -> list[dict] | None:
+        mine = [line for line in _json_lines(debug_stack) if line.get("request_id") == request_id]
+        gateway = [line for line in mine if line["component"] == "gateway"]
+        worker = [line for line in mine if line["component"] == "worker"]
+        found = (any(f"request {request_id} failed" in line["message"] for line in gateway)
+                 and any(line["message"].startswith("CHANGE_VISIBILITY request") for line in worker))
+        return mine if found else None
+
+    wait_for(both, timeout=10.0)
