@@ -32,11 +32,11 @@ from collections.abc import Callable
 
 from prometheus_client import Histogram
 
+log = logging.getLogger(__name__)
+
 INTERVAL_SECONDS = 0.05
 BUCKET_SECONDS = 10.0
 WINDOW_SECONDS = 60.0
-log = logging.getLogger(__name__)
-
 LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
