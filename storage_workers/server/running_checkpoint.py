@@ -27,6 +27,7 @@ import ctypes
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 from typing import NoReturn
 
@@ -98,16 +99,20 @@ class CheckpointFork:
         self._since = (wal, wal.end)
         rewrites = wal.rewrites
         parent = os.getpid()
+        forking = time.perf_counter()
         pid = os.fork()
         if pid == 0:
             _write_and_exit(self.directory, checkpoint, parent)
+        # The loop's only wait for the checkpoint: the fork copies the worker's page tables.
+        forked = time.perf_counter() - forking
         self._child = pid
         self._task = asyncio.get_running_loop().create_task(
-            self._finish(wal, pid, rewrites, checkpoint.offset, checkpoint.segments)
+            self._finish(wal, pid, rewrites, checkpoint.offset, checkpoint.segments, forked)
         )
 
     async def _finish(
-        self, wal: LogWriter, pid: int, rewrites: int, offset: int, segments: list[tuple[int, int, int]]
+        self, wal: LogWriter, pid: int, rewrites: int, offset: int, segments: list[tuple[int, int, int]],
+        forked: float,
     ) -> None:
         tmp_name = running_tmp(pid)
         tmp = self.directory / tmp_name
@@ -129,9 +134,9 @@ class CheckpointFork:
                 placed = await asyncio.to_thread(publish_checkpoint, self.directory, tmp_name)
             self.taken += 1
             self.last_size = placed.size if placed.position else placed.chunks_at
-            log.info("partition %d: checkpoint as of offset %d written while serving (%s, %d bytes)",
-                     self.partition, offset, f"delta {placed.position}" if placed.position else "a new base",
-                     placed.size)
+            log.info("partition %d: checkpoint as of offset %d written while serving (%s, %d bytes; the fork held "
+                     "the loop %.1f ms)", self.partition, offset,
+                     f"delta {placed.position}" if placed.position else "a new base", placed.size, forked * 1000)
         except (OSError, CheckpointUnusable) as exc:
             self.dropped += 1
             log.warning("partition %d: the checkpoint as of offset %d was not put in place (%s)", self.partition,

@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import logging
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -279,7 +280,9 @@ def test_a_checkpoint_file_left_by_a_worker_killed_while_its_child_wrote_is_dele
     asyncio.run(scenario())
 
 
-def test_the_worker_s_metrics_count_the_checkpoints_it_took_while_serving(tmp_path: Path) -> None:
+def test_the_worker_s_metrics_count_the_checkpoints_it_took_while_serving(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     async def scenario() -> None:
         config = WorkerConfig(data_dir=tmp_path, worker_id="w", partitions=(P,), register=False, **EVERY_16_KIB)
         server = StorageWorker(config, {P: RECEIPT_KEY})
@@ -298,8 +301,13 @@ def test_the_worker_s_metrics_count_the_checkpoints_it_took_while_serving(tmp_pa
             written = float(replica.checkpoints.taken)
             assert f'ferrymq_worker_checkpoints_total{{result="written"}} {written}' in rendered
             assert 'ferrymq_worker_checkpoints_total{result="dropped"} 0.0' in rendered
+            # and each one's log line says how long its fork held the loop, the only wait the loop has for it
+            said = [r.getMessage() for r in caplog.records if "written while serving" in r.getMessage()]
+            assert len(said) == replica.checkpoints.taken
+            assert all(re.search(r"the fork held the loop \d+\.\d ms\)$", line) for line in said), said
         finally:
             await client.close()
             await server.close()
 
-    asyncio.run(scenario())
+    with caplog.at_level(logging.INFO, logger="ferrymq.storage.server.running_checkpoint"):
+        asyncio.run(scenario())
