@@ -78,6 +78,10 @@ def timer(visible_at: int, seq: int, token: int) -> int:
     return visible_at << 64 | seq << TOKEN_BITS | token
 
 
+TIMER_ENTRY_MASK = (1 << 64) - 1
+"""A ``timers`` entry's low bits: its message's :func:`entry` (sequence number and token)."""
+
+
 def timer_due(t: int) -> int:
     return t >> 64
 
@@ -327,7 +331,8 @@ class QueueState:
                 heappush(returned, entry(seq, token))
 
     def live_entry(self, e: int) -> int:
-        """The slot of a ``fresh``/``returned`` entry's message while the entry is live, else -1."""
+        """The slot of a ``fresh``/``returned`` entry's message while the entry is live, else -1 (a ``timers``
+        entry's is its low bits, ``TIMER_ENTRY_MASK``)."""
         slot = self.msgs.slot(e >> TOKEN_BITS)
         if slot >= 0 and self.table.token[slot] == e & TOKEN_MASK:
             return slot
@@ -356,9 +361,8 @@ class QueueState:
         timers = self.timers
         counts = self.counts
         if len(timers) > 2 * (counts[DELAYED] + counts[IN_FLIGHT]) + REINDEX_SLACK:
-            slot_of, tokens = self.msgs.slot, self.table.token
-            kept = [t for t in timers
-                    if (slot := slot_of((t >> TOKEN_BITS) & SEQ_MASK)) >= 0 and tokens[slot] == t & TOKEN_MASK]
+            live = self.live_entry
+            kept = [t for t in timers if live(t & TIMER_ENTRY_MASK) >= 0]
             heapify(kept)
             self.timers = kept
 
