@@ -35,7 +35,7 @@ from types import FrameType
 from typing import TextIO
 
 from ferrymq.aws.credentials import Credential, CredentialStore
-from ferrymq.infra import aws_target, declared_queues, stack_endpoint, tls
+from ferrymq.infra import aws_target, declared_queues, held_partitions, stack_endpoint, tls
 from ferrymq.infra.bootstrap import bootstrap
 from ferrymq.infra.children import (
     Child,
@@ -313,16 +313,6 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     settings = settings.with_(aws_endpoint_url=aws_endpoint)
     adopt_worker_per_partition_logs(settings)
     layouts = cluster_layouts(settings)
-    try:
-        bootstrap(settings)
-        seed_dev_credential(settings)
-        # Stacks written by earlier versions kept secrets in the clear: seal them before anything serves.
-        CredentialStore.from_settings(settings).seal_plaintext_secrets()
-        replica_sets = [ensure_replica_sets(settings, layout) for layout in layouts]
-    except Exception as exc:
-        raise StartupFailed(f"could not prepare FerryMQ's AWS resources at {aws_endpoint}: {exc}") from exc
-    if stop.is_set():
-        return None
     # Push destinations on this machine (receivers under development) are allowed unless the operator chose.
     push_env = {} if PUSH_NETWORKS_ENV in env else {PUSH_NETWORKS_ENV: LOCAL_PUSH_NETWORKS}
     base_env = child_environment(env, FERRYMQ_DATA_DIR=str(settings.data_dir), **aws_env, **secret_env, **push_env)
@@ -330,28 +320,46 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
         base_env.pop("AWS_SESSION_TOKEN", None)
     # The pool reads the workers' stderr for their last error: they must keep the format of a terminal if up has one.
     pool.env = {"FERRYMQ_LOG_FORMAT": "text" if _is_terminal(sys.stderr) else "json", **base_env}
-    members = [(layout, sets, w) for layout, sets in zip(layouts, replica_sets, strict=True) for w in layout.workers]
+    members = [(layout.name, w) for layout in layouts for w in layout.workers]
+    argvs = {member: _worker_argv(settings, member, index) for index, member in enumerate(members)}
+    launched: dict[tuple[str, str], tuple[int, ...]] = {}
+
+    def launch(member: tuple[str, str], partitions: tuple[int, ...]) -> None:
+        pool.launch(member[1], [*argvs[member], "--partitions", ",".join(map(str, partitions))], member[0])
+        launched[member] = partitions
+
     # Every worker and the gateway start at once and are awaited together: a worker's start (imports, log
     # recovery) does not depend on another's, leadership goes to the preferred replica by the claim stagger
     # whatever the order, and the gateway serves a worker as soon as it answers. Each started child is held
-    # (pool, children) before any wait, so a stop or a failed start stops them all.
-    for index, (layout, sets, worker_id) in enumerate(members):
+    # (pool, children) before any wait, so a stop or a failed start stops them all. A stack started before is
+    # launched before its AWS resources are checked (they exist; see held_partitions), a new one once they do.
+    held_before = held_partitions.read(settings.data_dir)
+    gateway_start: Starting | None = None
+    if held_before and all(member in held_before for member in members):
+        for member in members:
+            launch(member, held_before[member])
+        gateway_start = _launch_gateway(settings, base_env, children)
+    try:
+        bootstrap(settings)
+        seed_dev_credential(settings)
+        # Stacks written by earlier versions kept secrets in the clear: seal them before anything serves.
+        CredentialStore.from_settings(settings).seal_plaintext_secrets()
+        replica_sets = {layout.name: ensure_replica_sets(settings, layout) for layout in layouts}
+    except Exception as exc:
+        raise StartupFailed(f"could not prepare FerryMQ's AWS resources at {aws_endpoint}: {exc}") from exc
+    if stop.is_set():
+        return None
+    held = {
         # A worker holding nothing is a spare: the cluster's manager moves replicas of dead workers to it.
-        held = [str(p) for p, rs in sorted(sets.items()) if worker_id in rs.replicas]
-        argv = python_module_argv("ferrymq.storage", "--partitions", ",".join(held), "--worker-id", worker_id,
-                                  "--cluster", layout.name, "--parent-pid", str(os.getpid()))
-        # A fixed port is the first worker's; the others take the ones after it.
-        if settings.worker_port:
-            argv += ["--port", str(settings.worker_port + index)]
-        if settings.worker_replication_port:
-            argv += ["--replication-port", str(settings.worker_replication_port + index)]
-        if settings.worker_admin_port:
-            argv += ["--admin-port", str(settings.worker_admin_port + index)]
-        pool.launch(worker_id, argv, layout.name)
-    argv = python_module_argv("ferrymq.infra.gateway", "--host", settings.host, "--port", str(settings.port),
-                              "--parent-pid", str(os.getpid()))
-    gateway_start = launch_child("gateway", argv, base_env, GATEWAY_READY_PREFIX)
-    children.append(gateway_start.child)
+        member: tuple(p for p, rs in sorted(replica_sets[member[0]].items()) if member[1] in rs.replicas)
+        for member in members
+    }
+    for member in members:
+        if launched.get(member) != held[member]:
+            launch(member, held[member])
+    held_partitions.write(settings.data_dir, held)
+    if gateway_start is None:
+        gateway_start = _launch_gateway(settings, base_env, children)
     gateway = _await_ready(gateway_start, pool, stop)
     if gateway is None:
         return None
@@ -366,6 +374,29 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     stack_endpoint.record(settings, endpoint)
     print(banner(settings, endpoint, aws_endpoint, standin, pool.failing()), file=out, flush=True)
     return endpoint
+
+
+def _worker_argv(settings: Settings, member: tuple[str, str], index: int) -> list[str]:
+    """A worker's command line, but for the partitions it holds."""
+    cluster, worker_id = member
+    argv = python_module_argv("ferrymq.storage", "--worker-id", worker_id, "--cluster", cluster,
+                              "--parent-pid", str(os.getpid()))
+    # A fixed port is the first worker's; the others take the ones after it.
+    if settings.worker_port:
+        argv += ["--port", str(settings.worker_port + index)]
+    if settings.worker_replication_port:
+        argv += ["--replication-port", str(settings.worker_replication_port + index)]
+    if settings.worker_admin_port:
+        argv += ["--admin-port", str(settings.worker_admin_port + index)]
+    return argv
+
+
+def _launch_gateway(settings: Settings, env: Mapping[str, str], children: list[Child]) -> Starting:
+    argv = python_module_argv("ferrymq.infra.gateway", "--host", settings.host, "--port", str(settings.port),
+                              "--parent-pid", str(os.getpid()))
+    starting = launch_child("gateway", argv, env, GATEWAY_READY_PREFIX)
+    children.append(starting.child)
+    return starting
 
 
 def _declared_queues(settings: Settings) -> list[declared_queues.DeclaredQueue] | None:

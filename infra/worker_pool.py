@@ -108,7 +108,13 @@ class WorkerPool:
 
     def launch(self, worker_id: str, argv: Sequence[str], cluster: str = "", ready_prefix: str = "") -> None:
         """Start a worker without waiting for it: :meth:`check` notices when it is ready, or failed (then it is
-        started again after its backoff). The pool holds it from now on, so :meth:`stop` stops it."""
+        started again after its backoff). The pool holds it from now on, so :meth:`stop` stops it. A worker of
+        that id the pool runs already is stopped first (``up`` launched it with what it held at the last start,
+        and the coordination tables say otherwise)."""
+        current = self._workers.get(worker_id)
+        if current is not None and current.child is not None:
+            current.child.stop()
+            current.child.stderr_read()
         worker = self._workers[worker_id] = _Worker(worker_id, list(argv), cluster, ready_prefix)
         self._launch(worker)
 

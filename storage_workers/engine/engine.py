@@ -37,7 +37,7 @@ from ferrymq.storage.engine.messages import IN_FLIGHT, READY, Message, QueueStat
 from ferrymq.storage.engine.move_task_requests import MoveTaskRequests
 from ferrymq.storage.engine.peek import peek_rows
 from ferrymq.storage.engine.priorities import PriorityPicker
-from ferrymq.storage.engine.receipts import Receipt, Receipts
+from ferrymq.storage.engine.receipts import KeyNotRead, Receipt, Receipts
 from ferrymq.storage.engine.records import (
     BATCH,
     CREDITS,
@@ -106,18 +106,22 @@ class Engine(MoveTaskRequests):
     def __init__(
         self,
         clock: Clock,
-        receipt_key: bytes,
+        receipt_key: bytes | None,
         on_record: Callable[[Record], None] | None = None,
         *,
         partition: PartitionState | None = None,
     ) -> None:
-        """``receipt_key``: the partition's secret, 16 to 64 bytes; ``partition``: a state to go on from
-        (a follower's, when it takes over), else an empty one."""
+        """``receipt_key``: the partition's secret, 16 to 64 bytes (None: not read yet, given with
+        :meth:`use_receipt_key` before anything is received); ``partition``: a state to go on from (a follower's,
+        when it takes over), else an empty one."""
         self.clock = clock
-        self.receipts = Receipts(receipt_key)
+        self.receipts: Receipts = KeyNotRead() if receipt_key is None else Receipts(receipt_key)
         self.on_record = on_record
         self.partition = partition if partition is not None else PartitionState()
         self.transfer_hold_seconds = TRANSFER_HOLD_SECONDS
+
+    def use_receipt_key(self, receipt_key: bytes) -> None:
+        self.receipts = Receipts(receipt_key)
 
     @classmethod
     def replay(cls, clock: Clock, records: Iterable[Record], *, receipt_key: bytes) -> Engine:

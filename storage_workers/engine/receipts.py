@@ -93,3 +93,28 @@ class Receipts:
         if version != _VERSION:
             return None
         return Receipt(queue_tag, seq, receive_no, id_tag)
+
+
+
+class KeyNotRead(Receipts):
+    """A partition's receipts before its key is read: a worker recovers its logs before it reaches the table the
+    keys live in (``PartitionMap.receipt_key``), and is given them before it serves. Minting or reading a handle
+    meanwhile is a bug, refused rather than answered with handles no other replica would take."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        pass
+
+    def queue_tag(self, queue_id: str) -> bytes:
+        raise _key_not_read()
+
+    def id_tag(self, message_id: str) -> bytes:
+        raise _key_not_read()
+
+    def _mac(self, body: bytes) -> bytes:
+        raise _key_not_read()
+
+
+def _key_not_read() -> RuntimeError:
+    return RuntimeError("the partition's receipt key has not been read yet")

@@ -19,7 +19,6 @@ second half of the fill; CPU per message sent, client and worker together):
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 
 log = logging.getLogger(__name__)
@@ -33,12 +32,10 @@ TRIM_THRESHOLD_BYTES = 2 * MMAP_THRESHOLD_BYTES
 
 def keep_large_blocks_mapped() -> bool:
     """Fix glibc's mmap and trim thresholds (a no-op, returning False, where the C library is not glibc)."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
+        # The process's own symbols, the C library's among them: find_library("c") would run ``ldconfig -p``
+        # in a child process at every worker start.
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)

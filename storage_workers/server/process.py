@@ -56,24 +56,14 @@ async def run_worker(
         log.warning("no cluster secret (FERRYMQ_CLUSTER_SECRET or FERRYMQ_CLUSTER_SECRET_FILE): any process that "
                     "reaches this worker's port can read and change its queues")
     partition_map = PartitionMap.from_settings(settings) if config.register else None
-    try:
-        receipt_keys = {
-            partition: (
-                await asyncio.to_thread(partition_map.receipt_key, partition)
-                if partition_map is not None
-                # A worker outside any partition map (benchmarks, experiments): its handles die with the process.
-                else secrets.token_bytes(RECEIPT_KEY_BYTES)
-            )
-            for partition in config.partitions
-        }
-    except SqsError as exc:
-        log.error("could not read the partitions' receipt keys: %s", exc.__cause__ or exc.message)
-        return 1
     clock = SystemClock(settings.worker_clock_skew_ms / 1000)
     if settings.worker_clock_skew_ms:
         log.warning("this worker's wall clock is set %d ms off the system's (a test of clock skew)",
                     settings.worker_clock_skew_ms)
-    worker = StorageWorker(config, receipt_keys, clock=clock, peers=ClusterPeers.from_settings(settings))
+    # The logs are recovered before the first call to the coordination tables, which the receipt keys are read
+    # from: they are needed only to serve, and under ``up`` the AWS resources are being checked meanwhile
+    # (ferrymq.infra.held_partitions).
+    worker = StorageWorker(config, None, clock=clock, peers=ClusterPeers.from_settings(settings))
     coordination: tuple[QueueStore, ReplicaSets, WorkerRegistry] | None = None
     try:
         worker.open()
@@ -90,6 +80,25 @@ async def run_worker(
                 ReplicaSets.from_settings(settings),
                 WorkerRegistry.from_settings(settings),
             )
+    except Exception as exc:
+        log.error("storage worker could not start: %s", exc)
+        await worker.close()
+        return 1
+    try:
+        worker.use_receipt_keys({
+            partition: (
+                await asyncio.to_thread(partition_map.receipt_key, partition)
+                if partition_map is not None
+                # A worker outside any partition map (benchmarks, experiments): its handles die with the process.
+                else secrets.token_bytes(RECEIPT_KEY_BYTES)
+            )
+            for partition in worker.replicas
+        })
+    except SqsError as exc:
+        log.error("could not read the partitions' receipt keys: %s", exc.__cause__ or exc.message)
+        await worker.close()
+        return 1
+    try:
         collector.settle()
         host, port = await worker.start(static_roles=partition_map is None)
     except Exception as exc:

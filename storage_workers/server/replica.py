@@ -74,7 +74,7 @@ class PartitionReplica:
         self,
         partition: int,
         config: WorkerConfig,
-        receipt_key: bytes,
+        receipt_key: bytes | None,
         clock: Clock,
         peers: Peers,
         *,
@@ -83,7 +83,8 @@ class PartitionReplica:
         body_cache: BodyCache | None = None,
         on_sync: Callable[[float], None] | None = None,
     ) -> None:
-        """``receipt_key`` authenticates the partition's receipt handles (see ``PartitionMap.receipt_key``);
+        """``receipt_key`` authenticates the partition's receipt handles (see ``PartitionMap.receipt_key``; None:
+        not read yet, given with :meth:`use_receipt_key` before the replica serves);
         ``fail`` answers a request with an error; ``on_fatal`` is told when the log fails for good;
         ``body_cache`` keeps recent message bodies (the worker's, shared by its partitions; else one of the
         replica's own, ``config.body_cache_bytes``); ``on_sync`` is given to every log the replica opens
@@ -129,6 +130,10 @@ class PartitionReplica:
         self._crc_task: asyncio.Task[None] | None = None
         self.vouched = VouchedSegments(partition, self.directory)
         """Sealed segments a start took on its checkpoint's word, checked after it (:mod:`.vouched_segments`)."""
+
+    def use_receipt_key(self, receipt_key: bytes) -> None:
+        self.receipt_key = receipt_key
+        self.engine.use_receipt_key(receipt_key)
 
     @property
     def _standing_by(self) -> dict[int, Handler]:

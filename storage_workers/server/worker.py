@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prometheus_client import Histogram
@@ -60,16 +60,16 @@ class StorageWorker:
     def __init__(
         self,
         config: WorkerConfig,
-        receipt_keys: Mapping[int, bytes],
+        receipt_keys: Mapping[int, bytes] | None,
         clock: Clock | None = None,
         peers: SharedPeers | None = None,
     ) -> None:
         """``receipt_keys`` holds, for every partition in ``config.partitions``, the key that authenticates its
         receipt handles: the partition's own, the same on every worker that serves it and across restarts
-        (see ``PartitionMap.receipt_key``)."""
-        missing = [p for p in config.partitions if p not in receipt_keys]
-        if missing:
-            raise ValueError(f"no receipt key for partitions {missing}")
+        (see ``PartitionMap.receipt_key``). None: they are given with :meth:`use_receipt_keys` after
+        :meth:`open`, so that the logs are recovered while the table they live in is still being reached."""
+        if receipt_keys is not None:
+            self._check_keys(config.partitions, receipt_keys)
         self.config = config
         self.clock = clock or SystemClock()
         self.body_cache = BodyCache(config.body_cache_bytes)
@@ -86,7 +86,8 @@ class StorageWorker:
         self.loop_lag = LoopLagMonitor(trace_after=config.stall_trace_ms / 1000)
         """How late the event loop wakes (metrics, ping): started with the listener."""
         self.replicas: dict[int, PartitionReplica] = {
-            partition: self._replica(partition, receipt_keys[partition]) for partition in config.partitions
+            partition: self._replica(partition, None if receipt_keys is None else receipt_keys[partition])
+            for partition in config.partitions
         }
         self._lock = contextlib.ExitStack()
         self._opened = False
@@ -98,7 +99,19 @@ class StorageWorker:
         self._opening: dict[int, asyncio.Future[PartitionReplica]] = {}
         """Replicas being opened by :meth:`host`, so that a second call waits for the same one."""
 
-    def _replica(self, partition: int, receipt_key: bytes) -> PartitionReplica:
+    @staticmethod
+    def _check_keys(partitions: Iterable[int], receipt_keys: Mapping[int, bytes]) -> None:
+        missing = [p for p in partitions if p not in receipt_keys]
+        if missing:
+            raise ValueError(f"no receipt key for partitions {missing}")
+
+    def use_receipt_keys(self, receipt_keys: Mapping[int, bytes]) -> None:
+        """Give each replica its partition's receipt key (read once its log is recovered), before :meth:`start`."""
+        self._check_keys(self.replicas, receipt_keys)
+        for partition, replica in self.replicas.items():
+            replica.use_receipt_key(receipt_keys[partition])
+
+    def _replica(self, partition: int, receipt_key: bytes | None) -> PartitionReplica:
         return PartitionReplica(
             partition,
             self.config,
@@ -150,6 +163,9 @@ class StorageWorker:
         configuration gives it; otherwise every replica stands by until a controller assigns its role."""
         if not self._opened:
             self.open()
+        unkeyed = [p for p, r in self.replicas.items() if r.receipt_key is None]
+        if unkeyed:
+            raise ValueError(f"no receipt key for partitions {unkeyed}")
         self._server = await asyncio.get_running_loop().create_server(
             lambda: WorkerProtocol(self._dispatch, self._connections, self.config.peer_auth),
             self.config.host,

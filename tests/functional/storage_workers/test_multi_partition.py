@@ -237,3 +237,44 @@ def test_a_queue_target_on_a_served_partition_is_reached_without_a_partition_map
                 await peers.worker(9)
 
     asyncio.run(scenario())
+
+
+def test_a_worker_recovers_its_logs_before_it_has_the_receipt_keys_and_serves_only_once_given_them(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        # given a worker that stored messages on two partitions and stopped
+        first = _worker(tmp_path, (0, 1))
+        host, port = await first.start()
+        client = WorkerClient(host, port, connect_timeout=1.0)
+        await client.send(1, "q", [message("kept")], retention_seconds=RETENTION)
+        await client.close()
+        await first.close()
+        # when it starts again without its keys (under up, the table they live in may still be starting)
+        second = StorageWorker(WorkerConfig(data_dir=tmp_path, partitions=(0, 1), register=False,
+                                            segment_bytes=4096), None)
+        try:
+            second.open()
+            # then its logs are recovered meanwhile
+            assert len(second.replicas[1].engine.partition.queues["q"].msgs) == 1
+            # and it neither serves nor mints a handle without them
+            with pytest.raises(ValueError, match=r"no receipt key for partitions \[0, 1\]"):
+                await second.start()
+            with pytest.raises(RuntimeError, match="receipt key has not been read"):
+                second.replicas[1].engine.receipts.queue_tag("q")
+            with pytest.raises(ValueError, match=r"no receipt key for partitions \[1\]"):
+                second.use_receipt_keys({0: RECEIPT_KEY})
+            # and once given them, it serves what it recovered with handles its partition's key vouches for
+            second.use_receipt_keys(dict.fromkeys((0, 1), RECEIPT_KEY))
+            host, port = await second.start()
+            client = WorkerClient(host, port, connect_timeout=1.0)
+            try:
+                got = await receive(client, "q", partition=1)
+                assert [m["body"] for m in got] == ["kept"]
+                assert second.replicas[1].engine.receipts.decode(got[0]["receipt"]) is not None
+            finally:
+                await client.close()
+        finally:
+            await second.close()
+
+    asyncio.run(scenario())

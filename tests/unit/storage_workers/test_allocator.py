@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import ctypes.util
+import ctypes
 import platform
+import subprocess
 
 import pytest
 
@@ -15,7 +16,23 @@ def test_on_glibc_the_threshold_is_set() -> None:
     assert allocator.keep_large_blocks_mapped() is True
 
 
-def test_without_a_c_library_to_find_nothing_is_set_and_nothing_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+def test_it_starts_no_process_to_find_the_c_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a process was started")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    allocator.keep_large_blocks_mapped()
+
+
+def test_a_c_library_without_mallopt_sets_nothing_and_nothing_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())
+    assert allocator.keep_large_blocks_mapped() is False
+
+
+def test_no_c_library_at_all_sets_nothing_and_nothing_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: object) -> None:
+        raise OSError("no such library")
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)
     assert allocator.keep_large_blocks_mapped() is False
 
