@@ -12,9 +12,27 @@
 - :mod:`.process`: process start-up, registration and shutdown (:func:`run_worker`).
 """
 
-from ferrymq.storage.server.config import WorkerConfig
-from ferrymq.storage.server.maintenance import fold
-from ferrymq.storage.server.process import READY_LINE, run_worker
-from ferrymq.storage.server.worker import StorageWorker
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ferrymq.storage.server.config import WorkerConfig
+    from ferrymq.storage.server.maintenance import fold
+    from ferrymq.storage.server.process import READY_LINE, run_worker
+    from ferrymq.storage.server.worker import StorageWorker
 
 __all__ = ["READY_LINE", "StorageWorker", "WorkerConfig", "fold", "run_worker"]
+
+_HOMES = {"READY_LINE": "process", "StorageWorker": "worker", "WorkerConfig": "config", "fold": "maintenance",
+          "run_worker": "process"}
+"""Where each name lives. They are imported on first use: ``ferrymq up`` and the admin commands read
+:mod:`.layout` alone, without the worker's imports (asyncio servers, the engine, prometheus, botocore clients)."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
