@@ -82,13 +82,15 @@ class PartitionReplica:
         on_fatal: Callable[[BaseException], None],
         body_cache: BodyCache | None = None,
         on_sync: Callable[[float], None] | None = None,
+        on_forked: Callable[[float], None] | None = None,
     ) -> None:
         """``receipt_key`` authenticates the partition's receipt handles (see ``PartitionMap.receipt_key``; None:
         not read yet, given with :meth:`use_receipt_key` before the replica serves);
         ``fail`` answers a request with an error; ``on_fatal`` is told when the log fails for good;
         ``body_cache`` keeps recent message bodies (the worker's, shared by its partitions; else one of the
         replica's own, ``config.body_cache_bytes``); ``on_sync`` is given to every log the replica opens
-        (``LogWriter.on_sync``: the worker's fsync latency metric)."""
+        (``LogWriter.on_sync``: the worker's fsync latency metric); ``on_forked`` is told how long each fork of a
+        checkpoint taken while serving held the loop (the worker's huge pages)."""
         self.partition = partition
         self.config = config
         self.directory = replica_dir(config.data_dir, partition)
@@ -123,7 +125,7 @@ class PartitionReplica:
         self._changing = asyncio.Lock()
         self._lost_copy_marked: bool | None = None
         """Whether the lost-copy mark is in the log directory; None until read."""
-        self.checkpoints = CheckpointFork(partition, self.directory, config.checkpoint_bytes)
+        self.checkpoints = CheckpointFork(partition, self.directory, config.checkpoint_bytes, on_forked)
         """Checkpoints taken while serving (:mod:`.running_checkpoint`)."""
         self._crcs: dict[tuple[int, int, int], int] = {}
         """CRC-32 of sealed segments by ``(index, inode, size)``, computed once per file for checkpoints."""

@@ -48,6 +48,7 @@ from ferrymq.storage.peers import IsolatedPeers, ReplicaPeers, SharedPeers
 from ferrymq.storage.server.config import WorkerConfig
 from ferrymq.storage.server.connection import Connection, WorkerProtocol
 from ferrymq.storage.server.handlers import DEFERRED, PARTITION_OPS
+from ferrymq.storage.server.huge_pages import HugePages
 from ferrymq.storage.server.layout import adopt_legacy_log, replica_dir
 from ferrymq.storage.server.loop_lag import LoopLagMonitor
 from ferrymq.storage.server.metrics import FSYNC_BUCKETS
@@ -85,6 +86,8 @@ class StorageWorker:
         self.fatal: BaseException | None = None
         self.loop_lag = LoopLagMonitor(trace_after=config.stall_trace_ms / 1000)
         """How late the event loop wakes (metrics, ping): started with the listener."""
+        self.huge_pages = HugePages.for_this_process()
+        """Huge pages for the large arrays after a slow checkpoint fork (the process's, whichever partition forked)."""
         self.replicas: dict[int, PartitionReplica] = {
             partition: self._replica(partition, None if receipt_keys is None else receipt_keys[partition])
             for partition in config.partitions
@@ -122,6 +125,7 @@ class StorageWorker:
             on_fatal=self._on_log_failure,
             body_cache=self.body_cache,
             on_sync=self.fsync_seconds.observe,
+            on_forked=self.huge_pages.after_fork,
         )
 
     async def host(self, partition: int, receipt_key: bytes) -> PartitionReplica:

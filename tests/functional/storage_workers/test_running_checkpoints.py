@@ -22,7 +22,7 @@ from prometheus_client import generate_latest
 from ferrymq.rpc.client import WorkerClient
 from ferrymq.storage.log import checkpoint_chain
 from ferrymq.storage.log.checkpoint import read_checkpoint
-from ferrymq.storage.server import StorageWorker, WorkerConfig, running_checkpoint
+from ferrymq.storage.server import StorageWorker, WorkerConfig, huge_pages, running_checkpoint
 from ferrymq.storage.server import replica as replica_module
 from ferrymq.storage.server.metrics import worker_registry
 from ferrymq.storage.server.replica import PartitionReplica
@@ -311,3 +311,29 @@ def test_the_worker_s_metrics_count_the_checkpoints_it_took_while_serving(
 
     with caplog.at_level(logging.INFO, logger="ferrymq.storage.server.running_checkpoint"):
         asyncio.run(scenario())
+
+
+@pytest.mark.skipif(not huge_pages.available(), reason="this kernel gives no transparent huge pages")
+def test_a_slow_fork_has_the_worker_ask_for_huge_pages_once_at_a_time(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        config = WorkerConfig(data_dir=tmp_path, worker_id="w", partitions=(P,), register=False, **EVERY_16_KIB)
+        server = StorageWorker(config, {P: RECEIPT_KEY})
+        # every fork counts as slow here (the worker's own threshold is 20 ms, about 1.2 GB of 4 KiB pages)
+        server.huge_pages.slow_fork_seconds = 0.0
+        address = await server.start()
+        client = WorkerClient(*address, connect_timeout=1.0)
+        try:
+            for round_ in range(30):
+                await workload(client, round_)
+
+            async def asked() -> bool:
+                return server.huge_pages.passes >= 1
+
+            await eventually(asked)
+            assert server.replicas[P].checkpoints.taken >= 1
+        finally:
+            await client.close()
+            await server.close()
+            server.huge_pages.join(10)
+
+    asyncio.run(scenario())

@@ -1,0 +1,40 @@
+"""Huge pages asked for on this machine's kernel: a large dense array gets them, a large mapping mostly untouched
+(a thread's stack, memory reserved ahead) is left as it is, so its resident memory does not grow."""
+
+from __future__ import annotations
+
+import mmap
+from array import array
+
+import pytest
+
+from ferrymq.storage.server.huge_pages import SMAPS, HugePages, available, regions
+
+MIB = 1024 * 1024
+
+
+def _overlapping(start: int, end: int) -> tuple[int, int]:
+    """Resident and huge-page bytes of the mappings overlapping ``[start, end)``."""
+    found = [r for r in regions(SMAPS.read_text()) if r.start < end and r.end > start]
+    return sum(r.rss for r in found), sum(r.huge for r in found)
+
+
+@pytest.mark.skipif(not available(), reason="this kernel gives no transparent huge pages")
+def test_a_dense_array_gets_huge_pages_and_a_sparse_mapping_stays_as_it_was() -> None:
+    pages = HugePages.for_this_process()
+    dense = array("q", range(48 * MIB // 8))
+    sparse = mmap.mmap(-1, 48 * MIB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        sparse[0] = 1
+        start, count = dense.buffer_info()
+        sparse_start = next(r.start for r in regions(SMAPS.read_text()) if r.size == 48 * MIB and r.rss < MIB)
+        sparse_rss = _overlapping(sparse_start, sparse_start + 48 * MIB)[0]
+        collapsed = pages.run_pass()
+        if collapsed == 0 and not pages.collapsing:
+            pytest.skip("this kernel cannot collapse on request (MADV_COLLAPSE, Linux 6.1)")
+        assert _overlapping(start, start + count * 8)[1] >= 32 * MIB
+        assert _overlapping(sparse_start, sparse_start + 48 * MIB) == (sparse_rss, 0)
+        # and the array is still what it was
+        assert dense == array("q", range(48 * MIB // 8))
+    finally:
+        sparse.close()
