@@ -95,7 +95,6 @@ class Receipts:
         return Receipt(queue_tag, seq, receive_no, id_tag)
 
 
-
 class KeyNotRead(Receipts):
     """A partition's receipts before its key is read: a worker recovers its logs before it reaches the table the
     keys live in (``PartitionMap.receipt_key``), and is given them before it serves. Minting or reading a handle

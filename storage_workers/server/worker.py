@@ -68,7 +68,7 @@ class StorageWorker:
         """``receipt_keys`` holds, for every partition in ``config.partitions``, the key that authenticates its
         receipt handles: the partition's own, the same on every worker that serves it and across restarts
         (see ``PartitionMap.receipt_key``). None: they are given with :meth:`use_receipt_keys` after
-        :meth:`open`, so that the logs are recovered while the table they live in is still being reached."""
+        :meth:`open`, so that the logs are recovered before the table they live in is read."""
         if receipt_keys is not None:
             self._check_keys(config.partitions, receipt_keys)
         self.config = config
@@ -167,9 +167,7 @@ class StorageWorker:
         configuration gives it; otherwise every replica stands by until a controller assigns its role."""
         if not self._opened:
             self.open()
-        unkeyed = [p for p, r in self.replicas.items() if r.receipt_key is None]
-        if unkeyed:
-            raise ValueError(f"no receipt key for partitions {unkeyed}")
+        self._check_keys(self.replicas, {p: r.receipt_key for p, r in self.replicas.items() if r.receipt_key})
         self._server = await asyncio.get_running_loop().create_server(
             lambda: WorkerProtocol(self._dispatch, self._connections, self.config.peer_auth),
             self.config.host,
