@@ -47,6 +47,17 @@ _JOURNALED_CGI_KEYS = ("REQUEST_METHOD", "SCRIPT_NAME", "PATH_INFO", "QUERY_STRI
                        "CONTENT_TYPE", "SERVER_PROTOCOL")
 
 DEFAULT_JOURNAL_LIMIT_BYTES = 32 * 1024 * 1024
+REPLAY_BUDGET_SECONDS = 1.0
+"""A snapshot is taken once replaying the journal at a start after a crash would take about this long: each record
+is a request run through moto again, 2.5-5 ms here, so the byte limit alone (some 25,000 control-plane writes, a
+few hours of an idle stack's heartbeats and leases) let a start after a power cut spend two minutes on it."""
+REPLAY_SECONDS_PER_RECORD = 0.004
+"""What replaying one record is taken to cost until a start has measured it over at least
+:data:`MEASURED_RECORDS` records."""
+MEASURED_RECORDS = 50
+SNAPSHOT_COST_FACTOR = 10.0
+"""Snapshots hold every write while moto's state is pickled: the journal is let grow to this many times the last
+snapshot's duration of replay, so that snapshots take at most about a tenth of what they save."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +130,7 @@ class DurableApp:
         clock: ReplayClock,
         journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES,
         wall_clock: Callable[[], float] = time.time,
+        replay_budget_seconds: float = REPLAY_BUDGET_SECONDS,
     ) -> None:
         self._app = app
         self._data_dir = data_dir
@@ -129,6 +141,11 @@ class DurableApp:
         self._gate = SharedExclusiveLock()
         self._journal: Journal | None = None
         self._seq = 0
+        self._replay_budget_seconds = replay_budget_seconds
+        self.journal_records = 0
+        """Records in the journal since the last snapshot: what a start after a crash would replay."""
+        self._seconds_per_record = REPLAY_SECONDS_PER_RECORD
+        self._snapshot_seconds = 0.0
 
     @property
     def snapshot_path(self) -> Path:
@@ -146,6 +163,7 @@ class DurableApp:
         self._journal = journal
         self._seq = max(snapshot_seq, entries[-1].seq if entries else 0)
         replayed = 0
+        started = time.perf_counter()
         for entry in entries:
             if entry.seq <= snapshot_seq:
                 continue
@@ -154,6 +172,8 @@ class DurableApp:
             if not response.ok:
                 log.warning("journal record %d replayed with status %s", entry.seq, response.status)
             replayed += 1
+        if replayed >= MEASURED_RECORDS:
+            self._seconds_per_record = (time.perf_counter() - started) / replayed
         if replayed or journal.size:
             # Start from a compact state so the next start does not replay the same records again.
             with self._write_lock:
@@ -198,11 +218,17 @@ class DurableApp:
                 return response
             self._seq += 1
             journal.append(JournalEntry(self._seq, applied_at, journaled_environ, preserved_names, body))
+            self.journal_records += 1
             wait_for_seq = self._seq
-            if journal.size > self._journal_limit_bytes:
+            if journal.size > self._journal_limit_bytes or self._replay_due():
                 self._snapshot()
         journal.sync(wait_for_seq)
         return response
+
+    def _replay_due(self) -> bool:
+        """Whether replaying the journal would now take the budget, or ten times the last snapshot when more."""
+        replay = self.journal_records * self._seconds_per_record
+        return replay >= max(self._replay_budget_seconds, SNAPSHOT_COST_FACTOR * self._snapshot_seconds)
 
     def _require_journal(self) -> Journal:
         if self._journal is None:
@@ -217,5 +243,7 @@ class DurableApp:
             data = snapshots.dumps(snapshots.capture(self._seq))
         write_private(self.snapshot_path, data)
         journal.truncate(self._seq)
+        self.journal_records = 0
+        self._snapshot_seconds = time.perf_counter() - started
         log.debug("snapshot at record %d: %d bytes in %.1f ms", self._seq, len(data),
                   (time.perf_counter() - started) * 1000)

@@ -16,7 +16,7 @@ from ferrymq.infra import asgi_serving
 from ferrymq.infra.standin import model_registry, replay_clock
 from ferrymq.infra.standin.access_keys import KeyPair
 from ferrymq.infra.standin.asgi_bridge import StandinAsgiApp
-from ferrymq.infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES, DurableApp
+from ferrymq.infra.standin.durable_app import DEFAULT_JOURNAL_LIMIT_BYTES, REPLAY_BUDGET_SECONDS, DurableApp
 from ferrymq.infra.standin.layout import LOCK_FILE, READY_PREFIX
 from ferrymq.infra.standin.request_auth import RequestVerifier
 from ferrymq.infra.standin.snapshot import DURABLE_SERVICES
@@ -64,7 +64,8 @@ def _dispatcher() -> Any:
     return Dispatcher()
 
 
-def build_durable_app(data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES) -> DurableApp:
+def build_durable_app(data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES,
+                      replay_budget_seconds: float = REPLAY_BUDGET_SECONDS) -> DurableApp:
     """moto's dispatcher wrapped in a :class:`DurableApp`, with the durable services loaded up front.
 
     Loading them first means their modules exist before moto's clock is rerouted for replay. moto is told
@@ -78,7 +79,7 @@ def build_durable_app(data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL
         get_backend(service)  # type: ignore[call-overload]
     model_registry.install()
     clock = replay_clock.install()
-    return DurableApp(dispatcher, data_dir, clock, journal_limit_bytes)
+    return DurableApp(dispatcher, data_dir, clock, journal_limit_bytes, replay_budget_seconds=replay_budget_seconds)
 
 
 def serve(host: str, port: int, data_dir: Path, key_pair: KeyPair,
