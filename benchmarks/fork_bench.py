@@ -20,7 +20,7 @@ from checkpoint_bench import KEY, send
 
 from ferrymq.clock import ManualClock
 from ferrymq.storage.engine import Engine
-from ferrymq.storage.server.huge_pages import SMAPS, HugePages, available, regions
+from ferrymq.storage.server.huge_pages import SMAPS, HugePages, regions
 
 
 def forks(times: int = 5) -> tuple[float, float]:
@@ -53,15 +53,14 @@ def main() -> None:
     print(f"{args.messages:,} messages stored in {time.perf_counter() - started:.1f} s; {memory()}")
     low, high = forks()
     print(f"fork with 4 KiB pages: {low:.1f}-{high:.1f} ms")
-    if not available():
-        print("this kernel gives no transparent huge pages: nothing more to measure")
-        return
     pages = HugePages.for_this_process()
+    if not pages.asks:
+        print("this kernel gives no transparent huge pages, or cannot collapse on request: nothing more to measure")
+        return
     started, cpu = time.perf_counter(), time.process_time()
     collapsed = pages.run_pass()
     print(f"huge pages: {collapsed / 2**20:,.0f} MiB collapsed in {time.perf_counter() - started:.2f} s "
-          f"({time.process_time() - cpu:.2f} s of CPU){'' if pages.collapsing else ' (advised only: no MADV_COLLAPSE)'}"
-          f"; {memory()}")
+          f"({time.process_time() - cpu:.2f} s of CPU); {memory()}")
     low, high = forks()
     print(f"fork after: {low:.1f}-{high:.1f} ms")
     engine.partition.table  # noqa: B018 - the state stays alive until here

@@ -6,13 +6,15 @@ nearly all of it the message table's columns and index arrays, and its forks hel
 
 glibc's ``glibc.malloc.hugetlb=1`` tunable would give every allocation huge pages, the interpreter's own heap too:
 an idle worker's RSS went from 58 to 97-149 MB. Asking for them mapping by mapping is what this module does. The
-arrays grow by reallocation, which moves them and splits their huge pages, so asking once is not enough: after a
-checkpoint whose fork held the loop :data:`SLOW_FORK_SECONDS` or more, a thread reads ``/proc/self/smaps`` and,
-for every private anonymous mapping of :data:`MIN_REGION_BYTES` or more that is dense (its resident pages cover at
-least :data:`DENSE_FRACTION` of it, so thread stacks and reserved but untouched memory are left alone) and not
-mostly huge pages yet, asks for them: ``madvise(MADV_HUGEPAGE)``, then ``madvise(MADV_COLLAPSE)`` (Linux 6.1 and
-later; where it is missing, khugepaged collapses the advised mappings in its own time). A collapse copies the pages:
-about 2 ms of CPU per MiB, in that thread, and not again while the mapping stays where it is.
+arrays grow by reallocation, which moves them and splits their huge pages, so asking once is not enough: once the
+child of a checkpoint whose fork held the loop :data:`SLOW_FORK_SECONDS` or more has exited (while it lives, the
+pages are shared with it, and collapsing them would copy them), a thread reads ``/proc/self/smaps`` and, for every
+private anonymous mapping of :data:`MIN_REGION_BYTES` or more that is dense (its resident pages cover at least
+:data:`DENSE_FRACTION` of it, so thread stacks and reserved but untouched memory are left alone) and not mostly
+huge pages yet, asks the kernel to collapse it into huge pages (``madvise(MADV_COLLAPSE)``, Linux 6.1 and later).
+A collapse copies the pages: about 1.5-3 ms of CPU per MiB, in that thread, and not again while the mapping stays
+where it is. The mappings are not advised ``MADV_HUGEPAGE``: with the kernel's usual ``defrag`` setting that would
+have every later page fault in them (an array growing) compact memory to find a huge page, on the loop.
 
 Nothing is asked where the kernel's setting is ``never``, or outside Linux.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import logging
+import mmap
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -37,8 +40,7 @@ DENSE_FRACTION = 0.9
 untouched pages resident."""
 MOSTLY_HUGE_FRACTION = 0.5
 SLOW_FORK_SECONDS = 0.02
-"""A fork that held the loop this long starts a pass (a fork of about 1.2 GB of 4 KiB pages)."""
-MADV_HUGEPAGE = 14
+"""A fork that held the loop this long starts a pass once its child exits (about 1.2 GB of 4 KiB pages)."""
 MADV_COLLAPSE = 25
 THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 SMAPS = Path("/proc/self/smaps")
@@ -111,17 +113,21 @@ class HugePages:
         """Bytes of mappings collapsed into huge pages, over every pass."""
         self._read_smaps = read_smaps
         self._madvise = madvise
-        self.collapsing = True
-        """False once the kernel refused MADV_COLLAPSE as unknown (before Linux 6.1): advice alone from then."""
         self._thread: threading.Thread | None = None
 
     @classmethod
     def for_this_process(cls) -> HugePages:
         return cls(_libc_madvise())
 
+    @property
+    def asks(self) -> bool:
+        """Whether huge pages are asked for at all (not where the kernel gives none or cannot collapse)."""
+        return self._madvise is not None
+
     def after_fork(self, held_seconds: float) -> None:
-        """A checkpoint's fork held the loop ``held_seconds``: start a pass if that was slow and none is running."""
-        if held_seconds < self.slow_fork_seconds or self._madvise is None:
+        """The child of a checkpoint whose fork held the loop ``held_seconds`` has exited: start a pass if that
+        fork was slow and none is running."""
+        if held_seconds < self.slow_fork_seconds or not self.asks:
             return
         if self._thread is not None and self._thread.is_alive():
             return
@@ -141,38 +147,40 @@ class HugePages:
         except OSError as exc:
             log.debug("huge pages: %s unreadable (%s)", SMAPS, exc)
             return 0
-        collapsed = self._ask(wanted)
+        collapsed, refused = self._ask(wanted)
         self.passes += 1
         self.collapsed_bytes += collapsed
         if wanted:
-            log.info("huge pages asked for %d mappings (%.0f MiB), %.0f MiB collapsed, in %.2f s (%.2f s of CPU)",
+            log.info("huge pages asked for %d mappings (%.0f MiB), %.0f MiB collapsed%s, in %.2f s (%.2f s of CPU)",
                      len(wanted), sum(r.size for r in wanted) / 2**20, collapsed / 2**20,
+                     "".join(f"; {n} refused with {name}" for name, n in sorted(refused.items())),
                      time.perf_counter() - started, time.thread_time() - spent)
         return collapsed
 
-    def _ask(self, wanted: Iterable[Region]) -> int:
+    def _ask(self, wanted: Iterable[Region]) -> tuple[int, dict[str, int]]:
+        """The bytes collapsed, and how many mappings the kernel refused, by errno name."""
         assert self._madvise is not None
         collapsed = 0
+        refused: dict[str, int] = {}
         for region in wanted:
             start = -(-region.start // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
             end = region.end // HUGE_PAGE_BYTES * HUGE_PAGE_BYTES
             if end <= start:
                 continue
-            # The mapping may be gone or moved by now (an array reallocated): the kernel refuses a range that is
-            # not mapped (ENOMEM), and nothing is lost by that.
-            if self._madvise(start, end - start, MADV_HUGEPAGE) != 0 or not self.collapsing:
-                continue
+            # The mapping may have moved since smaps was read (an array reallocated): the kernel refuses a range
+            # that is no longer one mapping, and the next pass finds it where it is.
             code = self._madvise(start, end - start, MADV_COLLAPSE)
             if code == 0:
                 collapsed += end - start
-            elif code == errno.EINVAL:
-                self.collapsing = False
-                log.info("huge pages: this kernel cannot collapse on request (MADV_COLLAPSE); khugepaged will")
-        return collapsed
+            else:
+                name = errno.errorcode.get(code, str(code))
+                refused[name] = refused.get(name, 0) + 1
+        return collapsed, refused
 
 
 def _libc_madvise() -> Callable[[int, int, int], int] | None:
-    """``madvise`` returning 0 or the errno it failed with; None where there is none or huge pages are off."""
+    """``madvise`` returning 0 or the errno it failed with; None where there is none, huge pages are off, or the
+    kernel cannot collapse on request (tried once on a mapping of its own)."""
     if not available():
         return None
     try:
@@ -186,4 +194,22 @@ def _libc_madvise() -> Callable[[int, int, int], int] | None:
     def madvise(start: int, length: int, advice: int) -> int:
         return 0 if call(start, length, advice) == 0 else ctypes.get_errno()
 
-    return madvise
+    return madvise if collapses(madvise) else None
+
+
+def collapses(madvise: Callable[[int, int, int], int]) -> bool:
+    """Whether ``madvise(MADV_COLLAPSE)`` collapses a dense anonymous mapping: tried on one of two huge pages' size,
+    which holds a whole aligned huge page wherever it is mapped."""
+    probe = mmap.mmap(-1, 2 * HUGE_PAGE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        probe.write(b"\1" * len(probe))
+        first = ctypes.c_char.from_buffer(probe)
+        aligned = -(-ctypes.addressof(first) // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
+        del first  # the mapping cannot be closed while a ctypes object points into it
+        code = madvise(aligned, HUGE_PAGE_BYTES, MADV_COLLAPSE)
+    finally:
+        probe.close()
+    if code != 0:
+        log.info("huge pages: this kernel does not collapse on request (MADV_COLLAPSE: %s); forks stay as they are",
+                 errno.errorcode.get(code, code))
+    return code == 0

@@ -67,8 +67,8 @@ class CheckpointFork:
 
     def __init__(self, partition: int, directory: Path, every_bytes: int,
                  on_forked: Callable[[float], None] | None = None) -> None:
-        """``on_forked`` is told how long each fork held the loop (seconds): the worker's huge pages
-        (:mod:`.huge_pages`)."""
+        """``on_forked`` is told how long each fork held the loop (seconds), once its child has exited: the
+        worker's huge pages (:mod:`.huge_pages`)."""
         self.partition = partition
         self.directory = directory
         self.every_bytes = every_bytes
@@ -115,8 +115,6 @@ class CheckpointFork:
         self._task = asyncio.get_running_loop().create_task(
             self._finish(wal, pid, rewrites, checkpoint.offset, checkpoint.segments, forked)
         )
-        if self._on_forked is not None:
-            self._on_forked(forked)
 
     async def _finish(
         self, wal: LogWriter, pid: int, rewrites: int, offset: int, segments: list[tuple[int, int, int]],
@@ -127,6 +125,9 @@ class CheckpointFork:
         try:
             _, status = await asyncio.to_thread(os.waitpid, pid, 0)
             self._child = None
+            if self._on_forked is not None:
+                # Once the child is gone: until then the pages are shared with it.
+                self._on_forked(forked)
             code = os.waitstatus_to_exitcode(status)
             if code != 0:
                 self.dropped += 1

@@ -313,8 +313,21 @@ def test_the_worker_s_metrics_count_the_checkpoints_it_took_while_serving(
         asyncio.run(scenario())
 
 
-@pytest.mark.skipif(not huge_pages.available(), reason="this kernel gives no transparent huge pages")
-def test_a_slow_fork_has_the_worker_ask_for_huge_pages_once_at_a_time(tmp_path: Path) -> None:
+def test_a_slow_fork_has_the_worker_ask_for_huge_pages_once_its_child_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not huge_pages.HugePages.for_this_process().asks:
+        pytest.skip("this kernel gives no huge pages, or cannot collapse on request")
+    children_then: list[str] = []
+    ask = huge_pages.HugePages.after_fork
+
+    def after_fork(pages: huge_pages.HugePages, held_seconds: float) -> None:
+        # while a checkpoint's child lives, its pages are shared with the worker: collapsing them would copy them
+        children_then.append(Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().strip())
+        ask(pages, held_seconds)
+
+    monkeypatch.setattr(huge_pages.HugePages, "after_fork", after_fork)
+
     async def scenario() -> None:
         config = WorkerConfig(data_dir=tmp_path, worker_id="w", partitions=(P,), register=False, **EVERY_16_KIB)
         server = StorageWorker(config, {P: RECEIPT_KEY})
@@ -331,6 +344,7 @@ def test_a_slow_fork_has_the_worker_ask_for_huge_pages_once_at_a_time(tmp_path: 
 
             await eventually(asked)
             assert server.replicas[P].checkpoints.taken >= 1
+            assert children_then and all(not pids for pids in children_then), children_then
         finally:
             await client.close()
             await server.close()
