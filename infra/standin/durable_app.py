@@ -57,7 +57,10 @@ REPLAY_SECONDS_PER_RECORD = 0.004
 MEASURED_RECORDS = 50
 SNAPSHOT_COST_FACTOR = 10.0
 """Snapshots hold every write while moto's state is pickled: the journal is let grow to this many times the last
-snapshot's duration of replay, so that snapshots take at most about a tenth of what they save."""
+snapshot's duration of replay, and that long passes between two of them, so that snapshots take at most about a
+tenth of what they save, and of the time."""
+SLOW_SNAPSHOT_SECONDS = 0.1
+"""A snapshot that held the writes this long is named in the log."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +149,8 @@ class DurableApp:
         """Records in the journal since the last snapshot: what a start after a crash would replay."""
         self._seconds_per_record = REPLAY_SECONDS_PER_RECORD
         self._snapshot_seconds = 0.0
+        self._snapshot_done = 0.0
+        """When (``time.monotonic()``) the last snapshot ended."""
 
     @property
     def snapshot_path(self) -> Path:
@@ -226,9 +231,11 @@ class DurableApp:
         return response
 
     def _replay_due(self) -> bool:
-        """Whether replaying the journal would now take the budget, or ten times the last snapshot when more."""
+        """Whether replaying the journal would now take the budget, or ten times the last snapshot when more,
+        and ten times the last snapshot has passed since it ended."""
+        spent = SNAPSHOT_COST_FACTOR * self._snapshot_seconds
         replay = self.journal_records * self._seconds_per_record
-        return replay >= max(self._replay_budget_seconds, SNAPSHOT_COST_FACTOR * self._snapshot_seconds)
+        return replay >= max(self._replay_budget_seconds, spent) and time.monotonic() - self._snapshot_done >= spent
 
     def _require_journal(self) -> Journal:
         if self._journal is None:
@@ -245,5 +252,7 @@ class DurableApp:
         journal.truncate(self._seq)
         self.journal_records = 0
         self._snapshot_seconds = time.perf_counter() - started
-        log.debug("snapshot at record %d: %d bytes in %.1f ms", self._seq, len(data),
-                  (time.perf_counter() - started) * 1000)
+        self._snapshot_done = time.monotonic()
+        log.log(logging.INFO if self._snapshot_seconds >= SLOW_SNAPSHOT_SECONDS else logging.DEBUG,
+                "snapshot at record %d: %d bytes, writes held %.0f ms", self._seq, len(data),
+                self._snapshot_seconds * 1000)
