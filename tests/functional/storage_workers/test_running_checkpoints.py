@@ -318,12 +318,17 @@ def test_a_slow_fork_has_the_worker_ask_for_huge_pages_once_its_child_is_gone(
 ) -> None:
     if not huge_pages.HugePages.for_this_process().asks:
         pytest.skip("this kernel gives no huge pages, or cannot collapse on request")
-    children_then: list[str] = []
+    def children() -> set[str]:
+        return set(Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split())
+
+    # this process's children from before (a test run's own helpers): the worker's are the ones added to these
+    before = children()
+    children_then: list[set[str]] = []
     ask = huge_pages.HugePages.after_fork
 
     def after_fork(pages: huge_pages.HugePages, held_seconds: float) -> None:
         # while a checkpoint's child lives, its pages are shared with the worker: collapsing them would copy them
-        children_then.append(Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().strip())
+        children_then.append(children() - before)
         ask(pages, held_seconds)
 
     monkeypatch.setattr(huge_pages.HugePages, "after_fork", after_fork)
