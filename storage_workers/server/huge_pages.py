@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import logging
 import mmap
 import threading
@@ -102,22 +103,28 @@ class HugePages:
     """Asks for huge pages for the process's large dense mappings, in a thread, after a slow fork (module
     docstring). One per process: the mappings are the process's, whichever partition's checkpoint forked."""
 
-    def __init__(self, madvise: Callable[[int, int, int], int] | None, *,
+    def __init__(self, find_madvise: Callable[[], Callable[[int, int, int], int] | None], *,
                  slow_fork_seconds: float = SLOW_FORK_SECONDS,
                  read_smaps: Callable[[], str] = lambda: SMAPS.read_text()) -> None:
-        """``madvise`` returns 0 or the errno the call failed with; None: no huge pages are asked for."""
+        """``find_madvise`` gives ``madvise`` (returning 0 or the errno the call failed with), or None where no
+        huge pages are to be asked for; it is called at the first slow fork, not before: most workers never
+        fork slowly, and finding out whether the kernel collapses costs a mapping of 4 MiB."""
         self.slow_fork_seconds = slow_fork_seconds
         self.passes = 0
         """Passes finished."""
         self.collapsed_bytes = 0
         """Bytes of mappings collapsed into huge pages, over every pass."""
         self._read_smaps = read_smaps
-        self._madvise = madvise
+        self._find_madvise = find_madvise
         self._thread: threading.Thread | None = None
 
     @classmethod
     def for_this_process(cls) -> HugePages:
-        return cls(_libc_madvise())
+        return cls(_libc_madvise)
+
+    @functools.cached_property
+    def _madvise(self) -> Callable[[int, int, int], int] | None:
+        return self._find_madvise()
 
     @property
     def asks(self) -> bool:
@@ -163,8 +170,7 @@ class HugePages:
         collapsed = 0
         refused: dict[str, int] = {}
         for region in wanted:
-            start = -(-region.start // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
-            end = region.end // HUGE_PAGE_BYTES * HUGE_PAGE_BYTES
+            start, end = _huge_page_up(region.start), region.end // HUGE_PAGE_BYTES * HUGE_PAGE_BYTES
             if end <= start:
                 continue
             # The mapping may have moved since smaps was read (an array reallocated): the kernel refuses a range
@@ -178,9 +184,15 @@ class HugePages:
         return collapsed, refused
 
 
+def _huge_page_up(address: int) -> int:
+    """The first huge-page boundary at or after ``address``."""
+    return -(-address // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
+
+
+@functools.cache
 def _libc_madvise() -> Callable[[int, int, int], int] | None:
     """``madvise`` returning 0 or the errno it failed with; None where there is none, huge pages are off, or the
-    kernel cannot collapse on request (tried once on a mapping of its own)."""
+    kernel cannot collapse on request (tried once per process, on a mapping of its own)."""
     if not available():
         return None
     try:
@@ -204,7 +216,7 @@ def collapses(madvise: Callable[[int, int, int], int]) -> bool:
     try:
         probe.write(b"\1" * len(probe))
         first = ctypes.c_char.from_buffer(probe)
-        aligned = -(-ctypes.addressof(first) // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
+        aligned = _huge_page_up(ctypes.addressof(first))
         del first  # the mapping cannot be closed while a ctypes object points into it
         code = madvise(aligned, HUGE_PAGE_BYTES, MADV_COLLAPSE)
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ def test_a_pass_collapses_the_aligned_middle_of_each_mapping_and_advises_nothing
         calls.append((start, length, advice))
         return 0
 
-    pages = HugePages(madvise, read_smaps=lambda: SMAPS)
+    pages = HugePages(lambda: madvise, read_smaps=lambda: SMAPS)
     collapsed = pages.run_pass()
     start = DENSE - 4096 + HUGE_PAGE_BYTES
     end = DENSE - 4096 + 64 * MIB
@@ -76,7 +77,7 @@ def test_a_mapping_the_kernel_refuses_is_counted_by_its_errno_and_the_next_pass_
     def madvise(start: int, length: int, advice: int) -> int:
         return answers.pop(0)
 
-    pages = HugePages(madvise, read_smaps=lambda: SMAPS)
+    pages = HugePages(lambda: madvise, read_smaps=lambda: SMAPS)
     with caplog.at_level(logging.INFO, logger="ferrymq.storage.server.huge_pages"):
         assert pages.run_pass() == 0
         assert pages.run_pass() > 0
@@ -93,14 +94,23 @@ def test_whether_the_kernel_collapses_on_request_is_tried_on_one_aligned_huge_pa
 
 
 def test_only_a_slow_fork_starts_a_pass_and_one_at_a_time() -> None:
-    pages = HugePages(lambda *args: 0, slow_fork_seconds=0.02, read_smaps=lambda: SMAPS)
+    found: list[int] = []
+
+    def find_madvise() -> Callable[[int, int, int], int]:
+        found.append(1)
+        return lambda *args: 0
+
+    pages = HugePages(find_madvise, slow_fork_seconds=0.02, read_smaps=lambda: SMAPS)
     pages.after_fork(0.019)
     pages.join()
-    assert pages.passes == 0
+    # the kernel is not even probed for a fast fork
+    assert pages.passes == 0 and found == []
     pages.after_fork(0.02)
     pages.join(5)
-    assert pages.passes == 1
-    nothing = HugePages(None, read_smaps=lambda: SMAPS)
+    pages.after_fork(0.03)
+    pages.join(5)
+    assert pages.passes == 2 and found == [1]
+    nothing = HugePages(lambda: None, read_smaps=lambda: SMAPS)
     nothing.after_fork(1.0)
     nothing.join()
     assert nothing.passes == 0
@@ -111,7 +121,7 @@ def test_an_unreadable_smaps_is_a_pass_that_asks_nothing() -> None:
         raise PermissionError("no")
 
     calls: list[int] = []
-    assert HugePages(lambda *args: calls.append(1) or 0, read_smaps=unreadable).run_pass() == 0
+    assert HugePages(lambda: lambda *args: calls.append(1) or 0, read_smaps=unreadable).run_pass() == 0
     assert calls == []
 
 
