@@ -357,7 +357,8 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     for member in members:
         if launched.get(member) != held[member]:
             launch(member, held[member])
-    held_partitions.write(settings.data_dir, held)
+    if held != held_before:
+        held_partitions.write(settings.data_dir, held)
     if gateway_start is None:
         gateway_start = _launch_gateway(settings, base_env, children)
     gateway = _await_ready(gateway_start, pool, stop)
