@@ -5,16 +5,20 @@ record decoded once in all, by the follower that applies it (the leader encoded 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ferrymq.replication_rules import Acks
+from ferrymq.rpc.client import WorkerClient
 from ferrymq.storage.log import records as codec
 from ferrymq.storage.replication import follower as follower_module
 from ferrymq.storage.replication.roles import LeaderRole
 from ferrymq.storage.server.damage import LOST_COPY_MARK
+from ferrymq.storage.server.replica import PartitionReplica
 from tests.functional.storage_workers.test_replication import ALL, P, caught_up, following, node
 from tests.functional.storage_workers.test_server_fifo import message
 from tests.functional.storage_workers.worker_calls import RETENTION
@@ -22,15 +26,24 @@ from tests.functional.storage_workers.worker_calls import RETENTION
 SENDS = 20
 
 
+@asynccontextmanager
+async def caught_up_pair(
+    tmp_path: Path, leads: LeaderRole
+) -> AsyncIterator[tuple[PartitionReplica, WorkerClient, PartitionReplica]]:
+    """A leader (its replica and a client) and its follower's replica, the follower caught up on a first message."""
+    async with (
+        node(tmp_path / "l", "leader", leads=leads) as (leader, client, address),
+        node(tmp_path / "f", "follower", follows=following(address)) as (follower, _, _),
+    ):
+        await client.send(P, "q", [message("first")], retention_seconds=RETENTION)
+        await caught_up(leader, follower)
+        yield leader, client, follower
+
+
 def test_a_follower_sent_one_record_at_a_time_fetches_once_per_record(tmp_path: Path) -> None:
     async def scenario() -> None:
         # given a leader in acks=all and its follower, caught up
-        async with (
-            node(tmp_path / "l", "leader", leads=ALL) as (leader, client, address),
-            node(tmp_path / "f", "follower", follows=following(address)) as (follower, _, _),
-        ):
-            await client.send(P, "q", [message("first")], retention_seconds=RETENTION)
-            await caught_up(leader, follower)
+        async with caught_up_pair(tmp_path, ALL) as (leader, client, follower):
             assert follower.follower is not None
             before = follower.follower.fetches
             # when twenty sends go one at a time, each answered once the follower has its record durable
@@ -57,12 +70,7 @@ def test_each_replicated_record_is_decoded_once_by_the_follower_alone(
 
     async def scenario() -> None:
         # given a leader in acks=all and its follower, caught up
-        async with (
-            node(tmp_path / "l", "leader", leads=ALL) as (leader, client, address),
-            node(tmp_path / "f", "follower", follows=following(address)) as (follower, _, _),
-        ):
-            await client.send(P, "q", [message("first")], retention_seconds=RETENTION)
-            await caught_up(leader, follower)
+        async with caught_up_pair(tmp_path, ALL) as (leader, client, follower):
             # when twenty sends are replicated, every decode of a log payload counted
             monkeypatch.setattr(codec, "decode", counting)
             for i in range(SENDS):
@@ -123,12 +131,7 @@ def test_a_follower_applying_a_long_fetch_lets_the_loop_turn_between_records(
     async def scenario() -> None:
         # given a follower paused while its leader (acknowledging alone) stores twenty records, so that one fetch
         # brings them all
-        async with (
-            node(tmp_path / "l", "leader", leads=ALONE) as (leader, client, address),
-            node(tmp_path / "f", "follower", follows=following(address)) as (follower, _, _),
-        ):
-            await client.send(P, "q", [message("first")], retention_seconds=RETENTION)
-            await caught_up(leader, follower)
+        async with caught_up_pair(tmp_path, ALONE) as (leader, client, follower):
             assert follower.follower is not None
             follower.follower.pause()
             for i in range(SENDS):
