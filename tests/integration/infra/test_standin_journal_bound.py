@@ -98,15 +98,15 @@ def test_a_slow_snapshot_is_followed_by_the_next_only_ten_times_its_duration_lat
         table = _table(durable)
         monkeypatch.setattr(durable_app.snapshots, "dumps", slow_dumps)
         snapshots: list[tuple[int, float]] = []
-        for i in range(200):
+        for i in range(400):
             before = durable.journal_records
             _heartbeat(durable, table, i)
             if durable.journal_records <= before:
                 snapshots.append((before + 1, time.monotonic()))
-        # then the first snapshot comes at the budget, and each next one only once the journal holds ten times a
-        # snapshot's duration of replay, and that long has passed
-        (first, _), *rest = snapshots
-        assert first <= 11
+        # then each snapshot after a slow one comes only once the journal holds ten times its duration of replay,
+        # and that long has passed (where the first falls depends on how long the table's own snapshot took, which
+        # this test does not set; the budget alone is the test above's)
+        _, *rest = snapshots
         slow = round(SNAPSHOT_COST_FACTOR * 0.02 / REPLAY_SECONDS_PER_RECORD)
         assert rest and all(records >= slow for records, _ in rest), snapshots
         ends = [at for _, at in snapshots]
