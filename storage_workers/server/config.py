@@ -35,8 +35,11 @@ class WorkerConfig:
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     compact_min_bytes: int = 128 * 1024 * 1024
     compact_ratio: float = 4.0
-    checkpoint_bytes: int = 128 * 1024 * 1024
-    """Log bytes appended between checkpoints taken while serving (:mod:`.running_checkpoint`); 0: none."""
+    checkpoint_bytes: int = 32 * 1024 * 1024
+    """Log bytes appended between checkpoints taken while serving, at least (:mod:`.running_checkpoint`); 0: none."""
+    checkpoint_max_bytes: int = 0
+    """How far that interval stretches as checkpoints cost more CPU (a larger state to hash); at most
+    ``checkpoint_bytes``: it does not."""
     stall_trace_ms: int = 0
     """A loop held this long gets every thread's stack written to standard error (:mod:`.loop_lag`); 0: off."""
     register: bool = True
@@ -72,6 +75,7 @@ class WorkerConfig:
             "compact_min_bytes": settings.worker_compact_min_bytes,
             "compact_ratio": settings.worker_compact_ratio,
             "checkpoint_bytes": settings.worker_checkpoint_bytes,
+            "checkpoint_max_bytes": settings.worker_checkpoint_max_bytes,
             "stall_trace_ms": settings.worker_stall_trace_ms,
             "peer_auth": PeerAuth.from_settings(settings),
         }
@@ -96,8 +100,11 @@ class WorkerConfig:
                 "FERRYMQ_WORKER_SEGMENT_BYTES and FERRYMQ_WORKER_COMPACT_MIN_BYTES are at least 1, "
                 "FERRYMQ_WORKER_COMPACT_RATIO above 0"
             )
-        if self.checkpoint_bytes < 0:
-            raise ValueError("FERRYMQ_WORKER_CHECKPOINT_BYTES is not negative (0: no checkpoints while serving)")
+        if self.checkpoint_bytes < 0 or self.checkpoint_max_bytes < 0:
+            raise ValueError(
+                "FERRYMQ_WORKER_CHECKPOINT_BYTES and FERRYMQ_WORKER_CHECKPOINT_MAX_BYTES are not negative "
+                "(0: no checkpoints while serving, and an interval that does not stretch)"
+            )
         if self.stall_trace_ms < 0:
             raise ValueError("FERRYMQ_WORKER_STALL_TRACE_MS is not negative (0: off)")
 

@@ -125,7 +125,9 @@ class PartitionReplica:
         self._changing = asyncio.Lock()
         self._lost_copy_marked: bool | None = None
         """Whether the lost-copy mark is in the log directory; None until read."""
-        self.checkpoints = CheckpointFork(partition, self.directory, config.checkpoint_bytes, on_forked)
+        self.checkpoints = CheckpointFork(
+            partition, self.directory, config.checkpoint_bytes, config.checkpoint_max_bytes, on_forked
+        )
         """Checkpoints taken while serving (:mod:`.running_checkpoint`)."""
         self._crcs: dict[tuple[int, int, int], int] = {}
         """CRC-32 of sealed segments by ``(index, inode, size)``, computed once per file for checkpoints."""

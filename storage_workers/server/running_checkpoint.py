@@ -6,6 +6,11 @@ crash.  So every ``checkpoint_bytes`` of log appended, the replica writes its st
 as a delta of the checkpoint in place, holding only the chunks of the state's arrays that changed, or as a new base
 (``ferrymq.storage.log.checkpoint_chain``).
 
+A delta hashes the whole state to find what changed (about 0.1 s of CPU at a million messages, 0.8 s at ten
+million), so the interval stretches with what the last checkpoint cost, up to ``checkpoint_max_bytes``: a small
+backlog is checkpointed often and replays little after a crash, a large one pays no more per message than
+:data:`LOG_BYTES_PER_CHECKPOINT_CPU_SECOND` allows.
+
 Pickling the state takes about 0.25 s per million messages: too long to hold the event loop, and the state changes
 with every request, so it cannot be pickled in a thread either.  The worker forks instead.  The child holds a
 copy-on-write view of the state as of that instant, writes it to a temporary file, syncs it and exits; the parent
@@ -49,6 +54,10 @@ RUNNING_TMP = "state.ckpt.running"
 """The start of the name of the file a child writes (``.<its pid>`` follows), put in place as the checkpoint once
 it checks out.  Any left by a worker killed meanwhile are deleted when its partition next opens."""
 _PR_SET_PDEATHSIG = 1
+LOG_BYTES_PER_CHECKPOINT_CPU_SECOND = 256 * 1024 * 1024
+"""Checkpoints taken while serving cost at most a second of CPU per this much log (4 ms per MiB: about 2 µs for a
+message of 256 B), unless ``checkpoint_max_bytes`` would be passed: the log bytes a checkpoint must wait for at
+least, per second of CPU the last one took."""
 
 
 def running_tmp(pid: int) -> str:
@@ -65,14 +74,19 @@ def discard_leftovers(directory: Path) -> None:
 class CheckpointFork:
     """Takes one partition's checkpoints while it serves, one at a time (module docstring)."""
 
-    def __init__(self, partition: int, directory: Path, every_bytes: int,
+    def __init__(self, partition: int, directory: Path, every_bytes: int, most_bytes: int = 0,
                  on_forked: Callable[[float], None] | None = None) -> None:
         """``on_forked`` is told how long each fork held the loop (seconds), once its child has exited: the
         worker's huge pages (:mod:`.huge_pages`)."""
         self.partition = partition
         self.directory = directory
         self.every_bytes = every_bytes
-        """Log bytes appended between checkpoints; 0: none taken while serving."""
+        """Log bytes appended between checkpoints, at least; 0: none taken while serving."""
+        self.most_bytes = most_bytes
+        """How far the interval stretches with what the last checkpoint cost (:meth:`due`); at most
+        ``every_bytes``: it does not."""
+        self.last_cpu = 0.0
+        """The CPU seconds the last checkpoint's child spent."""
         self.taken = 0
         """Checkpoints put in place."""
         self.dropped = 0
@@ -87,18 +101,24 @@ class CheckpointFork:
         self._on_forked = on_forked
 
     def due(self, wal: LogWriter) -> bool:
-        """Whether enough was appended to ``wal`` since the last checkpoint, and none is being written: at least
-        ``every_bytes``, and at least :attr:`last_size`, so that deltas write about as much as the log does at
-        most.  A base (about 1 GB at ten million messages) is written only once the deltas since the last would
-        hold half of it, so bases write at most about twice what deltas do
-        (:mod:`~ferrymq.storage.log.checkpoint_chain`)."""
+        """Whether enough was appended to ``wal`` since the last checkpoint, and none is being written
+        (:meth:`interval`)."""
         if self.every_bytes <= 0 or self._task is not None:
             return False
         since = self._since
         if since is None or since[0] is not wal:
             self._since = (wal, wal.end)
             return False
-        return wal.end - since[1] >= max(self.every_bytes, self.last_size)
+        return wal.end - since[1] >= self.interval()
+
+    def interval(self) -> int:
+        """The log bytes the next checkpoint waits for: ``every_bytes`` at least, and at least :attr:`last_size`,
+        so that deltas write about as much as the log does at most.  A base (about 1 GB at ten million messages)
+        is written only once the deltas since the last would hold half of it, so bases write at most about twice
+        what deltas do (:mod:`~ferrymq.storage.log.checkpoint_chain`).  Up to ``most_bytes``, enough that the
+        last checkpoint's CPU stays within :data:`LOG_BYTES_PER_CHECKPOINT_CPU_SECOND`."""
+        by_cost = min(self.most_bytes, int(self.last_cpu * LOG_BYTES_PER_CHECKPOINT_CPU_SECOND))
+        return max(self.every_bytes, self.last_size, by_cost)
 
     def take(self, wal: LogWriter, checkpoint: Checkpoint) -> None:
         """Have a child process write ``checkpoint``, the live state as of this instant (module docstring)."""
@@ -123,8 +143,9 @@ class CheckpointFork:
         tmp_name = running_tmp(pid)
         tmp = self.directory / tmp_name
         try:
-            _, status = await asyncio.to_thread(os.waitpid, pid, 0)
+            _, status, usage = await asyncio.to_thread(os.wait4, pid, 0)
             self._child = None
+            self.last_cpu = usage.ru_utime + usage.ru_stime
             if self._on_forked is not None:
                 # Once the child is gone: until then the pages are shared with it.
                 self._on_forked(forked)
@@ -143,9 +164,10 @@ class CheckpointFork:
                 placed = await asyncio.to_thread(publish_checkpoint, self.directory, tmp_name)
             self.taken += 1
             self.last_size = placed.size if placed.position else placed.chunks_at
-            log.info("partition %d: checkpoint as of offset %d written while serving (%s, %d bytes; the fork held "
-                     "the loop %.1f ms)", self.partition, offset,
-                     f"delta {placed.position}" if placed.position else "a new base", placed.size, forked * 1000)
+            log.info("partition %d: checkpoint as of offset %d written while serving (%s, %d bytes, %.2f s of CPU, "
+                     "the next after %d bytes of log; the fork held the loop %.1f ms)", self.partition, offset,
+                     f"delta {placed.position}" if placed.position else "a new base", placed.size, self.last_cpu,
+                     self.interval(), forked * 1000)
         except (OSError, CheckpointUnusable) as exc:
             self.dropped += 1
             log.warning("partition %d: the checkpoint as of offset %d was not put in place (%s)", self.partition,

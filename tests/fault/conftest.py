@@ -17,7 +17,9 @@ FAULT_ENV = {
     "FERRYMQ_REPLICA_MAX_LAG_SECONDS": "1",
     "FERRYMQ_WORKER_REQUEST_TIMEOUT_SECONDS": "3",
     "FERRYMQ_LEADER_HANDOVER_SECONDS": "3",
+    # Checkpoints often and at a fixed interval, so that faults land while they are written.
     "FERRYMQ_WORKER_CHECKPOINT_BYTES": str(512 * 1024),
+    "FERRYMQ_WORKER_CHECKPOINT_MAX_BYTES": "0",
 }
 
 

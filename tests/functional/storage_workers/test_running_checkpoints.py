@@ -265,6 +265,41 @@ def test_checkpoints_while_serving_never_write_more_than_the_log_does(
     asyncio.run(scenario())
 
 
+def test_the_interval_stretches_with_the_cpu_the_last_checkpoint_took_up_to_its_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    most = 48 * 1024
+    takes: list[tuple[int, float, int, int]] = []
+    real_take = running_checkpoint.CheckpointFork.take
+
+    def noting(self: running_checkpoint.CheckpointFork, wal: Any, checkpoint: Any) -> None:
+        takes.append((wal.end, self.last_cpu, self.last_size, self.interval()))
+        real_take(self, wal, checkpoint)
+
+    monkeypatch.setattr(running_checkpoint.CheckpointFork, "take", noting)
+    # any CPU at all is worth more log than the most the interval may stretch to
+    monkeypatch.setattr(running_checkpoint, "LOG_BYTES_PER_CHECKPOINT_CPU_SECOND", 10**15)
+
+    async def scenario() -> None:
+        # given a worker asked for a checkpoint after every byte of log, stretched up to 48 KiB by their cost
+        async with node(tmp_path, "w", checkpoint_bytes=1, checkpoint_max_bytes=most) as (replica, client, _):
+            for round_ in range(200):
+                await workload(client, round_)
+                if replica.checkpoints.taken >= 3:
+                    break
+            assert replica.checkpoints.taken >= 3
+        # then the first waited for nothing, and once a child's CPU was read from its exit, each waited for 48 KiB
+        # (or the last delta's size, should it be larger)
+        assert takes[0][1] == 0.0
+        measured = [(size, interval) for _, cpu, size, interval in takes if cpu > 0]
+        assert len(measured) >= 2, takes
+        assert all(interval == max(most, size) for size, interval in measured), takes
+        for (end_a, _, _, interval_a), (end_b, _, _, _) in itertools.pairwise(takes):
+            assert end_b - end_a >= interval_a
+
+    asyncio.run(scenario())
+
+
 def test_a_checkpoint_file_left_by_a_worker_killed_while_its_child_wrote_is_deleted_at_the_next_open(
     tmp_path: Path,
 ) -> None:

@@ -13,7 +13,7 @@ from ferrymq.rpc.client import WorkerClient
 from tests.integration.conftest import WorkerProcess
 from tests.integration.storage_workers.test_worker_process import RETENTION, send_rounds
 
-EVERY_64_KIB = {"FERRYMQ_WORKER_CHECKPOINT_BYTES": str(64 * 1024)}
+EVERY_64_KIB = {"FERRYMQ_WORKER_CHECKPOINT_BYTES": str(64 * 1024), "FERRYMQ_WORKER_CHECKPOINT_MAX_BYTES": "0"}
 TAKEN = re.compile(r"checkpoint as of offset (\d+) written while serving")
 STARTED_FROM = re.compile(r"starting from the checkpoint as of offset (\d+)")
 

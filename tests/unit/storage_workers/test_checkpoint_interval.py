@@ -1,0 +1,69 @@
+"""How much log a checkpoint taken while serving waits for (``CheckpointFork.interval``): the configured bytes at
+least, the last delta's size at least, and more as the last checkpoint's CPU grows, up to the configured most."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from ferrymq.storage.server.config import WorkerConfig
+from ferrymq.storage.server.running_checkpoint import LOG_BYTES_PER_CHECKPOINT_CPU_SECOND, CheckpointFork
+
+MIB = 1024 * 1024
+
+
+class Log:
+    end = 0
+
+
+def fork(every: int = 32 * MIB, most: int = 128 * MIB, *, cpu: float = 0.0, size: int = 0) -> CheckpointFork:
+    checkpoints = CheckpointFork(0, Path("unused"), every, most)
+    checkpoints.last_cpu = cpu
+    checkpoints.last_size = size
+    return checkpoints
+
+
+@pytest.mark.parametrize(
+    ("cpu", "size", "interval"),
+    [
+        (0.0, 0, 32 * MIB),  # none taken yet
+        (0.1, 0, 32 * MIB),  # a million messages: 0.1 s is worth 25.6 MiB, under the least
+        (0.25, 0, 64 * MIB),  # 0.25 s of CPU waits for 64 MiB of log
+        (0.8, 0, 128 * MIB),  # ten million messages: capped at the most
+        (0.25, 200 * MIB, 200 * MIB),  # a delta larger than all that: deltas never write more than the log
+    ],
+)
+def test_the_interval_is_the_least_the_cost_and_the_last_size_whichever_is_more(
+    cpu: float, size: int, interval: int
+) -> None:
+    assert fork(cpu=cpu, size=size).interval() == interval
+
+
+def test_a_most_at_or_under_the_least_keeps_the_interval_fixed() -> None:
+    assert fork(most=0, cpu=100.0).interval() == 32 * MIB
+    assert fork(most=16 * MIB, cpu=100.0).interval() == 32 * MIB
+
+
+def test_the_rate_is_four_ms_of_cpu_per_mib_of_log() -> None:
+    assert LOG_BYTES_PER_CHECKPOINT_CPU_SECOND * 0.004 == pytest.approx(MIB, rel=0.03)
+
+
+def test_due_once_the_interval_of_log_is_appended_since_the_last() -> None:
+    checkpoints = fork(every=100, most=1_000, cpu=2e-6)  # 2 µs of CPU: 536 bytes of log
+    log = Log()
+    wal = cast(Any, log)
+    assert not checkpoints.due(wal)  # the first look only notes where the log stands
+    log.end = 535
+    assert not checkpoints.due(wal)
+    log.end = 537
+    assert checkpoints.due(wal)
+    assert not checkpoints.due(cast(Any, Log()))  # another log (a rebuild) starts counting again
+
+
+def test_settings_that_are_negative_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="FERRYMQ_WORKER_CHECKPOINT_MAX_BYTES"):
+        WorkerConfig(data_dir=tmp_path, checkpoint_max_bytes=-1)
+    with pytest.raises(ValueError, match="FERRYMQ_WORKER_CHECKPOINT_BYTES"):
+        WorkerConfig(data_dir=tmp_path, checkpoint_bytes=-1)
