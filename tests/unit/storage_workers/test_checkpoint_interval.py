@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from ferrymq.storage.server.config import WorkerConfig
-from ferrymq.storage.server.running_checkpoint import LOG_BYTES_PER_CHECKPOINT_CPU_SECOND, CheckpointFork
+from ferrymq.storage.server.running_checkpoint import CheckpointFork
 
 MIB = 1024 * 1024
 
@@ -44,10 +44,6 @@ def test_the_interval_is_the_least_the_cost_and_the_last_size_whichever_is_more(
 def test_a_most_at_or_under_the_least_keeps_the_interval_fixed() -> None:
     assert fork(most=0, cpu=100.0).interval() == 32 * MIB
     assert fork(most=16 * MIB, cpu=100.0).interval() == 32 * MIB
-
-
-def test_the_rate_is_four_ms_of_cpu_per_mib_of_log() -> None:
-    assert LOG_BYTES_PER_CHECKPOINT_CPU_SECOND * 0.004 == pytest.approx(MIB, rel=0.03)
 
 
 def test_due_once_the_interval_of_log_is_appended_since_the_last() -> None:
