@@ -231,14 +231,15 @@ def run_scenario(server: Server, target: Target, queue_url: str, scenario: str, 
     return result
 
 
-def measure(server: Server, seconds: float, pool: Any) -> dict[str, Result]:
+def measure(server: Server, seconds: float, pool: Any, scenarios: tuple[str, ...] = SCENARIOS) -> dict[str, Result]:
     endpoint = server.start()
     try:
         target = Target(endpoint, "test", "test", "us-east-1")
         queue_url = asyncio.run(_create_queue(target))
-        # A short warm-up: caches, connections and data keys, as a running service has them.
-        run_scenario(server, target, queue_url, "send x16", min(seconds, 2.0), pool)
-        return {s: run_scenario(server, target, queue_url, s, seconds, pool) for s in SCENARIOS}
+        # A short warm-up: caches, connections and data keys, as a running service has them (idle alone: none).
+        if set(scenarios) != {"idle"}:
+            run_scenario(server, target, queue_url, "send x16", min(seconds, 2.0), pool)
+        return {s: run_scenario(server, target, queue_url, s, seconds, pool) for s in scenarios}
     finally:
         server.stop()
 
@@ -257,18 +258,19 @@ def _cell(result: Result, scenario: str) -> str:
 def report(results: dict[str, dict[str, Result]]) -> list[str]:
     names = list(results)
     lines = ["| scenario | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    for scenario in SCENARIOS:
+    measured = [s for s in SCENARIOS if all(s in results[n] for n in names)]
+    for scenario in measured:
         lines.append(f"| {scenario} | " + " | ".join(_cell(results[n][scenario], scenario) for n in names) + " |")
     lines += ["", "ratios (FerryMQ as shipped):"]
     ours, null, ls = results.get("ferrymq"), results.get("null"), results.get("localstack")
-    if ours and null:
+    if ours and null and set(SCENARIOS) <= set(measured):
         for s in ("send x16", "batch x16"):
             lines.append(f"  {s}: {ours[s].msg_per_s / max(null[s].msg_per_s, 1):.0%} of the null server's "
                          "(target >= 60%)")
         if ours["send x1"].p50_ms and null["send x1"].p50_ms:
             lines.append(f"  send x1 p50: {ours['send x1'].p50_ms / null['send x1'].p50_ms:.1f}x the null server's "
                          "(target <= 3x)")
-    if ours and ls:
+    if ours and ls and set(SCENARIOS) <= set(measured):
         for s in ("send x16", "batch x16", "receive+delete x16"):
             lines.append(f"  {s}: {ours[s].msg_per_s / max(ls[s].msg_per_s, 1):.1f}x LocalStack's (target >= 10x)")
         if ours["boto3 send x1"].p50_ms and ls["boto3 send x1"].p50_ms:
@@ -276,7 +278,7 @@ def report(results: dict[str, dict[str, Result]]) -> list[str]:
                          "LocalStack's (target <= 50%)")
     lines += ["", "CPU per acknowledged message, per process (idle: % of one core):"]
     for name, by_scenario in results.items():
-        for scenario in SCENARIOS:
+        for scenario in measured:
             cpu = by_scenario[scenario].cpu_us_per_message
             if not cpu:
                 continue
@@ -333,7 +335,13 @@ def main() -> int:
     parser.add_argument("--targets", default="null,localstack,ferrymq-rf1,ferrymq")
     parser.add_argument("--localstack-python", help="an interpreter with localstack-core installed")
     parser.add_argument("--chart", type=Path, help="write a PNG chart of the throughput figures here")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
+                        help="which scenarios, comma-separated (e.g. 'idle' with --seconds 60 for the idle cost alone)")
     args = parser.parse_args()
+    scenarios = tuple(s.strip() for s in args.scenarios.split(",") if s.strip())
+    unknown = set(scenarios) - set(SCENARIOS)
+    if unknown or not scenarios:
+        parser.error(f"scenarios are some of {', '.join(SCENARIOS)}; not {', '.join(sorted(unknown)) or 'none'}")
     wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
     if "localstack" in wanted and not args.localstack_python:
         print("skipping localstack: no --localstack-python given", file=sys.stderr)
@@ -348,9 +356,9 @@ def main() -> int:
         }
         for name in wanted:
             print(f"measuring {name} ...", file=sys.stderr, flush=True)
-            results[name] = measure(servers[name], args.seconds, pool)
+            results[name] = measure(servers[name], args.seconds, pool, scenarios)
     print("\n".join(report(results)))
-    if args.chart:
+    if args.chart and {"send x16", "batch x16", "receive+delete x16"} <= set(scenarios):
         chart(results, args.chart)
     return 0
 

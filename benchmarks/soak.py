@@ -98,10 +98,12 @@ def stack_processes(up_pid: int) -> dict[str, int]:
 
 
 def own_cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` alone (``/proc/<pid>/stat``); 0 for a process that is gone."""
+    """utime + stime of ``pid``, with those of the children it has waited for (``/proc/<pid>/stat``): a worker's
+    checkpoints are written by children it forks and reaps, and are its cost; not those of its live children, which
+    are processes of their own (``up``'s). 0 for a process that is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICK
+        return sum(int(f) for f in fields[11:15]) / _TICK
     except (OSError, ValueError, IndexError):
         return 0.0
 

@@ -84,6 +84,9 @@ class Replica(Protocol):
 
 
 COORDINATION_THREADS = 8
+MANAGER_SECONDS = 5.0
+"""The manager's cadence at most (``ControllerTimes.manager_seconds``)."""
+MANAGER_LEAST_SECONDS = 0.5
 """Threads for one worker's coordination calls (scans, lease and in-sync set writes, heartbeats)."""
 
 
@@ -91,21 +94,23 @@ COORDINATION_THREADS = 8
 class ControllerTimes:
     lease_ms: int = 5_000
     poll_seconds: float = 0.5
-    steady_poll_seconds: float = 2.0
+    steady_poll_seconds: float = 5.0
     """The pause between scans while every partition here is led and served (see ``steady``): a scan then only
     finds replicas added to this worker. Trouble (a follower's failed fetch) still wakes the loop at once, so
-    failover does not wait on it; an idle cluster makes a quarter of the scans."""
+    failover does not wait on it; an idle cluster makes a tenth of the scans. Each costs DynamoDB a read of the
+    whole partitions table, and a stand-in on the same machine 3 ms of CPU."""
     isr_check_seconds: float = 0.2
     max_lag_ms: int = 2_000
-    heartbeat_seconds: float = 2.0
+    heartbeat_seconds: float = 3.0
     claim_stagger_ms: int = 300
     handover_after_ms: int = 10_000
     """How long the preferred leader (the first replica) must have been caught up, in sync and not leading
     before the leader hands leadership back to it; 0 turns handovers off."""
     trouble_pause_seconds: float = 0.1
     """The least time between two reads of the item prompted by followers' trouble."""
-    manager_seconds: float = 2.0
-    """How often the in-cluster manager (whoever holds its lease) looks for dead replicas to replace."""
+    manager_seconds: float = MANAGER_SECONDS
+    """How often the in-cluster manager (whoever holds its lease) looks for dead replicas to replace (half the
+    grace, from ``controller_times``); its lease lasts three times that."""
     grace_ms: int = 10_000
     """A worker silent this long is dead: its replicas are replaced."""
 

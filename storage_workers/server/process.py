@@ -23,7 +23,12 @@ from ferrymq.orphan_watch import wait_until_orphaned
 from ferrymq.replication_rules import Acks
 from ferrymq.settings import Settings
 from ferrymq.storage.peers import ClusterPeers
-from ferrymq.storage.replication.controller import ClusterController, ControllerTimes
+from ferrymq.storage.replication.controller import (
+    MANAGER_LEAST_SECONDS,
+    MANAGER_SECONDS,
+    ClusterController,
+    ControllerTimes,
+)
 from ferrymq.storage.server import allocator
 from ferrymq.storage.server.admin import AdminServer
 from ferrymq.storage.server.config import WorkerConfig
@@ -202,10 +207,14 @@ def _now_ms(worker: StorageWorker) -> int:
 
 
 def controller_times(settings: Settings) -> ControllerTimes:
+    grace = settings.worker_grace_seconds
     return ControllerTimes(
         lease_ms=int(settings.leader_lease_seconds * 1000),
         max_lag_ms=int(settings.replica_max_lag_seconds * 1000),
-        heartbeat_seconds=settings.worker_heartbeat_seconds,
+        # Three heartbeats within the grace at least, so that one slow write never makes a live worker dead.
+        heartbeat_seconds=min(settings.worker_heartbeat_seconds, grace / 3),
         handover_after_ms=int(settings.leader_handover_seconds * 1000),
-        grace_ms=int(settings.worker_grace_seconds * 1000),
+        # A dead worker's replicas are moved within one and a half graces.
+        manager_seconds=min(MANAGER_SECONDS, max(grace / 2, MANAGER_LEAST_SECONDS)),
+        grace_ms=int(grace * 1000),
     )

@@ -78,7 +78,8 @@ async def controlled_worker(
         sets or ReplicaSets.from_settings(settings),
         None,
         acks=Acks.LEADER,
-        times=times or ControllerTimes(lease_ms=LEASE_MS, handover_after_ms=0),
+        # A slow cadence shorter than the lease: the tests move the clock by one and expect the lease to live.
+        times=times or ControllerTimes(lease_ms=LEASE_MS, steady_poll_seconds=2.0, handover_after_ms=0),
         clock=clock,
     )
     client = WorkerClient(*address, connect_timeout=1.0)
@@ -342,7 +343,7 @@ def test_a_leader_that_is_not_its_partitions_preferred_replica_is_not_steady_whi
     async def scenario(handover_after_ms: int) -> bool:
         clock = ManualClock()
         (p,) = unique_partitions(1)
-        times = ControllerTimes(lease_ms=LEASE_MS, handover_after_ms=handover_after_ms)
+        times = ControllerTimes(lease_ms=LEASE_MS, steady_poll_seconds=2.0, handover_after_ms=handover_after_ms)
         async with controlled_worker(tmp_path / str(handover_after_ms), aws_settings, (p,), clock, times=times) as (
             worker, controller, _,
         ):

@@ -151,7 +151,8 @@ class Settings:
     worker_breaker_failures: int = 3
     worker_breaker_cooldown_seconds: float = 1.0
     # Replica sets: a leader renews its lease well within it; another in-sync replica may claim the partition
-    # once it has lapsed. Workers heartbeat every interval, and one silent for the grace period is dead.
+    # once it has lapsed. Workers heartbeat every interval (at most a third of the grace), and one silent for the
+    # grace period is dead.
     leader_lease_seconds: float = 5.0
     # How long a push host's lease on an event-source mapping lasts unrenewed (docs/design/push-delivery.md).
     push_lease_seconds: float = 10.0
@@ -159,7 +160,7 @@ class Settings:
     # public unicast addresses; empty: public addresses only (ferrymq.push.destinations). `ferrymq up` allows
     # loopback unless this is set.
     push_allowed_networks: tuple[str, ...] = ()
-    worker_heartbeat_seconds: float = 2.0
+    worker_heartbeat_seconds: float = 3.0
     worker_grace_seconds: float = 10.0
     # The cluster a worker belongs to, and the shape `ferrymq up` gives a new one: how many workers, how many
     # replicas per partition, and when a write counts as acknowledged (leader | majority | all).
