@@ -2,10 +2,11 @@
 
 A start from a checkpoint reads the checkpoint and the log after it; the sealed segments before that are taken
 on the checkpoint's word (``recover`` with ``Checkpointed.check_sealed`` off), so a start no longer reads the
-whole log, which at ten million messages is 6.7 GB per replica.  Their bytes are checked here, in a thread, once
-the replica serves.  Meanwhile nothing damaged is ever answered: every body read and every frame a follower
-fetches is checked by its own frame CRC (``log.bodies``, ``replication.follower``).  What the check adds is
-finding damage that no read touched yet, as the start used to.
+whole log, which at ten million messages is 6.7 GB per replica.  Their bytes are checked here once the replica
+serves, on the worker's background thread (at the lowest priority: :mod:`.background`).  Meanwhile nothing
+damaged is ever answered: every body read and every frame a follower fetches is checked by its own frame CRC
+(``log.bodies``, ``replication.follower``).  What the check adds is finding damage that no read touched yet, as
+the start used to.
 
 Until a segment is checked, the CRC-32 the checkpoint recorded for it is what a later checkpoint records too
 (``claims``): a checkpoint never vouches for bytes with a CRC-32 computed from bytes nobody checked, so a stop
@@ -33,6 +34,7 @@ from ferrymq.storage.log.format import CorruptSegment
 from ferrymq.storage.log.recovery import Vouched
 from ferrymq.storage.log.segments import crc_of, segment_path
 from ferrymq.storage.log.writer import LogWriter
+from ferrymq.storage.server.background import in_background
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +89,7 @@ class VouchedSegments:
         for index, size, crc in unchecked:
             path = segment_path(self.directory, index)
             try:
-                found = await asyncio.to_thread(crc_of, path, size)
+                found = await in_background(crc_of, path, size)
             except FileNotFoundError:
                 continue
             if found == crc:
