@@ -8,8 +8,9 @@ Reading them is :mod:`.reading`'s business, recovering them :mod:`.recovery`'s.
 from __future__ import annotations
 
 import os
+import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,17 +169,34 @@ def discard_deltas(directory: Path, after: int = 0) -> None:
         fsync_dir(directory)
 
 
-def crc_of(path: Path, size: int, window: int = 8 * 1024 * 1024) -> int | None:
-    """The CRC-32 of the first ``size`` bytes of ``path``, read a window at a time (None: the file is shorter)."""
+def crc_of(
+    path: Path,
+    size: int,
+    window: int = 8 * 1024 * 1024,
+    *,
+    cpu_share: float = 1.0,
+    cpu_clock: Callable[[], float] = time.thread_time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int | None:
+    """The CRC-32 of the first ``size`` bytes of ``path``, read a window at a time (None: the file is shorter).
+
+    With ``cpu_share`` under 1, it sleeps after each window for as long as keeps its CPU to that share of a core
+    (the thread's CPU time, ``cpu_clock``): a check that can wait leaves the rest to whatever cannot."""
     crc = 0
     left = size
+    rest = 1 / cpu_share - 1 if 0 < cpu_share < 1 else 0.0
+    # One buffer, read into again and again: no window allocated and freed per read.
+    buffer = memoryview(bytearray(min(window, size)))
     with open(path, "rb", buffering=0) as f:
         while left > 0:
-            chunk = f.read(min(window, left))
-            if not chunk:
+            spent = cpu_clock()
+            read = f.readinto(buffer[:min(window, left)])
+            if not read:
                 return None
-            crc = zlib.crc32(chunk, crc)
-            left -= len(chunk)
+            crc = zlib.crc32(buffer[:read], crc)
+            left -= read
+            if rest and left > 0:
+                sleep((cpu_clock() - spent) * rest)
     return crc
 
 

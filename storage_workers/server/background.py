@@ -1,45 +1,36 @@
-"""Work a worker does beside serving that may wait for the CPU: checks of sealed segments' bytes, and asking the
-kernel for huge pages.
+"""Work a worker does beside serving that may take its time: checks of sealed segments' bytes.
 
-On a machine whose cores the workers, the front end and DynamoDB share, a start after a crash checks every sealed
-segment a checkpoint vouched for (6.3 GB per worker at ten million messages), while the same cores must renew
-leases and answer the first requests. Run at the process's priority, three workers' checks took most of two cores
-for seconds, and lease renewals timed out against a DynamoDB stand-in on the same machine. So this work runs on one
-thread per worker at the lowest priority (nice 19): it gets what the rest leaves, and all of a core when nothing
-else wants it. Nothing that a request waits on runs here.
+A start after a crash checks every sealed segment a checkpoint vouched for (6.3 GB per worker at ten million
+messages) while the same cores must renew leases, answer the first requests, and run DynamoDB's stand-in on a
+machine of its own. Run flat out, three workers' checks took most of two cores for seconds, and lease renewals
+timed out against the stand-in. So this work runs on one thread per worker, one call after another, and each call
+keeps to :data:`CPU_SHARE` of a core by sleeping between its reads (``crc_of``'s ``cpu_share``).
+
+Not by a lower priority (nice 19) for the thread: it shares the interpreter's lock with the event loop, and a
+thread the kernel deschedules while holding it holds the loop too. Tried: the starts' worst stalls went from
+4-51 ms to 143-288 ms, with the loop's thread waiting on a pool thread caught in the middle of handing a result
+back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import logging
-import os
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
-log = logging.getLogger(__name__)
-
-LOWEST_PRIORITY = 19
+CPU_SHARE = 0.25
+"""The share of a core a worker's background work keeps to."""
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def lower_this_thread() -> None:
-    """Give the calling thread the lowest CPU priority (Linux sets it per thread). Where it cannot be set, the
-    thread keeps the process's, and nothing else changes."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
-
-
 @functools.cache
 def _executor() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(1, thread_name_prefix="ferrymq-background", initializer=lower_this_thread)
+    return ThreadPoolExecutor(1, thread_name_prefix="ferrymq-background")
 
 
 async def in_background(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``fn(*args, **kwargs)`` on the worker's background thread, one call after another."""
+    """``fn(*args, **kwargs)`` on the worker's background thread, after the calls given before it."""
     return await asyncio.get_running_loop().run_in_executor(_executor(), functools.partial(fn, *args, **kwargs))

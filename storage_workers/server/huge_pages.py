@@ -32,8 +32,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferrymq.storage.server.background import lower_this_thread
-
 log = logging.getLogger(__name__)
 
 HUGE_PAGE_BYTES = 2 * 1024 * 1024
@@ -140,17 +138,12 @@ class HugePages:
             return
         if self._thread is not None and self._thread.is_alive():
             return
-        self._thread = threading.Thread(target=self._run_pass_low, name="huge-pages", daemon=True)
+        self._thread = threading.Thread(target=self.run_pass, name="huge-pages", daemon=True)
         self._thread.start()
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
-
-    def _run_pass_low(self) -> None:
-        # A collapse copies the pages in the calling thread: at the lowest priority, beside serving.
-        lower_this_thread()
-        self.run_pass()
 
     def run_pass(self) -> int:
         """Ask for huge pages for every mapping that wants them; returns the bytes collapsed."""

@@ -56,7 +56,7 @@ from ferrymq.storage.log.segments import SegmentInfo, crc_of, discard_checkpoint
 from ferrymq.storage.log.writer import LogWriter
 from ferrymq.storage.peers import Peers
 from ferrymq.storage.replication import Follower, FollowerRole, LeaderRole
-from ferrymq.storage.server.background import in_background
+from ferrymq.storage.server.background import CPU_SHARE, in_background
 from ferrymq.storage.server.config import WorkerConfig
 from ferrymq.storage.server.connection import Connection
 from ferrymq.storage.server.damage import LOST_COPY_MARK, Damage, mark_lost_copy, quarantine
@@ -259,7 +259,7 @@ class PartitionReplica:
         for key in keys:
             index, _, size = key
             try:
-                crc = await in_background(crc_of, segment_path(self.directory, index), size)
+                crc = await in_background(crc_of, segment_path(self.directory, index), size, cpu_share=CPU_SHARE)
             except OSError:
                 return
             if crc is not None:

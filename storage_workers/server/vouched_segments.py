@@ -3,7 +3,7 @@
 A start from a checkpoint reads the checkpoint and the log after it; the sealed segments before that are taken
 on the checkpoint's word (``recover`` with ``Checkpointed.check_sealed`` off), so a start no longer reads the
 whole log, which at ten million messages is 6.7 GB per replica.  Their bytes are checked here once the replica
-serves, on the worker's background thread (at the lowest priority: :mod:`.background`).  Meanwhile nothing
+serves, on the worker's background thread, at a quarter of a core at most (:mod:`.background`).  Meanwhile nothing
 damaged is ever answered: every body read and every frame a follower fetches is checked by its own frame CRC
 (``log.bodies``, ``replication.follower``).  What the check adds is finding damage that no read touched yet, as
 the start used to.
@@ -34,7 +34,7 @@ from ferrymq.storage.log.format import CorruptSegment
 from ferrymq.storage.log.recovery import Vouched
 from ferrymq.storage.log.segments import crc_of, segment_path
 from ferrymq.storage.log.writer import LogWriter
-from ferrymq.storage.server.background import in_background
+from ferrymq.storage.server.background import CPU_SHARE, in_background
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class VouchedSegments:
         for index, size, crc in unchecked:
             path = segment_path(self.directory, index)
             try:
-                found = await in_background(crc_of, path, size)
+                found = await in_background(crc_of, path, size, cpu_share=CPU_SHARE)
             except FileNotFoundError:
                 continue
             if found == crc:

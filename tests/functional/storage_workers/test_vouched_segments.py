@@ -141,7 +141,7 @@ def test_a_stop_before_the_check_ends_keeps_the_checkpoints_claim_for_the_next_s
         hold = asyncio.Event()
         real = vouched_module.crc_of
 
-        def held(path: Path, size: int) -> int | None:
+        def held(path: Path, size: int, **pacing: Any) -> int | None:
             asyncio.run_coroutine_threadsafe(hold.wait(), loop).result()
             return real(path, size)
 
@@ -172,7 +172,7 @@ def test_a_segment_cut_since_the_start_is_not_taken_for_damage(
         real = vouched_module.crc_of
         replicas: list[PartitionReplica] = []
 
-        def cut_meanwhile(path: Path, size: int) -> int | None:
+        def cut_meanwhile(path: Path, size: int, **pacing: Any) -> int | None:
             # a follower's truncation (or a compaction) rewrote the log while this segment was read
             deadline = time.monotonic() + 10
             while not replicas and time.monotonic() < deadline:

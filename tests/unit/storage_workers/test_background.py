@@ -1,27 +1,31 @@
-"""The worker's background thread (``ferrymq.storage.server.background``): work beside serving, at nice 19."""
+"""The worker's background thread (``ferrymq.storage.server.background``): work beside serving, one call at a
+time, on a thread of its own."""
 
 from __future__ import annotations
 
 import asyncio
-import os
+import itertools
 import threading
+import time
 
-from ferrymq.storage.server.background import LOWEST_PRIORITY, in_background
-
-
-def _where() -> tuple[int, int]:
-    tid = threading.get_native_id()
-    return tid, os.getpriority(os.PRIO_PROCESS, tid)
+from ferrymq.storage.server.background import in_background
 
 
-def test_background_calls_run_one_after_another_on_a_thread_at_the_lowest_priority() -> None:
+def test_background_calls_run_one_after_another_on_one_thread_beside_the_loop() -> None:
+    spans: list[tuple[int, float, float]] = []
+
+    def call() -> None:
+        started = time.monotonic()
+        time.sleep(0.05)
+        spans.append((threading.get_native_id(), started, time.monotonic()))
+
     async def scenario() -> None:
-        loop_thread = _where()
-        first, second = await asyncio.gather(in_background(_where), in_background(_where))
-        # then both ran on one thread other than the loop's, at nice 19, and the loop's thread kept its priority
-        assert first == second
-        assert first[0] != loop_thread[0] and first[1] == LOWEST_PRIORITY
-        assert _where() == loop_thread
+        await asyncio.gather(in_background(call), in_background(call), in_background(call))
+        # then all ran on one thread other than the loop's, and none began before the one before it ended
+        assert len({tid for tid, _, _ in spans}) == 1
+        assert spans[0][0] != threading.get_native_id()
+        for (_, _, ended), (_, began, _) in itertools.pairwise(spans):
+            assert began >= ended
 
     asyncio.run(scenario())
 

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from ferrymq.storage.server.background import LOWEST_PRIORITY
 from ferrymq.storage.server.huge_pages import (
     HUGE_PAGE_BYTES,
     MADV_COLLAPSE,
@@ -139,19 +136,3 @@ def test_huge_pages_are_off_where_the_kernel_says_never_or_says_nothing(tmp_path
 
 def test_a_region_s_size_is_its_span() -> None:
     assert Region(0, 3 * MIB, 0, 0).size == 3 * MIB
-
-
-def test_a_pass_after_a_slow_fork_runs_at_the_lowest_priority_and_leaves_the_callers_alone() -> None:
-    niceness: list[int] = []
-
-    def madvise(*args: int) -> int:
-        niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-        return 0
-
-    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    pages = HugePages(lambda: madvise, slow_fork_seconds=0.02, read_smaps=lambda: SMAPS)
-    pages.after_fork(0.05)
-    pages.join(5)
-    # the collapse (the kernel copies the pages in the calling thread) ran at nice 19
-    assert niceness and set(niceness) == {LOWEST_PRIORITY}
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
