@@ -86,11 +86,19 @@ class VouchedSegments:
     ) -> None:
         rewrites = wal.rewrites
         started = time.monotonic()
+        unreadable = 0
         for index, size, crc in unchecked:
             path = segment_path(self.directory, index)
             try:
                 found = await in_background(crc_of, path, size, cpu_share=CPU_SHARE)
             except FileNotFoundError:
+                continue
+            except OSError as exc:
+                # A read error is the disk's to report, not a difference in bytes: the frames a read touches are
+                # still checked by their own CRCs, and the next start checks this segment again.
+                unreadable += 1
+                log.warning("partition %d: %s could not be read to check it against the checkpoint (%s); it is "
+                            "checked again at the next start", self.partition, path.name, exc)
                 continue
             if found == crc:
                 self.checked_bytes += size
@@ -107,7 +115,8 @@ class VouchedSegments:
             ))
             return
         log.info("partition %d: %d sealed segments (%d bytes) checked against the checkpoint's CRC-32s after the "
-                 "start, in %.1f s", self.partition, len(unchecked), self.checked_bytes, time.monotonic() - started)
+                 "start, in %.1f s%s", self.partition, len(unchecked) - unreadable, self.checked_bytes,
+                 time.monotonic() - started, f"; {unreadable} could not be read" if unreadable else "")
 
     def cancel(self) -> None:
         self._pending = None

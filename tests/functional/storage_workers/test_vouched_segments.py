@@ -5,6 +5,7 @@ start, on real files, in a worker on loopback."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -189,5 +190,34 @@ def test_a_segment_cut_since_the_start_is_not_taken_for_damage(
                 await checked(replica)
                 assert server.fatal is None and not replica.vouched.doubted
         assert "was rewritten since the start; its bytes were not checked" in caplog.text
+
+    asyncio.run(scenario())
+
+
+def test_a_segment_that_cannot_be_read_is_named_and_the_others_are_still_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        state = await filled(tmp_path)
+        real = vouched_module.crc_of
+        read: list[str] = []
+
+        def failing_once(path: Path, size: int, **pacing: Any) -> int | None:
+            read.append(path.name)
+            if len(read) == 1:
+                raise OSError(errno.EIO, "Input/output error", str(path))
+            return real(path, size, **pacing)
+
+        monkeypatch.setattr(vouched_module, "crc_of", failing_once)
+        with caplog.at_level(logging.INFO):
+            async with worker(tmp_path) as (server, replica, _):
+                await checked(replica)
+                # then the worker serves on with the state it had
+                assert server.fatal is None and not replica.vouched.doubted
+                assert everything(replica) == state
+        # and the unreadable segment is named, and every other was read
+        assert len(read) > 2
+        assert f"{read[0]} could not be read to check it against the checkpoint" in caplog.text
+        assert f"{len(read) - 1} sealed segments" in caplog.text and "; 1 could not be read" in caplog.text
 
     asyncio.run(scenario())
