@@ -84,10 +84,11 @@ class Replica(Protocol):
 
 
 COORDINATION_THREADS = 8
-MANAGER_SECONDS = 5.0
-"""The manager's cadence at most (``ControllerTimes.manager_seconds``)."""
-MANAGER_LEAST_SECONDS = 0.5
 """Threads for one worker's coordination calls (scans, lease and in-sync set writes, heartbeats)."""
+MANAGER_SECONDS = 5.0
+"""The manager's cadence at most (``ControllerTimes.manager_seconds``): half the grace, unless that is more."""
+MANAGER_LEAST_SECONDS = 0.5
+"""The manager's cadence at least, however short the grace."""
 
 
 @dataclass(frozen=True)
