@@ -2,9 +2,10 @@
 
 A start after a crash checks every sealed segment a checkpoint vouched for (6.3 GB per worker at ten million
 messages) while the same cores must renew leases and answer the first requests, and on a machine like the local
-stack's, run DynamoDB's stand-in too. Run flat out, three workers' checks took most of two cores for seconds, and
-lease renewals timed out against the stand-in. So this work runs on one thread per worker, one call after another,
-and each call keeps to :data:`CPU_SHARE` of a core by sleeping between its reads (``crc_of``'s ``cpu_share``).
+stack's, run DynamoDB's stand-in too. Run flat out, three workers' checks took most of two cores for seconds (at
+ten million messages, lease renewals timed out against the stand-in for about ten seconds then; paced, one did).
+So this work runs on one thread per worker, one call after another, and each call keeps to :data:`CPU_SHARE` of a
+core by sleeping between its reads (``crc_of``'s ``cpu_share``).
 
 Not by a lower priority (nice 19) for the thread: it shares the interpreter's lock with the event loop, and a
 thread the kernel deschedules while holding it holds the loop too. Tried: the starts' worst stalls went from
