@@ -311,7 +311,11 @@ def _api(settings: Settings, args: argparse.Namespace, out: TextIO, err: TextIO)
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except ValueError as exc:
+        error(sys.stderr, str(exc))
+        return 2
     if args.command == "up":
         # The stack's supervisor: its lines join its children's in the stack's log stream (the banner stays human).
         logs.configure("up", settings)

@@ -237,6 +237,18 @@ def check_cluster_shape(settings: Settings) -> None:
         raise StartupFailed(f"FERRYMQ_ACKS must be leader, majority or all, not {settings.acks!r}")
 
 
+def check_worker_settings(settings: Settings) -> None:
+    """Refuse what no worker would start with (a negative checkpoint interval, say): each would exit at once, and
+    the pool would start it again and again while the stack looked half up."""
+    # Here, not at import: the CLI's other commands load no part of the worker.
+    from ferrymq.storage.server.config import WorkerConfig
+
+    try:
+        WorkerConfig.from_settings(settings, worker_id="worker-0", partitions=(0,))
+    except ValueError as exc:
+        raise StartupFailed(str(exc)) from None
+
+
 def check_fixed_ports(settings: Settings) -> None:
     """Refuse fixed ports that would collide: the workers take consecutive ports from FERRYMQ_WORKER_PORT and
     FERRYMQ_WORKER_ADMIN_PORT (one each per worker of every cluster), which must not overlap each other, the
@@ -285,6 +297,7 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
            standin: bool, out: TextIO) -> str | None:
     """Start every part in order; returns the gateway's URL, or None if a stop was requested meanwhile."""
     check_cluster_shape(settings)
+    check_worker_settings(settings)
     check_fixed_ports(settings)
     declared = _declared_queues(settings)
     check_port_free(settings.host, settings.port)

@@ -1,4 +1,5 @@
 from pathlib import Path
+from typing import Any
 
 from ferrymq.settings import Settings
 
@@ -48,3 +49,33 @@ def test_metrics_settings_read_their_variables_and_cloudwatch_is_on_only_from_th
     assert (settings.cloudwatch_enabled, settings.cloudwatch_publish_seconds) == (False, 2.0)
     assert settings.cloudwatch_namespace == "FerryMQ/SQS"
     assert (settings.worker_admin_host, settings.worker_admin_port) == ("10.0.0.5", 9500)
+
+
+class _Recording(dict[str, str]):
+    """An environment that notes every variable looked up."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.asked: list[str] = []
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked.append(key)
+        return super().get(key, default)
+
+
+def test_a_value_that_does_not_convert_is_refused_naming_its_own_variable() -> None:
+    recording = _Recording()
+    Settings.from_env(recording)
+    names = sorted({name for name in recording.asked if name.startswith("FERRYMQ_")})
+    assert "FERRYMQ_WORKER_CHECKPOINT_MAX_BYTES" in names and len(names) > 50
+    refused = 0
+    for name in names:
+        # when each, alone, is given a value that is no number, flag or network
+        try:
+            Settings.from_env({name: "¿x?"})
+        except ValueError as exc:
+            # then the error names that variable, and no other
+            refused += 1
+            assert str(exc).startswith(f"{name}: "), (name, str(exc))
+    # and the numbers (most of them) were all refused
+    assert refused > 40

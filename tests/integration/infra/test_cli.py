@@ -207,6 +207,28 @@ def test_up_refuses_a_replication_factor_above_the_workers(tmp_path: Path) -> No
     assert "FERRYMQ_REPLICATION_FACTOR (3) must be between 1 and FERRYMQ_WORKERS (2)" in refused.stderr
 
 
+@pytest.mark.parametrize("variable", ["FERRYMQ_WORKER_CHECKPOINT_BYTES", "FERRYMQ_WORKER_CHECKPOINT_MAX_BYTES",
+                                      "FERRYMQ_WORKER_SEGMENT_BYTES"])
+def test_up_refuses_a_worker_setting_no_worker_would_start_with_before_starting_anything(
+    tmp_path: Path, variable: str
+) -> None:
+    # when `up` is given a negative interval (every worker would exit at once, and be started again and again)
+    refused = _ferrymq(tmp_path, "up", FERRYMQ_PORT="0", **{variable: "-1"})
+    # then it refuses at once, naming the setting, and starts no child (no stand-in state)
+    assert refused.returncode == 1
+    assert variable in refused.stderr and "Traceback" not in refused.stderr
+    assert not (tmp_path / "aws").exists()
+
+
+@pytest.mark.parametrize("command", [("up",), ("credentials", "list"), ("cluster", "status")])
+def test_a_setting_that_is_not_a_number_is_named_in_one_line(tmp_path: Path, command: tuple[str, ...]) -> None:
+    refused = _ferrymq(tmp_path, *command, FERRYMQ_WORKER_CHECKPOINT_MAX_BYTES="lots")
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "ferrymq: FERRYMQ_WORKER_CHECKPOINT_MAX_BYTES: invalid literal for int() with base 10: 'lots'"
+    )
+
+
 def test_up_on_a_port_in_use_says_so_before_starting_anything(tmp_path: Path) -> None:
     # given something listening on the port `up` is told to use
     with socket.create_server(("127.0.0.1", 0)) as taken:
@@ -317,7 +339,7 @@ def test_a_bad_queues_file_is_refused_in_one_line_before_anything_starts(tmp_pat
     lines = refused.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"ferrymq: queues file {queues_file}: "), refused.stderr
     assert words in refused.stderr and "Traceback" not in refused.stderr
-    assert not (tmp_path / "data" / "aws").exists()
+    assert not (tmp_path / "aws").exists()
 
 
 def test_up_on_a_taken_stand_in_port_says_so_before_starting_anything(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -24,7 +24,10 @@ def _cluster_secret(env: Mapping[str, str]) -> str:
     secret = env.get("FERRYMQ_CLUSTER_SECRET", "")
     path = env.get("FERRYMQ_CLUSTER_SECRET_FILE")
     if not secret and path:
-        secret = Path(path).read_text().strip()
+        try:
+            secret = Path(path).read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"FERRYMQ_CLUSTER_SECRET_FILE: {path!r} cannot be read ({exc})") from None
     return secret
 
 
@@ -292,9 +295,22 @@ class Settings:
         env = os.environ if env is None else env
         defaults = cls()
 
+        read: list[str] = []
+
         def get(name: str, default: str) -> str:
+            read.append(name)
             return env.get(f"FERRYMQ_{name}", default)
 
+        try:
+            return cls._from(env, defaults, get)
+        except ValueError as exc:
+            if str(exc).startswith("FERRYMQ_") or not read:
+                raise
+            # Each value is converted as soon as it is read, so the last one read is the one that did not convert.
+            raise ValueError(f"FERRYMQ_{read[-1]}: {exc}") from None
+
+    @classmethod
+    def _from(cls, env: Mapping[str, str], defaults: Settings, get: Callable[[str, str], str]) -> Settings:
         return cls(
             region=get("REGION", env.get("AWS_DEFAULT_REGION", defaults.region)),
             account_id=get("ACCOUNT_ID", defaults.account_id),
