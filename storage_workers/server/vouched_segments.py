@@ -80,6 +80,13 @@ class VouchedSegments:
             wal, unchecked, on_damage = self._pending
             self._pending = None
             self._task = asyncio.get_running_loop().create_task(self._check(wal, unchecked, on_damage))
+            self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        # A task nobody awaits would take its error with it: the segments it had not reached stay unchecked.
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("partition %d: the check of the sealed segments against the checkpoint stopped (%r); what it "
+                      "had not reached is checked at the next start", self.partition, exc, exc_info=exc)
 
     async def _check(
         self, wal: LogWriter, unchecked: list[Vouched], on_damage: Callable[[CorruptSegment], Awaitable[None]]

@@ -221,3 +221,24 @@ def test_a_segment_that_cannot_be_read_is_named_and_the_others_are_still_checked
         assert f"{len(read) - 1} sealed segments" in caplog.text and "; 1 could not be read" in caplog.text
 
     asyncio.run(scenario())
+
+
+def test_a_check_that_fails_unexpectedly_says_so_and_the_worker_serves_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        state = await filled(tmp_path)
+
+        def broken(path: Path, size: int, **pacing: Any) -> int | None:
+            raise RuntimeError("a bug in the check")
+
+        monkeypatch.setattr(vouched_module, "crc_of", broken)
+        with caplog.at_level(logging.INFO):
+            async with worker(tmp_path) as (server, replica, _):
+                await checked(replica)
+                assert server.fatal is None and everything(replica) == state
+        # then the error is in the log, not lost with the task
+        assert "the check of the sealed segments against the checkpoint stopped (RuntimeError('a bug in the " \
+            "check'))" in caplog.text
+
+    asyncio.run(scenario())
