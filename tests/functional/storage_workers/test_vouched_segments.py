@@ -8,7 +8,7 @@ import asyncio
 import errno
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -194,51 +194,46 @@ def test_a_segment_cut_since_the_start_is_not_taken_for_damage(
     asyncio.run(scenario())
 
 
+async def served_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, check: Callable[..., int | None]) -> None:
+    """A start over a filled log whose vouched segments are checked with ``check``: the worker serves on, with
+    the state it had, and nothing is taken for damage."""
+    state = await filled(tmp_path)
+    monkeypatch.setattr(vouched_module, "crc_of", check)
+    async with worker(tmp_path) as (server, replica, _):
+        await checked(replica)
+        assert server.fatal is None and not replica.vouched.doubted
+        assert everything(replica) == state
+
+
 def test_a_segment_that_cannot_be_read_is_named_and_the_others_are_still_checked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def scenario() -> None:
-        state = await filled(tmp_path)
-        real = vouched_module.crc_of
-        read: list[str] = []
+    real = vouched_module.crc_of
+    read: list[str] = []
 
-        def failing_once(path: Path, size: int, **pacing: Any) -> int | None:
-            read.append(path.name)
-            if len(read) == 1:
-                raise OSError(errno.EIO, "Input/output error", str(path))
-            return real(path, size, **pacing)
+    def failing_once(path: Path, size: int, **pacing: Any) -> int | None:
+        read.append(path.name)
+        if len(read) == 1:
+            raise OSError(errno.EIO, "Input/output error", str(path))
+        return real(path, size, **pacing)
 
-        monkeypatch.setattr(vouched_module, "crc_of", failing_once)
-        with caplog.at_level(logging.INFO):
-            async with worker(tmp_path) as (server, replica, _):
-                await checked(replica)
-                # then the worker serves on with the state it had
-                assert server.fatal is None and not replica.vouched.doubted
-                assert everything(replica) == state
-        # and the unreadable segment is named, and every other was read
-        assert len(read) > 2
-        assert f"{read[0]} could not be read to check it against the checkpoint" in caplog.text
-        assert f"{len(read) - 1} sealed segments" in caplog.text and "; 1 could not be read" in caplog.text
-
-    asyncio.run(scenario())
+    # when the first segment checked cannot be read, then the worker serves on with the state it had
+    with caplog.at_level(logging.INFO):
+        asyncio.run(served_on(tmp_path, monkeypatch, failing_once))
+    # and the unreadable segment is named, and every other was read
+    assert len(read) > 2
+    assert f"{read[0]} could not be read to check it against the checkpoint" in caplog.text
+    assert f"{len(read) - 1} sealed segments" in caplog.text and "; 1 could not be read" in caplog.text
 
 
 def test_a_check_that_fails_unexpectedly_says_so_and_the_worker_serves_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def scenario() -> None:
-        state = await filled(tmp_path)
+    def broken(path: Path, size: int, **pacing: Any) -> int | None:
+        raise RuntimeError("a bug in the check")
 
-        def broken(path: Path, size: int, **pacing: Any) -> int | None:
-            raise RuntimeError("a bug in the check")
-
-        monkeypatch.setattr(vouched_module, "crc_of", broken)
-        with caplog.at_level(logging.INFO):
-            async with worker(tmp_path) as (server, replica, _):
-                await checked(replica)
-                assert server.fatal is None and everything(replica) == state
-        # then the error is in the log, not lost with the task
-        assert "the check of the sealed segments against the checkpoint stopped (RuntimeError('a bug in the " \
-            "check'))" in caplog.text
-
-    asyncio.run(scenario())
+    with caplog.at_level(logging.INFO):
+        asyncio.run(served_on(tmp_path, monkeypatch, broken))
+    # then the error is in the log, not lost with the task
+    assert "the check of the sealed segments against the checkpoint stopped (RuntimeError('a bug in the " \
+        "check'))" in caplog.text
