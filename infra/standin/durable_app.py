@@ -1,7 +1,8 @@
 """The durable core of the stand-in: moto's WSGI app behind a write-ahead journal and snapshots.
 
-Reads run concurrently, as in moto's own server. Mutations of the durable services run one at a time under
-a write lock, so journal order is apply order:
+Reads run concurrently, as in moto's own server, but never while a mutation is applied to moto (an item is
+changed atomically, as DynamoDB does). Mutations of the durable services run one at a time under a write lock,
+so journal order is apply order:
 
 1. apply the request to moto;
 2. if it succeeded (2xx) and replay would reproduce it, append it to the journal (still under the lock),
@@ -215,7 +216,10 @@ class DurableApp:
         with self._write_lock:
             journal = self._require_journal()
             applied_at = self._wall_clock()
-            response = _call(self._app, environ)
+            # Readers wait while a write is applied: moto changes an item one attribute at a time, and DynamoDB
+            # never shows a read half of an UpdateItem (a scan saw a replica set's host without its port).
+            with self._gate.exclusive():
+                response = _call(self._app, environ)
             if not response.ok:
                 return response
             if result_needs_snapshot(durability, response.headers):
