@@ -83,7 +83,7 @@ class CheckpointFork:
         self.every_bytes = every_bytes
         """Log bytes appended between checkpoints, at least; 0: none taken while serving."""
         self.most_bytes = most_bytes
-        """How far the interval stretches with what the last checkpoint cost (:meth:`due`); at most
+        """How far the interval stretches with what the last checkpoint cost (:meth:`interval`); at most
         ``every_bytes``: it does not."""
         self.last_cpu = 0.0
         """The CPU seconds the last checkpoint's child spent."""
