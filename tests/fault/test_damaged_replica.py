@@ -31,6 +31,7 @@ from tests.fault.conftest import fault_stack
 from tests.fault.test_failover import cluster_status, worker_pids
 from tests.fault.workload import fault_client
 from tests.support.log_files import flip, frames_of
+from tests.support.processes import stop_process
 
 WORKERS = ("worker-0", "worker-1", "worker-2")
 
@@ -123,7 +124,7 @@ def restart_damaged(stack: Stack, victims: tuple[str, ...]) -> dict[str, tuple[P
     """Stop each victim, damage its copy of partition 0, kill it, and wait until ``up`` restarted them all."""
     pids = worker_pids(stack)
     for victim in victims:
-        os.kill(pids[victim], signal.SIGSTOP)
+        stop_process(pids[victim])
     damaged = {v: damage_middle_record(stack.data_dir / "workers" / v / "p0") for v in victims}
     for victim in victims:
         os.kill(pids[victim], signal.SIGKILL)

@@ -25,6 +25,7 @@ from tests.e2e.conftest import Stack
 from tests.fault.conftest import fault_stack
 from tests.fault.test_failover import run_scenario, wait_healthy, worker_pids
 from tests.support.log_files import frames_of
+from tests.support.processes import stop_process
 
 COMPACTING = {
     "FERRYMQ_WORKER_SEGMENT_BYTES": str(64 * 1024),
@@ -48,8 +49,13 @@ def log_end(directory: Path) -> int:
 
 
 def log_start(directory: Path) -> int:
-    """The first offset the log in ``directory`` still holds (its first segment's, as its header says)."""
-    return decode_header(read_head(segment_path(directory, list_segments(directory)[0]))).first_offset
+    """The first offset the log in ``directory`` still holds (its first segment's, as its header says).  The
+    log is live: compaction may remove the first segment between listing and reading it, so list again."""
+    while True:
+        try:
+            return decode_header(read_head(segment_path(directory, list_segments(directory)[0]))).first_offset
+        except FileNotFoundError:
+            continue
 
 
 def test_a_follower_compacted_past_rejoins_by_copying_the_leader_s_base_under_load(compacting: Stack) -> None:
@@ -61,7 +67,7 @@ def test_a_follower_compacted_past_rejoins_by_copying_the_leader_s_base_under_lo
 
     def leave_behind() -> None:
         pid = worker_pids(compacting)[victim]
-        os.kill(pid, signal.SIGSTOP)
+        stop_process(pid)
         end = log_end(workers / victim / "p0")
         deadline = time.monotonic() + 30
         while log_start(workers / leader / "p0") <= end:

@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -45,3 +46,25 @@ def members_of_group(group: int) -> dict[int, list[str]]:
             continue
         found[int(entry.name)] = [part.decode(errors="replace") for part in argv if part]
     return found
+
+
+def stop_process(pid: int, timeout: float = 5.0) -> None:
+    """SIGSTOP ``pid`` and return once every one of its threads is stopped: the signal is only queued when
+    ``kill`` returns, and a thread on the other core may still write a file for a moment after."""
+    os.kill(pid, signal.SIGSTOP)
+    tasks = Path(f"/proc/{pid}/task")
+    deadline = time.monotonic() + timeout
+    while not all(_state(task) in ("T", "t", None) for task in tasks.iterdir()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"process {pid} did not stop within {timeout} s")
+        time.sleep(0.01)
+
+
+def _state(task: Path) -> str | None:
+    """A thread's state letter from its ``stat`` (after the parenthesised name, which may hold spaces), or
+    None when the thread has gone."""
+    try:
+        stat = (task / "stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]

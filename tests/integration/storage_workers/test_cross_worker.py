@@ -60,13 +60,14 @@ def test_redrive_to_another_worker_and_a_move_task_back(
             assert await a.receive(20, source_id, max_messages=10, visibility_timeout=30, wait_seconds=0,
                                    retention_seconds=RETENTION, redrive=redrive) == []
 
-            # ... and all of them reach the DLQ on the other worker, and leave the source
-            async def in_dlq() -> bool:
-                return (await b.stats(21, dlq_id, retention_seconds=RETENTION))["visible"] == 3
+            # ... and all of them reach the DLQ on the other worker, and leave the source (held in flight there
+            # until the DLQ's worker acknowledged them, then deleted: the two stats calls may fall in between)
+            async def moved() -> bool:
+                in_dlq = (await b.stats(21, dlq_id, retention_seconds=RETENTION))["visible"] == 3
+                source = await a.stats(20, source_id, retention_seconds=RETENTION)
+                return in_dlq and source == {"visible": 0, "in_flight": 0, "delayed": 0}
 
-            await eventually(in_dlq)
-            assert await a.stats(20, source_id, retention_seconds=RETENTION) == {"visible": 0, "in_flight": 0,
-                                                                             "delayed": 0}
+            await eventually(moved)
             dead = await b.receive(21, dlq_id, max_messages=10, visibility_timeout=0, wait_seconds=0,
                                    retention_seconds=RETENTION)
             assert {m["id"] for m in dead} == {s["id"] for s in sent}
