@@ -32,7 +32,7 @@ from ferrymq.frontend.transport_limits import (
     read_body,
     too_large,
 )
-from ferrymq.frontend.wiring import build_frontend
+from ferrymq.frontend.wiring import build_dashboard_sessions, build_frontend
 from ferrymq.protocol.responses import HttpResponse
 from ferrymq.settings import Settings
 
@@ -83,7 +83,7 @@ def create_gateway(settings: Settings, frontend: Frontend | None = None) -> Gate
         if "dashboard" not in dashboards:
             built = get_frontend()
             dashboards["dashboard"] = Dashboard(built.services, built.authenticator, built.recent_errors,
-                                                built.metrics)
+                                                built.metrics, build_dashboard_sessions(built.services))
         return dashboards["dashboard"]
 
     async def lifespan(receive: Receive, send: Send) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 from ferrymq import sigv4
@@ -89,8 +90,14 @@ class Authenticator:
         """A login with the key pair itself rather than a signature (the web dashboard): the key, if it may sign
         and ``secret_access_key`` is its secret; InvalidClientTokenId otherwise, whichever part was wrong.
         Temporary keys are refused: their session token is not part of such a login."""
+        return await self.verify_key(
+            access_key_id, lambda secret: hmac.compare_digest(secret.encode(), secret_access_key.encode()))
+
+    async def verify_key(self, access_key_id: str, proves: Callable[[str], bool]) -> Credential:
+        """:meth:`verify_key_pair` where the secret is not at hand, only a way to tell it (a dashboard session's
+        proof): the key, if it may sign and ``proves`` its secret."""
         credential = await self._credential(access_key_id)
-        matches = hmac.compare_digest(credential.secret_access_key.encode(), secret_access_key.encode())
+        matches = proves(credential.secret_access_key)
         if not matches or not credential.active or credential.session_token_sha256 is not None:
             raise InvalidClientTokenId()
         if credential.expires_at is not None and self._clock.now() >= credential.expires_at:

@@ -7,6 +7,7 @@ from typing import Any
 from ferrymq.aws.account_usage import AccountUsageStore
 from ferrymq.aws.clusters import ClusterRegistry
 from ferrymq.aws.credentials import CredentialStore
+from ferrymq.aws.dashboard_sessions import SessionTable
 from ferrymq.aws.dedup_store import DedupStore
 from ferrymq.aws.kms import Kms
 from ferrymq.aws.partitions import PartitionMap, WorkerAddress
@@ -19,6 +20,7 @@ from ferrymq.frontend.actions import ACTIONS
 from ferrymq.frontend.admin_services import AdminServices
 from ferrymq.frontend.auth import Authenticator
 from ferrymq.frontend.context import Services
+from ferrymq.frontend.dashboard.sessions import Sessions
 from ferrymq.frontend.dispatch import Dispatcher, WorkerLimits
 from ferrymq.frontend.encryption import MessageCipher
 from ferrymq.frontend.metrics.service import build_gateway_metrics
@@ -115,6 +117,13 @@ def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thre
     )
     usage = build_usage_recorder(settings, catalog, clock, background=usage_thread) if settings.usage_enabled else None
     return Frontend(services, authenticator, usage=usage, metrics=metrics)
+
+
+def build_dashboard_sessions(services: Services) -> Sessions:
+    """The dashboard's logins, in DynamoDB, on the front end's metadata threads."""
+    settings = services.settings
+    table = SessionTable(client("dynamodb", settings), settings.dashboard_sessions_table)
+    return Sessions(table, services.clock, services.metadata)
 
 
 def build_cipher(settings: Settings, clock: Clock) -> MessageCipher:

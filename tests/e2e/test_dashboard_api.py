@@ -65,6 +65,23 @@ def test_the_session_cookie_is_httponly_and_samesite_strict(stack: Stack) -> Non
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/dashboard" in cookie
 
 
+def test_a_logout_ends_the_session_for_every_copy_of_its_cookie_and_needs_the_csrf_token(stack: Stack) -> None:
+    # given a session, and a copy of its cookie (as one stolen from the browser would be)
+    client = _logged_in(stack)
+    copy = requests.Session()
+    copy.cookies.update(client.http.cookies)
+    assert copy.get(client.url("api/session"), timeout=30).status_code == 200
+    # when a logout comes without the session's CSRF token, then it is refused and the session lives on
+    assert client.post("logout", {}, csrf=None).status_code == 403
+    assert client.post("logout", {}, csrf="not-the-token").status_code == 403
+    assert copy.get(client.url("api/session"), timeout=30).status_code == 200
+    # when the session logs out, then neither the browser's cookie nor its copy opens anything any more
+    assert client.post("logout", {}).status_code == 200
+    answer = copy.get(client.url("api/queues"), timeout=30)
+    assert answer.status_code == 401 and answer.json()["error"] == "LoginRequired"
+    assert client.get("session").status_code == 401
+
+
 def test_a_login_post_that_is_not_json_or_comes_from_another_origin_is_refused(stack: Stack) -> None:
     url = f"{stack.endpoint}/dashboard/api/login"
     form = requests.post(url, data={"accessKeyId": stack.access_key, "secretAccessKey": stack.secret_key},

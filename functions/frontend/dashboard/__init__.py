@@ -7,9 +7,12 @@ Threat model. The dashboard is an operator's tool on the machine that runs the l
   loopback host too, so a DNS-rebinding page cannot reach it under a name of its own.
 - Local users and processes without a key: every API call needs a session, which only a login with an
   access key id and its secret opens (checked against the credential store by the gateway's authenticator);
-  a disabled, deleted or rotated key ends its sessions at the next call. Non-admin keys see and redrive only
-  their own account's queues; the cluster view and other accounts need an admin key. The queue actions (peek,
-  send, purge, delete) run as the key's own signed request would, so a queue's owner or policy decides.
+  a disabled, deleted or rotated key ends its sessions at the next call. Sessions are DynamoDB items that hold
+  a hash of the session's id and an HMAC of the secret under that id: a reader of the table can neither use a
+  session nor test guesses of a secret against it. A logout deletes the item, so a copied cookie dies with it.
+  Non-admin keys see and redrive only their own account's queues; the cluster view and other accounts need
+  an admin key. The queue actions (peek, send, purge, delete) run as the key's own signed request would, so a
+  queue's owner or policy decides.
 - Event-source mappings are read with a projection that leaves the sealed signing secret in the table, and a
   destination shows as its scheme and host only (a path or query may carry the receiver's token); scoped as
   queues are, except that an admin key's call without an account lists every account's.

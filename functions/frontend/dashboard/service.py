@@ -76,12 +76,12 @@ def _static(name: str) -> bytes:
 
 class Dashboard:
     def __init__(self, services: Services, authenticator: Authenticator, recent_errors: RecentErrors,
-                 metrics: GatewayMetrics | None) -> None:
+                 metrics: GatewayMetrics | None, logins: sessions.Sessions) -> None:
         self._services = services
         self._settings = services.settings
         self._auth = authenticator
         self._errors = recent_errors
-        self._sessions = sessions.Sessions(services.clock.monotonic)
+        self._sessions = logins
         collect = self._settings.metrics_collect_seconds
         self.history = QueueHistory(metrics.recorder if metrics else None, metrics.depths if metrics else None,
                                     period=min(collect, 5.0) if collect > 0 else 5.0)
@@ -169,14 +169,14 @@ class Dashboard:
                 credential = await self._auth.verify_key_pair(key_id, secret)
             except SqsError:
                 raise refusals.InvalidLogin("The access key id or the secret key is wrong.") from None
-            session_id, session = self._sessions.open(key_id, secret)
-            cookie = sessions.set_cookie(session_id, secure=request.secure_transport)
+            cookie_value, session = await self._sessions.open(key_id, secret)
+            cookie = sessions.set_cookie(cookie_value, secure=request.secure_transport)
             return _json(200, _who(session, credential), [("Set-Cookie", cookie)])
         session, credential = await self._caller(request)
         if not sessions.csrf_matches(session, request.headers.get("x-csrf-token")):
             raise refusals.InvalidCsrfToken("The request lacks this session's CSRF token.")
         if path == f"{PREFIX}/api/logout":
-            self._sessions.close(sessions.session_cookie(request.headers.get("cookie")))
+            await self._sessions.close(sessions.session_cookie(request.headers.get("cookie")))
             return _json(200, {}, [("Set-Cookie", sessions.set_cookie("", secure=request.secure_transport,
                                                                        max_age=0))])
         if path == f"{PREFIX}/api/redrive":
@@ -197,13 +197,14 @@ class Dashboard:
     # --- the caller ---------------------------------------------------------------------------------------
 
     async def _caller(self, request: HttpRequest) -> tuple[sessions.Session, Credential]:
-        session = self._sessions.get(sessions.session_cookie(request.headers.get("cookie")))
+        cookie = sessions.session_cookie(request.headers.get("cookie"))
+        session = await self._sessions.get(cookie)
         if session is None:
             raise refusals.LoginRequired("Log in with an access key first.")
         try:
-            credential = await self._auth.verify_key_pair(session.access_key_id, session.secret_access_key)
+            credential = await self._auth.verify_key(session.access_key_id, session.proves)
         except SqsError:
-            self._sessions.close(sessions.session_cookie(request.headers.get("cookie")))
+            await self._sessions.close(cookie)
             raise refusals.LoginRequired("The session's key no longer works: log in again.") from None
         return session, credential
 

@@ -1,62 +1,122 @@
-"""The dashboard's login sessions: in memory, bounded, each with its CSRF token.
+"""The dashboard's login sessions, each with its CSRF token, kept in DynamoDB (:mod:`ferrymq.aws.dashboard_sessions`)
+so that any front-end process serves any session: several gateways on one port, or many function instances.
 
-A session keeps the key pair it was opened with, so that every call checks the key again (through the
-authenticator's cache): disabling, deleting or rotating the key ends the session at once.
+The cookie holds the access key id and the session's random id; the table holds a hash of the id and a proof of
+the secret the login gave (an HMAC of the secret under the id), never the secret. Every call reads the session's
+item and checks the proof against the key's secret as the authenticator knows it: disabling, deleting or
+rotating the key ends the session at once, and so does a logout through any process.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
+import hashlib
 import hmac
 import secrets
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+from ferrymq.aws.dashboard_sessions import SessionTable, StoredSession
+from ferrymq.bulkhead import Bulkhead
+from ferrymq.clock import Clock
 
 COOKIE = "ferrymq_dashboard"
-SESSION_SECONDS = 8 * 3600.0
-MAX_SESSIONS = 1000
+SESSION_SECONDS = 8 * 3600
+MAX_SESSIONS_PER_KEY = 20
+"""Sessions one key holds at once; a login past that ends the oldest."""
+_TOKEN_BYTES = 32
+T = TypeVar("T")
+_MAX_COOKIE_CHARS = 512
 
 
 @dataclass(frozen=True, slots=True)
 class Session:
     access_key_id: str
-    secret_access_key: str
     csrf_token: str
-    expires_at: float
+    expires_at: int
+    token: str
+    """The session's random id, from the cookie."""
+    secret_proof: str
+
+    def proves(self, secret_access_key: str) -> bool:
+        """Whether ``secret_access_key`` is the secret this session logged in with."""
+        return hmac.compare_digest(_proof(self.token, secret_access_key), self.secret_proof)
 
 
 class Sessions:
-    def __init__(self, monotonic: Callable[[], float], *, lifetime: float = SESSION_SECONDS,
-                 capacity: int = MAX_SESSIONS) -> None:
-        self._monotonic = monotonic
+    def __init__(self, table: SessionTable, clock: Clock, bulkhead: Bulkhead | None = None, *,
+                 lifetime: int = SESSION_SECONDS, per_key: int = MAX_SESSIONS_PER_KEY) -> None:
+        self._table = table
+        self._clock = clock
+        self._bulkhead = bulkhead
         self._lifetime = lifetime
-        self._capacity = capacity
-        self._open: OrderedDict[str, Session] = OrderedDict()
+        self._per_key = per_key
 
-    def open(self, access_key_id: str, secret_access_key: str) -> tuple[str, Session]:
-        """A new session's id (the cookie's value) and the session."""
-        while len(self._open) >= self._capacity:
-            self._open.popitem(last=False)
-        session_id = secrets.token_urlsafe(32)
-        session = Session(access_key_id, secret_access_key, secrets.token_urlsafe(32),
-                          self._monotonic() + self._lifetime)
-        self._open[session_id] = session
-        return session_id, session
+    async def open(self, access_key_id: str, secret_access_key: str) -> tuple[str, Session]:
+        """A new session's cookie value and the session, once stored; the key's oldest sessions past the bound,
+        and its expired ones, are ended."""
+        now = self._clock.now()
+        held = await self._run(self._table.of_key, access_key_id)
+        live = sorted((s for s in held if s.expires_at > now), key=lambda s: s.created_ms, reverse=True)
+        for ended in [s for s in held if s.expires_at <= now] + live[self._per_key - 1:]:
+            await self._run(self._table.delete, ended.access_key_id, ended.session_hash)
+        token = secrets.token_urlsafe(_TOKEN_BYTES)
+        session = Session(access_key_id, secrets.token_urlsafe(_TOKEN_BYTES), int(now) + self._lifetime, token,
+                          _proof(token, secret_access_key))
+        await self._run(self._table.put, StoredSession(access_key_id, _hash(token), session.secret_proof,
+                                                       session.csrf_token, int(now * 1000), session.expires_at))
+        return _cookie_value(access_key_id, token), session
 
-    def get(self, session_id: str | None) -> Session | None:
-        if not session_id:
+    async def get(self, cookie_value: str | None) -> Session | None:
+        """The live session a cookie names, or None (no cookie, a malformed one, an unknown or expired session)."""
+        parsed = _parse_cookie_value(cookie_value)
+        if parsed is None:
             return None
-        session = self._open.get(session_id)
-        if session is None:
+        access_key_id, token = parsed
+        stored = await self._run(self._table.get, access_key_id, _hash(token))
+        if stored is None or stored.expires_at <= self._clock.now():
             return None
-        if self._monotonic() >= session.expires_at:
-            del self._open[session_id]
-            return None
-        return session
+        return Session(access_key_id, stored.csrf_token, stored.expires_at, token, stored.secret_proof)
 
-    def close(self, session_id: str | None) -> None:
-        if session_id:
-            self._open.pop(session_id, None)
+    async def close(self, cookie_value: str | None) -> None:
+        parsed = _parse_cookie_value(cookie_value)
+        if parsed is not None:
+            await self._run(self._table.delete, parsed[0], _hash(parsed[1]))
+
+    async def _run(self, fn: Callable[..., T], *args: object) -> T:
+        # The table's calls block: on the front end's metadata threads when it has them.
+        if self._bulkhead is not None:
+            return await self._bulkhead.run(fn, *args)
+        return await asyncio.to_thread(fn, *args)
+
+
+def _proof(token: str, secret_access_key: str) -> str:
+    return hmac.new(token.encode(), secret_access_key.encode(), hashlib.sha256).hexdigest()
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _cookie_value(access_key_id: str, token: str) -> str:
+    # The key id is encoded: a cookie's value may not hold every character a key id might.
+    return f"{base64.urlsafe_b64encode(access_key_id.encode()).decode().rstrip('=')}.{token}"
+
+
+def _parse_cookie_value(value: str | None) -> tuple[str, str] | None:
+    if not value or len(value) > _MAX_COOKIE_CHARS:
+        return None
+    encoded, dot, token = value.partition(".")
+    if not dot or not encoded or not token:
+        return None
+    try:
+        access_key_id = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    return (access_key_id, token) if access_key_id else None
 
 
 def csrf_matches(session: Session, token: str | None) -> bool:
@@ -64,7 +124,7 @@ def csrf_matches(session: Session, token: str | None) -> bool:
 
 
 def session_cookie(cookie_header: str | None) -> str | None:
-    """The session id in a Cookie header, if any."""
+    """The session cookie's value in a Cookie header, if any."""
     for part in (cookie_header or "").split(";"):
         name, _, value = part.strip().partition("=")
         if name == COOKIE:
@@ -72,6 +132,6 @@ def session_cookie(cookie_header: str | None) -> str | None:
     return None
 
 
-def set_cookie(session_id: str, *, secure: bool, max_age: int = int(SESSION_SECONDS)) -> str:
+def set_cookie(value: str, *, secure: bool, max_age: int = SESSION_SECONDS) -> str:
     flags = "; Secure" if secure else ""
-    return f"{COOKIE}={session_id}; Path=/dashboard; Max-Age={max_age}; HttpOnly; SameSite=Strict{flags}"
+    return f"{COOKIE}={value}; Path=/dashboard; Max-Age={max_age}; HttpOnly; SameSite=Strict{flags}"

@@ -55,7 +55,7 @@ def test_bootstrapped_resources_keep_their_names() -> None:
     resources = cfn.load()["Resources"]
     tables = cfn.resources_of_type(cfn.load(), "AWS::DynamoDB::Table")
     assert set(tables) == {"QueuesTable", "CredentialsTable", "PartitionsTable", "DedupTable", "WorkersTable",
-                           "EventSourceMappingsTable"}
+                           "EventSourceMappingsTable", "DashboardSessionsTable"}
     assert resources["ManagedSseKeyAlias"]["Properties"]["AliasName"] == "alias/ferrymq/managed-sse"
     assert list(cfn.resources_of_type(cfn.load(), "AWS::S3::Bucket")) == ["UsageBucket"]
 

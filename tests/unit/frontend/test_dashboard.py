@@ -1,5 +1,5 @@
-"""The dashboard's parts that need no stack: the loopback rule, logins by key pair, sessions and their CSRF
-tokens, the recent errors' bound, and the rates the history derives from the recorder's counters."""
+"""The dashboard's parts that need no stack: the loopback rule, logins by key pair, the recent errors' bound,
+and the rates the history derives from the recorder's counters."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from ferrymq.aws.credentials import INACTIVE
+from ferrymq.aws.dashboard_sessions import SessionTable
 from ferrymq.clock import ManualClock
 from ferrymq.errors import InvalidClientTokenId, QueueDoesNotExist
 from ferrymq.frontend.auth import Authenticator
@@ -63,7 +64,9 @@ def test_loopback_hosts_and_origins() -> None:
 def _dashboard(**settings: Any) -> Dashboard:
     clock = ManualClock()
     services = SimpleNamespace(settings=Settings(data_dir=Path("/unused"), **settings), clock=clock)
-    return Dashboard(services, _authenticator(MemoryKeys(KEY), clock), RecentErrors(), None)  # type: ignore[arg-type]
+    # These requests never reach a session's item: the table is never called.
+    logins = sessions.Sessions(SessionTable(None, "unused"), clock)
+    return Dashboard(services, _authenticator(MemoryKeys(KEY), clock), RecentErrors(), None, logins)  # type: ignore[arg-type]
 
 
 def _get(dashboard: Dashboard, path: str, peer: str, host: str = "127.0.0.1:9324") -> tuple[int, bytes]:
@@ -87,24 +90,6 @@ def test_peers_other_than_loopback_are_refused_unless_the_settings_open_the_dash
     # Opened to other hosts, the API still wants a login.
     status, body = _get(opened, "/dashboard/api/queues", "192.0.2.7", host="queues.example:9324")
     assert status == 401 and orjson.loads(body)["error"] == "LoginRequired"
-
-
-def test_sessions_expire_are_bounded_and_bind_their_csrf_token() -> None:
-    clock = ManualClock()
-    open_ = sessions.Sessions(clock.monotonic, lifetime=100.0, capacity=2)
-    first_id, first = open_.open("AKIA1", "s1")
-    second_id, second = open_.open("AKIA2", "s2")
-    assert open_.get(first_id) == first and first.csrf_token != second.csrf_token
-    assert sessions.csrf_matches(first, first.csrf_token)
-    assert not sessions.csrf_matches(first, second.csrf_token) and not sessions.csrf_matches(first, None)
-    third_id, _ = open_.open("AKIA3", "s3")
-    assert open_.get(first_id) is None, "the oldest session makes room"
-    clock.advance(100.0)
-    assert open_.get(second_id) is None and open_.get(third_id) is None
-    assert sessions.session_cookie(f"a=b; {sessions.COOKIE}={third_id}; c=d") == third_id
-    assert sessions.session_cookie("a=b") is None and sessions.session_cookie(None) is None
-    cookie = sessions.set_cookie("x", secure=True)
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Secure" in cookie
 
 
 def test_recent_errors_keep_the_last_ones_and_hide_unexpected_errors_text() -> None:

@@ -284,6 +284,10 @@ class Settings:
         return f"{self.table_prefix}workers"
 
     @property
+    def dashboard_sessions_table(self) -> str:
+        return f"{self.table_prefix}dashboard-sessions"
+
+    @property
     def usage_spool(self) -> Path:
         return self.usage_spool_dir or self.data_dir / "usage-spool"
 
