@@ -10,7 +10,9 @@ Targets, each started here on loopback and stopped after its scenarios:
 - ``localstack``: LocalStack's SQS on the host (``--localstack-python``: an interpreter with ``localstack-core``
   installed; ``make localstack-bench`` makes one), in memory, without signature checks;
 - ``ferrymq-rf1``: ``ferrymq up`` with one worker and RF 1;
-- ``ferrymq``: ``ferrymq up`` as shipped: three workers, RF 3 (majority), SSE-SQS, SigV4, fsync before acknowledging.
+- ``ferrymq``: ``ferrymq up`` as shipped: three workers, RF 3 (majority), SSE-SQS, SigV4, fsync before acknowledging;
+- ``ferrymq-gwN``: the same with N gateway processes on its port (``--targets ferrymq-gw1,ferrymq-gw2`` shows 1
+  against 2).
 
 Scenarios (AWS JSON protocol, SigV4-signed, 256-byte bodies, keep-alive connections; the load runs in a process of
 its own): SendMessage on 1 and on 16 connections, SendMessageBatch of 10 on 16, ReceiveMessage of 10 +
@@ -54,6 +56,8 @@ from ferrymq.infra.up_process import UpProcess, up_environment
 HERE = Path(__file__).resolve().parent
 BODY = "x" * 256
 SCENARIOS = ("send x1", "send x16", "batch x16", "receive+delete x16", "boto3 send x1", "idle")
+GATEWAYS_TARGET = "ferrymq-gw"
+"""``ferrymq-gwN``: the default stack with N gateway processes (``FERRYMQ_GATEWAY_PROCESSES``)."""
 THROUGHPUT = ("send x16", "batch x16", "receive+delete x16")
 """The scenarios measured in messages a second: the chart's, and the ratios against LocalStack's."""
 _LOAD = {
@@ -358,6 +362,12 @@ def main() -> int:
             "ferrymq": FerryMQ("ferrymq", tmp / "default"),
         }
         for name in wanted:
+            if name not in servers and name.startswith(GATEWAYS_TARGET):
+                # e.g. ferrymq-gw2: the default stack with two gateway processes on its port
+                count = name.removeprefix(GATEWAYS_TARGET)
+                servers[name] = FerryMQ(name, tmp / name, FERRYMQ_GATEWAY_PROCESSES=count)
+            if name not in servers:
+                parser.error(f"no target {name}: the targets are {', '.join(servers)} and {GATEWAYS_TARGET}N")
             print(f"measuring {name} ...", file=sys.stderr, flush=True)
             results[name] = measure(servers[name], args.seconds, pool, scenarios)
     print("\n".join(report(results)))

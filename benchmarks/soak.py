@@ -89,12 +89,14 @@ def stack_processes(up_pid: int) -> dict[str, int]:
             worker_id = argv[argv.index("--worker-id") + 1] if "--worker-id" in argv[:-1] else f"worker-pid{pid}"
             named[worker_id] = pid
         elif "ferrymq.infra.gateway" in argv:
-            named["gateway"] = pid
+            # Several gateway processes on one port (FERRYMQ_GATEWAY_PROCESSES) are gateway, gateway-2, ...
+            gateways = sum(n == "gateway" or n.startswith("gateway-") for n in named)
+            named["gateway" if gateways == 0 else f"gateway-{gateways + 1}"] = pid
         elif "ferrymq.infra.standin" in argv:
             named["aws"] = pid
         elif "ferrymq.frontend.push" in argv:
             named[f"push-{sum(n.startswith('push-') for n in named)}"] = pid
-    return dict(sorted(named.items(), key=lambda kv: (kv[0] != "gateway", kv[0] != "aws", kv[0])))
+    return dict(sorted(named.items(), key=lambda kv: (not kv[0].startswith("gateway"), kv[0] != "aws", kv[0])))
 
 
 def own_cpu_seconds(pid: int) -> float:

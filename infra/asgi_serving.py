@@ -25,14 +25,20 @@ from ferrymq.orphan_watch import wait_until_orphaned
 LifespanMode = Literal["auto", "on", "off"]
 
 
-def bind_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0 picks a free one)."""
+def bind_socket(host: str, port: int, backlog: int = 2048, *, reuse_port: bool = False,
+                listen: bool = True) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0 picks a free one). With ``reuse_port``, other sockets with
+    it may bind the same port, and the kernel spreads new connections over those that listen (``SO_REUSEPORT``);
+    without ``listen``, the socket only holds the port for them."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
-        sock.listen(backlog)
+        if listen:
+            sock.listen(backlog)
     except OSError:
         sock.close()
         raise

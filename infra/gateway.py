@@ -6,6 +6,9 @@ connections per client) and :mod:`ferrymq.frontend.transport_limits` (body size,
 checked before the body is read); small requests read whole are answered without the ASGI cycle
 (:mod:`ferrymq.infra.http_protocol`). With TLS settings (:mod:`ferrymq.infra.tls`) it serves HTTPS. The socket is
 bound before uvicorn starts so ``--port 0`` works; once serving, the gateway prints ``FERRYMQ_GATEWAY_READY URL``.
+With ``FERRYMQ_GATEWAY_PROCESSES`` above 1 it is one of that many processes bound to the port with
+``SO_REUSEPORT``: it takes its share of the port's limits (:func:`process_share`) and shares its counts with the
+others (:mod:`ferrymq.frontend.siblings`).
 """
 
 from __future__ import annotations
@@ -21,12 +24,30 @@ from ferrymq.settings import Settings
 READY_PREFIX = "FERRYMQ_GATEWAY_READY"
 
 
+def process_share(settings: Settings) -> Settings:
+    """The settings of one of ``gateway_processes`` processes serving one port: each takes its share of the
+    limits that hold for the port (throttling, the connections of one client, the bodies buffered before their
+    signature is checked), so that together they keep them."""
+    n = settings.gateway_processes
+    if n <= 1:
+        return settings
+    return settings.with_(
+        throttle_frontends=settings.throttle_frontends * n,
+        # The kernel spreads one client's connections over the processes by their ports: each takes its share,
+        # rounded up, so a client near the cap may be refused by one process a little before it reaches it.
+        max_connections_per_client=-(-settings.max_connections_per_client // n),
+        unauthenticated_buffer_bytes=max(1, settings.unauthenticated_buffer_bytes // n),
+    )
+
+
 def run(settings: Settings, host: str, port: int, parent_pid: int | None = None) -> None:
-    """Serve the front end on ``host:port`` until SIGTERM/SIGINT, or until ``parent_pid`` is gone."""
+    """Serve the front end on ``host:port`` until SIGTERM/SIGINT, or until ``parent_pid`` is gone; one of
+    ``settings.gateway_processes`` processes on that port when there are several."""
     from ferrymq.frontend.asgi import create_gateway
 
+    settings = process_share(settings)
     tls_files = tls.tls_files(settings.with_(host=host))
-    sock = asgi_serving.bind_socket(host, port)
+    sock = asgi_serving.bind_socket(host, port, reuse_port=settings.gateway_processes > 1)
     try:
         url = asgi_serving.socket_url(sock, "https" if tls_files else "http")
         gateway = create_gateway(settings)

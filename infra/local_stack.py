@@ -12,7 +12,9 @@ the machine-readable line ``FERRYMQ_READY endpoint=URL``. A worker that fails to
 with backoff (:mod:`ferrymq.infra.worker_pool`) while the others keep serving; only a cluster without a majority
 of ready workers after ``RESTART_READY_TIMEOUT`` stops start-up. SIGTERM or SIGINT stops the children
 in reverse order (SIGTERM, then SIGKILL after a timeout) and returns 0; a stand-in or gateway that dies on
-its own is reported, the rest are stopped, and the return value is 1.
+its own is reported, the rest are stopped, and the return value is 1. With ``FERRYMQ_GATEWAY_PROCESSES`` above 1
+the gateway is that many processes on one port (``SO_REUSEPORT``), all awaited before the banner, which says how
+many; one of them that dies is started again with backoff, like a worker, while the others serve the port.
 
 All children share this process's process group, so ``kill -9 -PGID`` takes the whole stack down at once,
 and a terminal's Ctrl-C reaches every process together: the gateway and the workers stop cleanly on their
@@ -35,7 +37,7 @@ from types import FrameType
 from typing import TextIO
 
 from ferrymq.aws.credentials import Credential, CredentialStore
-from ferrymq.infra import aws_target, declared_queues, held_partitions, stack_endpoint, tls
+from ferrymq.infra import asgi_serving, aws_target, declared_queues, held_partitions, stack_endpoint, tls
 from ferrymq.infra.bootstrap import bootstrap
 from ferrymq.infra.children import (
     Child,
@@ -136,6 +138,7 @@ def banner(settings: Settings, endpoint: str, aws_endpoint: str, standin: bool, 
         [
             "FerryMQ is up.",
             f"  endpoint         {endpoint}",
+            f"  gateway          {_gateway_line(settings)}",
             f"  region           {settings.region}",
             f"  account          {settings.account_id}",
             f"  access key id    {settings.dev_access_key} (an admin key: the admin commands sign with it)",
@@ -173,6 +176,12 @@ def _storage_line(settings: Settings) -> str:
     else:
         where = f"{len(names)} clusters ({', '.join(names)}), each {shape}"
     return f"{where}, replication factor {settings.replication_factor}, acks {settings.acks}"
+
+
+def _gateway_line(settings: Settings) -> str:
+    """E.g. ``2 processes sharing the port`` (``FERRYMQ_GATEWAY_PROCESSES``)."""
+    n = settings.gateway_processes
+    return "1 process" if n == 1 else f"{n} processes sharing the port (SO_REUSEPORT)"
 
 
 def _count(n: int, noun: str) -> str:
@@ -347,11 +356,11 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     # (pool, children) before any wait, so a stop or a failed start stops them all. A stack started before is
     # launched before its AWS resources are checked (they exist; see held_partitions), a new one once they do.
     held_before = held_partitions.read(settings.data_dir)
-    gateway_start: Starting | None = None
+    gateway_start: _Gateways | None = None
     if held_before and all(member in held_before for member in members):
         for member in members:
             launch(member, held_before[member])
-        gateway_start = _launch_gateway(settings, base_env, children)
+        gateway_start = _Gateways(settings, base_env, children)
     try:
         bootstrap(settings)
         seed_dev_credential(settings)
@@ -373,10 +382,11 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     if held != held_before:
         held_partitions.write(settings.data_dir, held)
     if gateway_start is None:
-        gateway_start = _launch_gateway(settings, base_env, children)
+        gateway_start = _Gateways(settings, base_env, children)
     gateway = _await_ready(gateway_start, pool, stop)
     if gateway is None:
         return None
+    gateway_start.hand_over(children, pool)
     # Push hosts (event-source mappings), supervised like the workers: two, so a kill -9 of one moves its mappings
     # to the other within a lease. Started once the cluster serves, so they take no CPU from the workers' start.
     for index in range(PUSH_HOSTS):
@@ -405,12 +415,54 @@ def _worker_argv(settings: Settings, member: tuple[str, str], index: int) -> lis
     return argv
 
 
-def _launch_gateway(settings: Settings, env: Mapping[str, str], children: list[Child]) -> Starting:
-    argv = python_module_argv("ferrymq.infra.gateway", "--host", settings.host, "--port", str(settings.port),
-                              "--parent-pid", str(os.getpid()))
-    starting = launch_child("gateway", argv, env, GATEWAY_READY_PREFIX)
-    children.append(starting.child)
-    return starting
+class _Gateways:
+    """The gateway processes being started: ``settings.gateway_processes`` of them, bound to one port (with
+    ``SO_REUSEPORT`` when there are several). Each started child is held in ``children`` at once."""
+
+    def __init__(self, settings: Settings, env: Mapping[str, str], children: list[Child]) -> None:
+        count = settings.gateway_processes
+        port = settings.port
+        self._reservation: socket.socket | None = None
+        if count > 1 and port == 0:
+            # Port 0 would give each process a port of its own: one is picked here and held, by a socket that never
+            # listens (so it takes no connection), until they all listen on it.
+            self._reservation = asgi_serving.bind_socket(settings.host, 0, reuse_port=True, listen=False)
+            port = self._reservation.getsockname()[1]
+        self._argv = python_module_argv("ferrymq.infra.gateway", "--host", settings.host, "--port", str(port),
+                                        "--parent-pid", str(os.getpid()))
+        # The first collects the queue depths for them all (functions/frontend/siblings.py).
+        self._envs = [{**env, "FERRYMQ_GATEWAY_PROCESSES": str(count),
+                       **({"FERRYMQ_METRICS_COLLECT_SECONDS": "0"} if index else {})} for index in range(count)]
+        self._starts: list[Starting] = []
+        for index in range(count):
+            starting = launch_child("gateway" if count == 1 else f"gateway-{index + 1}", self._argv,
+                                    self._envs[index], GATEWAY_READY_PREFIX)
+            children.append(starting.child)
+            self._starts.append(starting)
+        self._ready: dict[int, Child] = {}
+
+    def hand_over(self, children: list[Child], pool: WorkerPool) -> None:
+        """Once ready, several gateway processes are supervised by ``pool``: one that dies is started again with
+        backoff while the others serve the port. A single gateway stays in ``children``: its end is the
+        endpoint's, and ends the stack."""
+        if len(self._starts) == 1:
+            return
+        for index, child in self._ready.items():
+            children.remove(child)
+            pool.adopt(child.name, child, self._argv, self._envs[index], "gateway", GATEWAY_READY_PREFIX)
+
+    def poll(self) -> Child | None:
+        """The first gateway once every one is ready (they all serve one URL), None until then; raises
+        ChildFailed if one fails."""
+        for index, starting in enumerate(self._starts):
+            if index not in self._ready and (child := starting.poll()) is not None:
+                self._ready[index] = child
+        if len(self._ready) < len(self._starts):
+            return None
+        if self._reservation is not None:
+            self._reservation.close()
+            self._reservation = None
+        return self._ready[0]
 
 
 def _declared_queues(settings: Settings) -> list[declared_queues.DeclaredQueue] | None:
@@ -436,13 +488,13 @@ def _apply_declared(settings: Settings, endpoint: str, declared: list[declared_q
     print(f"queues from {settings.queues_file}: {applied.summary()}", file=out, flush=True)
 
 
-def _await_ready(gateway_start: Starting, pool: WorkerPool, stop: _StopRequest) -> Child | None:
-    """The gateway once it and the workers are ready, or None if a stop was requested meanwhile.
+def _await_ready(gateway_start: _Gateways, pool: WorkerPool, stop: _StopRequest) -> Child | None:
+    """The (first) gateway once the gateways and the workers are ready, or None if a stop was requested meanwhile.
 
     Every worker is awaited except those that failed to start (started again with backoff, not waited for), as
     long as a majority of each cluster's workers is ready; past ``RESTART_READY_TIMEOUT`` (counted again from each
     recovery progress line a worker writes) that majority is enough.
-    Raises ChildFailed if the gateway fails, and StartupFailed if a cluster has no majority by then."""
+    Raises ChildFailed if a gateway fails, and StartupFailed if a cluster has no majority by then."""
     deadline = time.monotonic() + RESTART_READY_TIMEOUT
     gateway = None
     while not stop.is_set():

@@ -68,6 +68,8 @@ class _Worker:
     cluster: str
     ready_prefix: str = ""
     """Its own ready line's prefix, when not the pool's (the push hosts up runs beside the workers)."""
+    env: Mapping[str, str] | None = None
+    """Its own environment, when not the pool's (the gateway processes of one port)."""
     child: Child | None = None
     starting: Starting | None = None
     started_at: float = 0.0
@@ -118,6 +120,14 @@ class WorkerPool:
         worker = self._workers[worker_id] = _Worker(worker_id, list(argv), cluster, ready_prefix)
         self._launch(worker)
 
+    def adopt(self, worker_id: str, child: Child, argv: Sequence[str], env: Mapping[str, str], cluster: str,
+              ready_prefix: str) -> None:
+        """Supervise a child started and found ready elsewhere as if the pool had launched it: should it die, it is
+        started again with ``argv`` and ``env`` after its backoff."""
+        worker = self._workers[worker_id] = _Worker(worker_id, list(argv), cluster, ready_prefix, env, child=child,
+                                                    started_at=self._clock())
+        worker.starting = None
+
     def _launch(self, worker: _Worker) -> None:
         def seen(line: str) -> None:
             if RECOVERY_PROGRESS in line and worker.starting is not None:
@@ -128,7 +138,7 @@ class WorkerPool:
                 worker.last_error = error
 
         worker.last_error = None
-        worker.starting = launch_child(worker.worker_id, worker.argv, self.env,
+        worker.starting = launch_child(worker.worker_id, worker.argv, worker.env or self.env,
                                        worker.ready_prefix or self._ready_prefix, out=self._out,
                                        stderr_lines=seen)
         worker.child = worker.starting.child

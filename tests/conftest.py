@@ -32,6 +32,11 @@ AWS_TEST_ENV = {
 }
 
 
+# One gateway process for every stack a test starts, whatever the machine's cores ("auto" starts more on a larger
+# machine): what a test counts is then counted at once, and a stack's processes are the same everywhere.
+# tests/e2e/test_gateway_processes.py runs a stack of several.
+os.environ.setdefault("FERRYMQ_GATEWAY_PROCESSES", "1")
+
 STANDIN_START_SECONDS = 60.0
 STANDIN_KEY_PAIR = KeyPair(AWS_TEST_ENV["AWS_ACCESS_KEY_ID"], AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"])
 

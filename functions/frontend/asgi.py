@@ -83,7 +83,8 @@ def create_gateway(settings: Settings, frontend: Frontend | None = None) -> Gate
         if "dashboard" not in dashboards:
             built = get_frontend()
             dashboards["dashboard"] = Dashboard(built.services, built.authenticator, built.recent_errors,
-                                                built.metrics, build_dashboard_sessions(built.services))
+                                                built.metrics, build_dashboard_sessions(built.services),
+                                                built.siblings)
         return dashboards["dashboard"]
 
     async def lifespan(receive: Receive, send: Send) -> None:

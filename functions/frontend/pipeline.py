@@ -17,6 +17,7 @@ from ferrymq.frontend.context import RequestContext, Services
 from ferrymq.frontend.dashboard.errors import RecentErrors
 from ferrymq.frontend.http import HttpRequest
 from ferrymq.frontend.metrics.service import GatewayMetrics
+from ferrymq.frontend.siblings import Siblings
 from ferrymq.frontend.throttle import RequestThrottle, build_request_throttle
 from ferrymq.frontend.usage import UsageRecorder
 from ferrymq.logs import REQUEST_ID
@@ -54,13 +55,16 @@ def _protocol_of(request: HttpRequest) -> str:
 
 class Frontend:
     def __init__(self, services: Services, authenticator: Authenticator, usage: UsageRecorder | None = None,
-                 metrics: GatewayMetrics | None = None) -> None:
+                 metrics: GatewayMetrics | None = None, recent_errors: RecentErrors | None = None,
+                 siblings: Siblings | None = None) -> None:
         self.services = services
         self._auth = authenticator
         # Also the dashboard's login (functions/frontend/dashboard): one credential check, one cache.
         self.authenticator = authenticator
         # The last failed requests, for the dashboard.
-        self.recent_errors = RecentErrors()
+        self.recent_errors = recent_errors if recent_errors is not None else RecentErrors()
+        # The other gateway processes on this port (functions/frontend/siblings.py); None: it serves alone.
+        self.siblings = siblings
         self.usage = usage
         # /metrics and the metrics' background tasks; the request path feeds services.metrics.
         self.metrics = metrics
@@ -148,11 +152,15 @@ class Frontend:
         """Start the background work of a long-running host (the local gateway; the Lambda entry never does)."""
         if self.metrics is not None:
             self.metrics.start()
+        if self.siblings is not None:
+            self.siblings.start()
 
     async def close(self) -> None:
         if self.metrics is not None:
             # First: its last CloudWatch period is published with the connections still open.
             await self.metrics.close()
+        if self.siblings is not None:
+            await self.siblings.close()
         await self.services.dispatcher.close()
         if self.usage is not None:
             # The final flush uploads (or spools) with blocking boto3 calls: keep them off the event loop.

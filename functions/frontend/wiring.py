@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from ferrymq.aws.account_usage import AccountUsageStore
@@ -20,11 +21,13 @@ from ferrymq.frontend.actions import ACTIONS
 from ferrymq.frontend.admin_services import AdminServices
 from ferrymq.frontend.auth import Authenticator
 from ferrymq.frontend.context import Services
+from ferrymq.frontend.dashboard.errors import RecentErrors
 from ferrymq.frontend.dashboard.sessions import Sessions
 from ferrymq.frontend.dispatch import Dispatcher, WorkerLimits
 from ferrymq.frontend.encryption import MessageCipher
-from ferrymq.frontend.metrics.service import build_gateway_metrics
+from ferrymq.frontend.metrics.service import GatewayMetrics, build_gateway_metrics
 from ferrymq.frontend.pipeline import Frontend
+from ferrymq.frontend.siblings import Counts, Siblings, counts_of
 from ferrymq.frontend.usage import UsageRecorder, default_instance
 from ferrymq.metadata import event_source_mappings
 from ferrymq.metadata.account_quota import AccountQuota
@@ -36,6 +39,9 @@ from ferrymq.rpc.peer_auth import PeerAuth
 from ferrymq.settings import Settings
 from ferrymq.sse.data_keys import DataKeys
 from ferrymq.usage.writer import FirehoseSink, S3Sink, UsageSink, UsageWriter
+
+SIBLINGS_PERIOD_SECONDS = 2.0
+"""How often a gateway process writes its counts for its siblings: the dashboard polls every 2 s."""
 
 
 def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thread: bool = True) -> Frontend:
@@ -90,7 +96,10 @@ def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thre
             breaker_cooldown_seconds=settings.worker_breaker_cooldown_seconds,
         ),
     )
-    metrics = build_gateway_metrics(settings, catalog, dispatcher, ACTIONS)
+    recent_errors = RecentErrors()
+    # The siblings read the metrics built next only once they run (Frontend.start).
+    siblings = build_siblings(settings, lambda: metrics, recent_errors)
+    metrics = build_gateway_metrics(settings, catalog, dispatcher, ACTIONS, siblings)
     services = Services(
         settings=settings,
         clock=clock,
@@ -116,7 +125,27 @@ def build_frontend(settings: Settings, clock: Clock | None = None, *, usage_thre
         bulkhead=metadata,
     )
     usage = build_usage_recorder(settings, catalog, clock, background=usage_thread) if settings.usage_enabled else None
-    return Frontend(services, authenticator, usage=usage, metrics=metrics)
+    return Frontend(services, authenticator, usage=usage, metrics=metrics, recent_errors=recent_errors,
+                    siblings=siblings)
+
+
+def build_siblings(settings: Settings, metrics: Callable[[], GatewayMetrics | None],
+                   recent_errors: RecentErrors) -> Siblings | None:
+    """What this gateway shares with the other processes on its port; None when it serves the port alone."""
+    if settings.gateway_processes <= 1:
+        return None
+
+    def counts() -> Counts:
+        built = metrics()
+        return counts_of(built.recorder if built else None, recent_errors, built.depths if built else None)
+
+    def changed() -> Hashable:
+        built = metrics()
+        if built is None:
+            return recent_errors.added
+        return (built.recorder.answered, recent_errors.added, built.depths.refreshed_at if built.depths else None)
+
+    return Siblings(settings.gateway_siblings_dir, counts, changed, period=SIBLINGS_PERIOD_SECONDS)
 
 
 def build_dashboard_sessions(services: Services) -> Sessions:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ferrymq.errors import SqsError
@@ -27,6 +28,8 @@ class FailedRequest:
 class RecentErrors:
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self._entries: deque[FailedRequest] = deque(maxlen=max(1, capacity))
+        self.added = 0
+        """Errors added since the start: whether any came since a look."""
 
     def add(self, at: float, account: str | None, action: str | None, error: BaseException, request_id: str) -> None:
         if isinstance(error, SqsError):
@@ -39,11 +42,18 @@ class RecentErrors:
         if len(message) > _MAX_MESSAGE:
             message = f"{message[:_MAX_MESSAGE]}..."
         self._entries.append(FailedRequest(at, account, action, code, message, request_id))
+        self.added += 1
 
-    def latest(self, account: str | None, limit: int) -> list[FailedRequest]:
-        """Newest first; ``account`` None: every account's (and the unauthenticated ones)."""
+    def all(self) -> list[FailedRequest]:
+        """Oldest first."""
+        return list(self._entries)
+
+    def latest(self, account: str | None, limit: int, more: Iterable[FailedRequest] = ()) -> list[FailedRequest]:
+        """Newest first, with ``more`` (other processes' errors) among them; ``account`` None: every account's
+        (and the unauthenticated ones)."""
+        entries = sorted([*self._entries, *more], key=lambda e: e.at) if more else self._entries
         found: list[FailedRequest] = []
-        for entry in reversed(self._entries):
+        for entry in reversed(entries):
             if account is None or entry.account == account:
                 found.append(entry)
                 if len(found) >= limit:

@@ -6,17 +6,16 @@ bounded by the catalog) times the samples kept."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ferrymq.frontend.metrics.depths import QueueDepths
 from ferrymq.frontend.metrics.recorder import FrontendMetrics, QueueKey
-
-log = logging.getLogger(__name__)
+from ferrymq.frontend.siblings import Counts, Siblings
+from ferrymq.periodic import Periodic
 
 KEEP_SECONDS = 600.0
 
@@ -32,8 +31,10 @@ class Sample:
 
 class QueueHistory:
     def __init__(self, recorder: FrontendMetrics | None, depths: QueueDepths | None, *, period: float,
-                 keep_seconds: float = KEEP_SECONDS, wall: Callable[[], float] = time.time) -> None:
+                 keep_seconds: float = KEEP_SECONDS, wall: Callable[[], float] = time.time,
+                 siblings: Siblings | None = None) -> None:
         self._recorder = recorder
+        self._siblings = siblings
         self._depths = depths
         self.period = period
         self._size = max(2, math.ceil(keep_seconds / period))
@@ -41,17 +42,27 @@ class QueueHistory:
         self._samples: dict[QueueKey, deque[Sample]] = {}
         self._last: dict[QueueKey, tuple[float, int, int]] = {}
         self._sampled_at: float | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("dashboard history: a sample", period, self._sample_with_siblings)
 
-    def sample(self) -> None:
+    def sample(self, others: Sequence[Counts] = ()) -> None:
+        """Take a sample; ``others``: what the other gateway processes on this port counted, added to this one's."""
         now = self._wall()
-        counters = self._recorder.queues if self._recorder is not None else {}
+        counters: dict[QueueKey, tuple[int, int]] = {}
+        if self._recorder is not None:
+            counters = {key: (c.sent, c.received) for key, c in self._recorder.queues.items()}
+        for other in others:
+            for key, (values, _, _) in other.queues.items():
+                sent, received = counters.get(key, (0, 0))
+                counters[key] = (sent + values[0], received + values[1])
         figures = self._depths.figures if self._depths is not None else {}
+        at = self._depths.refreshed_at if self._depths is not None else None
+        for other in others:
+            # One process of a port collects the depths: the others chart what it wrote.
+            if other.depths_at is not None and (at is None or other.depths_at > at):
+                figures, at = other.depths, other.depths_at
         keys = set(counters) | set(figures)
         for key in keys:
-            sent = received = 0
-            if key in counters:
-                sent, received = counters[key].sent, counters[key].received
+            sent, received = counters.get(key, (0, 0))
             previous = self._last.get(key)
             if previous is None and self._sampled_at is not None:
                 # Counted since the last sample: the recorder keeps no counters for a queue before its first use.
@@ -79,18 +90,10 @@ class QueueHistory:
         return list(self._samples.get(key, ()))
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._periodic.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._periodic.close()
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                self.sample()
-            except Exception as exc:
-                log.warning("dashboard history: a sample failed: %r", exc)
-            await asyncio.sleep(self.period)
+    async def _sample_with_siblings(self) -> None:
+        self.sample(await asyncio.to_thread(self._siblings.others) if self._siblings is not None else [])

@@ -31,6 +31,7 @@ from ferrymq.frontend.dashboard.history import QueueHistory
 from ferrymq.frontend.http import HttpRequest
 from ferrymq.frontend.metrics.depths import combined
 from ferrymq.frontend.metrics.service import GatewayMetrics
+from ferrymq.frontend.siblings import Siblings
 from ferrymq.metadata import redrive
 from ferrymq.protocol.responses import HttpResponse
 
@@ -76,15 +77,16 @@ def _static(name: str) -> bytes:
 
 class Dashboard:
     def __init__(self, services: Services, authenticator: Authenticator, recent_errors: RecentErrors,
-                 metrics: GatewayMetrics | None, logins: sessions.Sessions) -> None:
+                 metrics: GatewayMetrics | None, logins: sessions.Sessions, siblings: Siblings | None = None) -> None:
         self._services = services
         self._settings = services.settings
         self._auth = authenticator
         self._errors = recent_errors
         self._sessions = logins
         collect = self._settings.metrics_collect_seconds
+        self._siblings = siblings
         self.history = QueueHistory(metrics.recorder if metrics else None, metrics.depths if metrics else None,
-                                    period=min(collect, 5.0) if collect > 0 else 5.0)
+                                    period=min(collect, 5.0) if collect > 0 else 5.0, siblings=siblings)
         self._pages: dict[str, bytes] = {}
 
     @staticmethod
@@ -151,7 +153,9 @@ class Dashboard:
             return _json(200, await mappings.listed(self._services, scope))
         if path == f"{PREFIX}/api/errors":
             _, credential = await self._caller(request)
-            shown = self._errors.latest(None if credential.admin else credential.account_id, MAX_ERRORS)
+            others = await asyncio.to_thread(self._siblings.others) if self._siblings is not None else []
+            shown = self._errors.latest(None if credential.admin else credential.account_id, MAX_ERRORS,
+                                        [e for counts in others for e in counts.errors])
             return _json(200, {"errors": [dataclasses.asdict(e) for e in shown]})
         raise refusals.NotFound(f"Nothing is served at {path}.")
 

@@ -22,15 +22,16 @@ ferrymq_queue_oldest_message_age_seconds        gauge      queue, account, regio
 ferrymq_queue_depths_refreshed_timestamp_seconds gauge     (none)
 =============================================== ========== ==============================================
 
-Counters are this gateway's own (several gateways add up); depths are the workers' (every gateway reports
-the same).
+Counters are the gateway's: with several gateway processes on one port, the one scraped adds its siblings'
+counts to its own (:mod:`ferrymq.frontend.siblings`); gateways on other hosts add up. Depths are the workers'
+(every gateway reports the same).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -39,6 +40,7 @@ from prometheus_client.utils import floatToGoString
 
 from ferrymq.frontend.metrics.depths import Depth, QueueDepths
 from ferrymq.frontend.metrics.recorder import LATENCY_BUCKETS, SIZE_BUCKETS, FrontendMetrics, QueueKey
+from ferrymq.frontend.siblings import Counts, counts_of
 from ferrymq.protocol.responses import HttpResponse
 
 METRICS_PATH = "/metrics"
@@ -54,23 +56,26 @@ def is_metrics_request(method: str, path: str, query_string: str, headers: dict[
 class Snapshot:
     """The figures as they were at one moment, copied on the event loop so they can be rendered elsewhere."""
 
-    latency: list[tuple[tuple[str, str], list[int], float]]
-    throttled: list[tuple[str, int]]
-    queues: list[tuple[QueueKey, tuple[int, int, int, int], list[int], float]]
-    """(key, (sent, received, deleted, empty receives), size bucket counts, size sum)."""
+    counts: Counts
+    """This process's counters, and its siblings' added once read (:meth:`with_siblings`)."""
     depths: list[tuple[QueueKey, Depth]] | None
     refreshed_at: float | None
+
+    def with_siblings(self, others: list[Counts]) -> Snapshot:
+        """The same figures with the sibling gateways' counts added: the port's, whichever process answers; and the
+        depths a sibling collected, when newer than this process's (which collects none unless it is the one)."""
+        for other in others:
+            self.counts.add(other)
+        at = self.counts.depths_at
+        if at is not None and (self.refreshed_at is None or at > self.refreshed_at):
+            return replace(self, depths=list(self.counts.depths.items()), refreshed_at=at)
+        return self
 
 
 def snapshot(metrics: FrontendMetrics, depths: QueueDepths | None) -> Snapshot:
     """Copy the figures (cheap: a list copy per histogram); rendering them is the slow part."""
     return Snapshot(
-        latency=[(key, list(h.counts), h.sum) for key, h in metrics.latency.items()],
-        throttled=list(metrics.throttled.items()),
-        queues=[
-            (key, (c.sent, c.received, c.deleted, c.empty_receives), list(c.sizes.counts), c.sizes.sum)
-            for key, c in metrics.queues.items()
-        ],
+        counts=counts_of(metrics),
         depths=list(depths.figures.items()) if depths is not None else None,
         refreshed_at=depths.refreshed_at if depths is not None else None,
     )
@@ -91,13 +96,13 @@ class SnapshotCollector(Collector):
             "ferrymq_request_duration_seconds", "Time from a request's arrival to its answer, by action and outcome.",
             labels=("action", "code"),
         )
-        for key, counts, total in sorted(self._taken.latency):
+        for key, (counts, total) in sorted(self._taken.counts.latency.items()):
             latency.add_metric(key, cumulative(LATENCY_BUCKETS, counts), total)
         yield latency
         throttled = CounterMetricFamily(
             "ferrymq_throttled_requests", "Requests refused by the request throttle.", labels=("action",)
         )
-        for action, n in sorted(self._taken.throttled):
+        for action, n in sorted(self._taken.counts.throttled.items()):
             throttled.add_metric((action,), n)
         yield throttled
 
@@ -113,7 +118,7 @@ class SnapshotCollector(Collector):
         sizes = HistogramMetricFamily("ferrymq_queue_sent_message_size_bytes",
                                       "Sizes of the messages sent (body and attributes, as SQS counts them).",
                                       labels=_QUEUE_LABELS)
-        for (account, region, name), values, counts, total in sorted(self._taken.queues):
+        for (account, region, name), (values, counts, total) in sorted(self._taken.counts.queues.items()):
             labels = (name, account, region)
             for family, value in zip(families, values, strict=True):
                 family.add_metric(labels, value)
@@ -163,6 +168,13 @@ def render(taken: Snapshot) -> bytes:
     return generate_latest(registry)
 
 
-async def answer(metrics: FrontendMetrics, depths: QueueDepths | None) -> HttpResponse:
-    body = await asyncio.to_thread(render, snapshot(metrics, depths))
+async def answer(metrics: FrontendMetrics, depths: QueueDepths | None,
+                 siblings: Callable[[], list[Counts]] | None = None) -> HttpResponse:
+    """The scrape's answer; with ``siblings``, their counts added (read in the rendering's thread)."""
+    taken = snapshot(metrics, depths)
+
+    def rendered() -> bytes:
+        return render(taken.with_siblings(siblings()) if siblings is not None else taken)
+
+    body = await asyncio.to_thread(rendered)
     return HttpResponse(200, [("Content-Type", CONTENT_TYPE)], body)

@@ -91,6 +91,8 @@ class FrontendMetrics:
         self.latency: dict[tuple[str, str], Histogram] = {}
         self.throttled: dict[str, int] = {}
         self.queues: dict[QueueKey, QueueCounters] = {}
+        self.answered = 0
+        """Requests counted since the start: whether any came since a look."""
 
     # --- the request path -----------------------------------------------------------------------------
 
@@ -107,6 +109,7 @@ class FrontendMetrics:
         if histogram is None:
             histogram = self._latency_histogram(key)
         histogram.observe(seconds)
+        self.answered += 1
         if error is not None and isinstance(error, Throttling | RequestThrottled):
             name = key[0] if key[0] in self._actions else UNKNOWN_ACTION
             self.throttled[name] = self.throttled.get(name, 0) + 1

@@ -21,6 +21,7 @@ from ferrymq.frontend.metrics import exposition
 from ferrymq.frontend.metrics.cloudwatch import CloudWatchPublisher, boto3_put
 from ferrymq.frontend.metrics.depths import QueueDepths
 from ferrymq.frontend.metrics.recorder import FrontendMetrics, QueueKey
+from ferrymq.frontend.siblings import Counts, Siblings
 from ferrymq.metadata import queue_attributes
 from ferrymq.metadata.catalog import QueueCatalog
 from ferrymq.protocol.responses import HttpResponse
@@ -28,14 +29,19 @@ from ferrymq.settings import Settings
 
 log = logging.getLogger(__name__)
 
+SIBLINGS_FORGET_SECONDS = 60.0
+"""How often a process that collects no depths forgets the counters of queues its port's collector no longer
+lists (when no CloudWatch publishing does it after each period)."""
 FINAL_PUBLISH_SECONDS = 5.0
 """How long closing waits for the last period's CloudWatch data to go out."""
 
 
 class GatewayMetrics:
     def __init__(self, recorder: FrontendMetrics, depths: QueueDepths | None, publisher: CloudWatchPublisher | None,
-                 *, expose: bool, collect_seconds: float, publish_seconds: float) -> None:
+                 *, expose: bool, collect_seconds: float, publish_seconds: float,
+                 siblings: Siblings | None = None) -> None:
         self.recorder = recorder
+        self.siblings = siblings
         self.depths = depths
         self.publisher = publisher
         self._expose = expose
@@ -50,12 +56,17 @@ class GatewayMetrics:
         return self._expose and exposition.is_metrics_request(method, path, query_string, headers)
 
     async def answer(self) -> HttpResponse:
-        return await exposition.answer(self.recorder, self.depths)
+        return await exposition.answer(self.recorder, self.depths,
+                                       self.siblings.others if self.siblings is not None else None)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         if self.depths is not None:
             self._tasks.append(loop.create_task(self._every(self._collect_seconds, self._refresh, "queue depths")))
+        elif self.siblings is not None and self.publisher is None:
+            # Another process of the port collects the depths: the queues it lists say whose counters may go.
+            self._tasks.append(loop.create_task(self._every(SIBLINGS_FORGET_SECONDS, self._forget_from_siblings,
+                                                            "forgetting idle queues", first_wait=True)))
         if self.publisher is not None:
             self._tasks.append(loop.create_task(
                 self._every(self._publish_seconds, self._publish, "CloudWatch publishing", first_wait=True)
@@ -97,14 +108,27 @@ class GatewayMetrics:
         # After publishing: a queue's counters go only once CloudWatch has had every count.
         self._forget_idle()
 
-    def _forget_idle(self) -> None:
+    async def _forget_from_siblings(self) -> None:
+        assert self.siblings is not None
+        self._forget_idle(await asyncio.to_thread(self.siblings.others))
+
+    def _forget_idle(self, others: list[Counts] | None = None) -> None:
         listed = self.depths.listed if self.depths is not None else None
+        if listed is None and self.siblings is not None:
+            listed = _listed_by_collector(self.siblings.others() if others is None else others)
         if listed is not None:
             self._activity = self.recorder.forget_idle(listed, self._activity)
 
 
+def _listed_by_collector(others: list[Counts]) -> frozenset[QueueKey] | None:
+    """The live queues as the port's depth collector last saw them: those it holds depths of (it drops a queue's
+    once a whole pass over the catalog missed it). None while it has written none."""
+    newest = max((c for c in others if c.depths_at is not None), key=lambda c: c.depths_at or 0.0, default=None)
+    return frozenset(newest.depths) if newest is not None else None
+
+
 def build_gateway_metrics(settings: Settings, catalog: QueueCatalog, dispatcher: Dispatcher,
-                          actions: Collection[str]) -> GatewayMetrics | None:
+                          actions: Collection[str], siblings: Siblings | None = None) -> GatewayMetrics | None:
     """The metrics the settings ask for; None when neither ``/metrics`` nor CloudWatch is on."""
     if not (settings.metrics_enabled or settings.cloudwatch_enabled):
         return None
@@ -120,7 +144,7 @@ def build_gateway_metrics(settings: Settings, catalog: QueueCatalog, dispatcher:
                                         wall=time.time)
     return GatewayMetrics(recorder, depths, publisher, expose=settings.metrics_enabled,
                           collect_seconds=settings.metrics_collect_seconds,
-                          publish_seconds=settings.cloudwatch_publish_seconds)
+                          publish_seconds=settings.cloudwatch_publish_seconds, siblings=siblings)
 
 
 def _shard_depths(dispatcher: Dispatcher) -> Callable[[QueueRecord], Awaitable[list[Mapping[str, int]]]]:

@@ -57,3 +57,10 @@ def test_the_banner_names_each_failing_worker_with_its_last_error() -> None:
     assert lines[storage + 1] == ("  failing          worker-1: failed to start: exited with status 1 (the log is "
                                   "damaged); started again with backoff")
     assert "failing" not in banner(Settings(), "http://h", "x", standin=True)
+
+
+def test_the_banner_says_how_many_gateway_processes_serve_the_endpoint() -> None:
+    lines = banner(Settings(), "http://h", "x", standin=True).splitlines()
+    assert lines[lines.index("  endpoint         http://h") + 1] == "  gateway          1 process"
+    assert ("  gateway          3 processes sharing the port (SO_REUSEPORT)"
+            in banner(Settings(gateway_processes=3), "http://h", "x", standin=True).splitlines())

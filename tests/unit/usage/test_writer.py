@@ -180,3 +180,34 @@ def test_firehose_gets_one_line_per_record_in_batches_of_at_most_500(tmp_path: P
 
     assert len(firehose.received) == 1203
     assert all(line.endswith(b"\n") and line.count(b"\n") == 1 for line in firehose.received)
+
+
+def test_two_processes_sharing_a_spool_upload_each_file_and_neither_fails_on_the_other_s_removal(
+        tmp_path: Path) -> None:
+    # given a spooled object, and two writers on that spool (two gateway processes of one port)
+    sink = MemorySink()
+    sink.down = True
+    spool = tmp_path / "spool"
+    first = _writer(sink, spool, attempts=1)
+    first.add(_record(1, HOUR_23))
+    first.flush()
+    [spooled] = first.spooled_files()
+    sink.down = False
+    second = UsageWriter(sink, spool, "fe-2", clock=ManualClock(HOUR_23), sleep=lambda _: None)
+    failed_before = first.failed_uploads
+
+    # when the other uploads and removes the file while this one uploads it too (after its listing)
+    class Racing(MemorySink):
+        def put(self, key: str, body: bytes) -> None:
+            super().put(key, body)
+            spooled.unlink(missing_ok=True)
+
+    racing = Racing()
+    first._sink = racing
+    first._upload_spool()
+    # and the other, having listed the file before it went, reads it only after
+    second.spooled_files = lambda: [spooled]  # type: ignore[method-assign]
+    second._upload_spool()
+    # then the object arrived, the spool is empty, and neither counts a failure
+    assert list(racing.objects) == [spooled.name.replace("!", "/")] and first.spooled_files() == []
+    assert first.failed_uploads == failed_before and second.failed_uploads == 0 and second.uploaded == 0

@@ -42,6 +42,27 @@ def _networks(text: str) -> tuple[str, ...]:
     return found
 
 
+GATEWAY_SHARE_OF_CORES = 3
+"""Cores per gateway process when ``FERRYMQ_GATEWAY_PROCESSES`` is ``auto``: a message costs the gateway about 40 %
+of what it costs the whole default stack (docs/design/cost-per-message.md), and the workers, the stand-in and
+the push hosts want the rest."""
+
+
+MAX_GATEWAY_PROCESSES = 64
+"""A bound on a typo's (or a hostile environment's) cost: each process is a Python interpreter of its own."""
+
+
+def _gateway_processes(text: str, cores: int | None) -> int:
+    """``auto``: one gateway process per ``GATEWAY_SHARE_OF_CORES`` cores beyond the first, at least one."""
+    if text.strip().lower() == "auto":
+        return min(MAX_GATEWAY_PROCESSES, max(1, ((cores or 1) - 1) // GATEWAY_SHARE_OF_CORES))
+    n = int(text)
+    if not 1 <= n <= MAX_GATEWAY_PROCESSES:
+        raise ValueError(f"FERRYMQ_GATEWAY_PROCESSES: {text!r} is not a number of processes "
+                         f"(1 to {MAX_GATEWAY_PROCESSES}, or auto)")
+    return n
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     region: str = "us-east-1"
@@ -87,6 +108,11 @@ class Settings:
     keep_alive_seconds: float = 5.0
     # Open connections from one client address; over it, its requests get 503 and the connection is closed.
     max_connections_per_client: int = 512
+    # Gateway processes serving the port together (SO_REUSEPORT; from the environment, "auto" by default: see
+    # _gateway_processes). Above 1, each takes its share of the port's limits (infra/gateway.py) and shares its
+    # request counters and recent errors with the others through files under <data_dir>/gateways
+    # (functions/frontend/siblings.py), so /metrics and the dashboard show the port's figures whichever answers.
+    gateway_processes: int = 1
     # HTTPS for the local gateway: with both paths, that certificate and key; with tls on and no paths, a
     # self-signed certificate generated into <data_dir>/tls (infra/tls.py).
     tls: bool = False
@@ -284,6 +310,11 @@ class Settings:
         return f"{self.table_prefix}workers"
 
     @property
+    def gateway_siblings_dir(self) -> Path:
+        """Where the gateway processes of one port leave their counts for each other."""
+        return self.data_dir / "gateways"
+
+    @property
     def dashboard_sessions_table(self) -> str:
         return f"{self.table_prefix}dashboard-sessions"
 
@@ -348,6 +379,7 @@ class Settings:
             max_connections_per_client=int(
                 get("MAX_CONNECTIONS_PER_CLIENT", str(defaults.max_connections_per_client))
             ),
+            gateway_processes=_gateway_processes(get("GATEWAY_PROCESSES", "auto"), os.cpu_count()),
             tls=get("TLS", "0").lower() not in ("0", "false", "no", "off", ""),
             tls_cert_file=Path(env["FERRYMQ_TLS_CERT_FILE"]) if env.get("FERRYMQ_TLS_CERT_FILE") else None,
             tls_key_file=Path(env["FERRYMQ_TLS_KEY_FILE"]) if env.get("FERRYMQ_TLS_KEY_FILE") else None,

@@ -272,11 +272,15 @@ class UsageWriter:
     def _upload_spool(self) -> None:
         for path in self.spooled_files():
             key = path.name.replace("!", "/")
-            body = path.read_bytes()
+            try:
+                body = path.read_bytes()
+            except FileNotFoundError:
+                continue  # another process sharing the spool (a gateway of the same port) uploaded it meanwhile
             if not self._deliver_once(key, body):
                 return  # the sink is down again: keep the rest for the next flush
             self.uploaded += _line_count(body)
-            path.unlink()
+            # Both may have uploaded it: the same key with the same body, so the object is the same.
+            path.unlink(missing_ok=True)
 
     def _deliver_once(self, key: str, body: bytes) -> bool:
         try:
