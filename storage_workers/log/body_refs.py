@@ -49,9 +49,13 @@ class BodyRef(NamedTuple):
 
 def records_without_bodies(sealed: SealedSegments) -> Iterator[Record]:
     """The engine records of sealed segments, sizeable bodies replaced by :class:`BodyRef`."""
+    path_of, path = -1, sealed.directory
     for index, frame in sealed:
         if frame.flags in ENGINE_FLAGS:
-            record = decode(frame, segment_path(sealed.directory, index))
+            if index != path_of:
+                # Named in a decoding error only: made once per segment, not per record.
+                path_of, path = index, segment_path(sealed.directory, index)
+            record = decode(frame, path)
             yield _strip(record, index, frame.end - len(frame.payload), len(frame.payload), -1)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from ferrymq.storage.engine.records import PURGED, SENT
 from ferrymq.storage.log import records as codec
+from ferrymq.storage.log.compaction import compact_segments
 from ferrymq.storage.log.epochs import EpochHistory
 from ferrymq.storage.log.format import (
     BASE,
@@ -28,6 +29,7 @@ from ferrymq.storage.log.lock import DirectoryInUse, locked
 from ferrymq.storage.log.recovery import recover
 from ferrymq.storage.log.salvage import SalvageRefused, salvage
 from ferrymq.storage.log.segments import DamagedLog, list_segments, segment_path
+from ferrymq.storage.server.maintenance import fold
 from tests.support.log_files import flip, frames_of, write_batches, write_v1_log
 
 
@@ -353,3 +355,18 @@ def test_salvage_leaves_a_last_segment_whose_header_never_completed_to_recovery(
     assert seqs(tmp_path) == [1]
     assert list_segments(tmp_path) == [1]
     assert os.path.exists(segment_path(tmp_path, 1))
+
+
+def test_compaction_names_the_segment_whose_record_it_cannot_read(tmp_path: Path) -> None:
+    # given two sealed segments, the second holding a committed frame whose CRC matches but which is no record
+    write(tmp_path, [sent(1), sent(2), sent(4)], segment_bytes=1)
+    assert list_segments(tmp_path)[:3] == [1, 2, 3]
+    second = segment_path(tmp_path, 2)
+    at = second.stat().st_size
+    with open(second, "ab") as f:
+        f.write(batch(encode_frame(RECORD, 0, 3, b"\xc1 not a record")))
+    # when compacted, then the error names the second segment and the position of that frame, and nothing changed
+    with pytest.raises(CorruptSegment) as refused:
+        compact_segments(tmp_path, [1, 2], fold)
+    assert str(refused.value).startswith(f"{second}: undecodable record at byte {at}:"), (str(refused.value), at)
+    assert list_segments(tmp_path)[:2] == [1, 2]
