@@ -310,6 +310,11 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     check_fixed_ports(settings)
     declared = _declared_queues(settings)
     check_port_free(settings.host, settings.port)
+    # Made once here, before any gateway starts: every gateway process of the port serves that one pair.
+    try:
+        tls.tls_files(settings)
+    except (tls.TlsConfigError, OSError) as exc:
+        raise StartupFailed(f"TLS: {exc}") from None
     if aws_target.named_endpoint(env) is None:
         check_port_free(aws_target.STANDIN_HOST, settings.standin_port, "FERRYMQ_STANDIN_PORT")
     # Owner-only from here on, for this process and every child (they inherit the umask); files left with wider

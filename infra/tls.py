@@ -10,7 +10,9 @@ CLI's ``--ca-bundle``.
 from __future__ import annotations
 
 import datetime
+import fcntl
 import ipaddress
+import os
 import socket
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from ferrymq.settings import Settings
 
 CERT_NAME = "cert.pem"
 KEY_NAME = "key.pem"
+LOCK_NAME = ".lock"
 VALID_DAYS = 365
 # A certificate this close to expiry is replaced at start-up rather than left to lapse while serving.
 RENEW_DAYS = 30
@@ -59,19 +62,28 @@ def local_names(host: str) -> list[str]:
 
 
 def ensure_self_signed(directory: Path, names: list[str], *, now: datetime.datetime | None = None) -> tuple[Path, Path]:
-    """A self-signed certificate for ``names`` in ``directory``, reused while it is current."""
+    """A self-signed certificate for ``names`` in ``directory``, reused while it is current.
+
+    Looked at and made under an exclusive lock on the directory: several gateway processes of one port start at
+    once, and each must serve the one pair the others serve (and that clients are told to trust), never a key
+    written by one beside a certificate written by another."""
     now = now or datetime.datetime.now(datetime.UTC)
     cert_path, key_path = directory / CERT_NAME, directory / KEY_NAME
-    if _still_good(cert_path, key_path, names, now):
-        return cert_path, key_path
     private_dir(directory)
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = _certificate(key, names, now)
-    write_private(key_path, key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ))
-    write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM))
-    return cert_path, key_path
+    lock = os.open(directory / LOCK_NAME, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _still_good(cert_path, key_path, names, now):
+            return cert_path, key_path
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = _certificate(key, names, now)
+        write_private(key_path, key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ))
+        write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+        return cert_path, key_path
+    finally:
+        os.close(lock)
 
 
 def _certificate(key: ec.EllipticCurvePrivateKey, names: list[str], now: datetime.datetime) -> x509.Certificate:

@@ -125,3 +125,15 @@ def test_a_gateway_process_killed_is_started_again_while_the_other_serves_the_po
         for m in client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", []):
             got.add(m["Body"])
     assert got == {f"m{i}" for i in range(CONNECTIONS)}
+
+
+def test_over_https_every_process_serves_the_certificate_clients_are_told_to_trust(tmp_path: Path) -> None:
+    # given a stack serving HTTPS with its self-signed certificate from two gateway processes
+    for stack in started(tmp_path / "tls-gateways", {"FERRYMQ_GATEWAY_PROCESSES": "2", "FERRYMQ_TLS": "1"}):
+        assert len(_gateway_pids(stack)) == 2 and stack.endpoint.startswith("https://")
+        trusted = str(stack.data_dir / "tls" / "cert.pem")
+        # then a client trusting that one certificate gets through on every fresh connection, whichever process
+        for _ in range(CONNECTIONS):
+            client = sqs_client(stack.endpoint, "json", access_key=stack.access_key, secret_key=stack.secret_key,
+                                region=stack.region, verify=trusted)
+            assert client.list_queues()["ResponseMetadata"]["HTTPStatusCode"] == 200

@@ -241,6 +241,21 @@ def test_up_on_a_port_in_use_says_so_before_starting_anything(tmp_path: Path) ->
     assert not (tmp_path / "aws").exists()
 
 
+def test_up_refuses_a_certificate_without_its_key_before_starting_anything(tmp_path: Path) -> None:
+    refused = _ferrymq(tmp_path, "up", FERRYMQ_PORT="0", FERRYMQ_TLS_CERT_FILE=str(tmp_path / "cert.pem"))
+    assert refused.returncode == 1
+    assert "FERRYMQ_TLS_CERT_FILE and FERRYMQ_TLS_KEY_FILE must be given together" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "aws").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "65", "many"])
+def test_up_refuses_a_number_of_gateway_processes_it_would_not_start(tmp_path: Path, value: str) -> None:
+    refused = _ferrymq(tmp_path, "up", FERRYMQ_PORT="0", FERRYMQ_GATEWAY_PROCESSES=value)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("ferrymq: FERRYMQ_GATEWAY_PROCESSES: ") and "Traceback" not in refused.stderr
+    assert not (tmp_path / "aws").exists()
+
+
 def test_version() -> None:
     shown = subprocess.run([*FERRYMQ, "--version"], capture_output=True, text=True, timeout=60, check=True)
     assert shown.stdout.strip() == f"ferrymq {importlib.metadata.version('ferrymq')}"

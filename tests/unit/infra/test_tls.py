@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import multiprocessing
 import ssl
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from ferrymq.infra import tls
 from ferrymq.settings import Settings
@@ -86,3 +89,27 @@ def test_a_key_that_does_not_match_the_certificate_is_replaced(tmp_path: Path) -
     tls.ensure_self_signed(tmp_path / "a", ["localhost"])
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(cert, key)
+
+
+def _ensure(directory: str, together: Any, out: Any) -> None:
+    together.wait()
+    cert, key = tls.ensure_self_signed(Path(directory), ["localhost", "127.0.0.1"])
+    out.put((cert.read_bytes(), key.read_bytes()))
+
+
+def test_processes_starting_together_all_serve_the_one_pair_made(tmp_path: Path) -> None:
+    # given no certificate yet, when four processes (a port's gateways) ask for one at the same moment
+    context = multiprocessing.get_context("spawn")
+    together, out = context.Barrier(4), context.Queue()
+    processes = [context.Process(target=_ensure, args=(str(tmp_path / "tls"), together, out)) for _ in range(4)]
+    for process in processes:
+        process.start()
+    pairs = [out.get(timeout=60) for _ in processes]
+    for process in processes:
+        process.join(60)
+    # then each got the same certificate and key, a matching pair, which is what the directory holds
+    assert len(set(pairs)) == 1
+    cert, key = pairs[0]
+    assert x509.load_pem_x509_certificate(cert).public_key() == \
+        serialization.load_pem_private_key(key, password=None).public_key()
+    assert ((tmp_path / "tls" / tls.CERT_NAME).read_bytes(), (tmp_path / "tls" / tls.KEY_NAME).read_bytes()) == pairs[0]
