@@ -22,7 +22,7 @@ from ferrymq.frontend.admin_services import AdminServices
 from ferrymq.frontend.auth import Authenticator
 from ferrymq.frontend.context import Services
 from ferrymq.frontend.dashboard.errors import RecentErrors
-from ferrymq.frontend.dashboard.sessions import Sessions
+from ferrymq.frontend.dashboard.sessions import Sessions, cookie_key_of
 from ferrymq.frontend.dispatch import Dispatcher, WorkerLimits
 from ferrymq.frontend.encryption import MessageCipher
 from ferrymq.frontend.metrics.service import GatewayMetrics, build_gateway_metrics
@@ -152,7 +152,7 @@ def build_dashboard_sessions(services: Services) -> Sessions:
     """The dashboard's logins, in DynamoDB, on the front end's metadata threads."""
     settings = services.settings
     table = SessionTable(client("dynamodb", settings), settings.dashboard_sessions_table)
-    return Sessions(table, services.clock, services.metadata)
+    return Sessions(table, services.clock, services.metadata, cookie_key=cookie_key_of(settings.cluster_secret))
 
 
 def build_cipher(settings: Settings, clock: Clock) -> MessageCipher:

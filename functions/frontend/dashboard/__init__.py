@@ -10,6 +10,8 @@ Threat model. The dashboard is an operator's tool on the machine that runs the l
   a disabled, deleted or rotated key ends its sessions at the next call. Sessions are DynamoDB items that hold
   a hash of the session's id and an HMAC of the secret under that id: a reader of the table can neither use a
   session nor test guesses of a secret against it. A logout deletes the item, so a copied cookie dies with it.
+  The cookie is signed with a key derived from the cluster secret: one the stack did not make is refused
+  without a table read.
   Non-admin keys see and redrive only their own account's queues; the cluster view and other accounts need
   an admin key. The queue actions (peek, send, purge, delete) run as the key's own signed request would, so a
   queue's owner or policy decides.

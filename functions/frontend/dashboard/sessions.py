@@ -1,8 +1,9 @@
 """The dashboard's login sessions, each with its CSRF token, kept in DynamoDB (:mod:`ferrymq.aws.dashboard_sessions`)
 so that any front-end process serves any session: several gateways on one port, or many function instances.
 
-The cookie holds the access key id and the session's random id; the table holds a hash of the id and a proof of
-the secret the login gave (an HMAC of the secret under the id), never the secret. Every call reads the session's
+The cookie holds the access key id and the session's random id, signed with a key derived from the cluster secret
+(a made-up cookie is refused without a table read); the table holds a hash of the id and a proof of the secret
+the login gave (an HMAC of the secret under the id), never the secret. Every call reads the session's
 item and checks the proof against the key's secret as the authenticator knows it: disabling, deleting or
 rotating the key ends the session at once, and so does a logout through any process.
 """
@@ -30,6 +31,7 @@ MAX_SESSIONS_PER_KEY = 20
 _TOKEN_BYTES = 32
 T = TypeVar("T")
 _MAX_COOKIE_CHARS = 512
+_MAC_BYTES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +50,11 @@ class Session:
 
 class Sessions:
     def __init__(self, table: SessionTable, clock: Clock, bulkhead: Bulkhead | None = None, *,
-                 lifetime: int = SESSION_SECONDS, per_key: int = MAX_SESSIONS_PER_KEY) -> None:
+                 cookie_key: bytes | None = None, lifetime: int = SESSION_SECONDS,
+                 per_key: int = MAX_SESSIONS_PER_KEY) -> None:
+        """``cookie_key`` signs the cookies (every process of the stack must be given the same one: see
+        :func:`cookie_key_of`); None: a key of this process's own, so its cookies hold in it alone."""
+        self._cookie_key = cookie_key if cookie_key is not None else secrets.token_bytes(32)
         self._table = table
         self._clock = clock
         self._bulkhead = bulkhead
@@ -68,11 +74,12 @@ class Sessions:
                           _proof(token, secret_access_key))
         await self._run(self._table.put, StoredSession(access_key_id, _hash(token), session.secret_proof,
                                                        session.csrf_token, int(now * 1000), session.expires_at))
-        return _cookie_value(access_key_id, token), session
+        return self._cookie_value(access_key_id, token), session
 
     async def get(self, cookie_value: str | None) -> Session | None:
-        """The live session a cookie names, or None (no cookie, a malformed one, an unknown or expired session)."""
-        parsed = _parse_cookie_value(cookie_value)
+        """The live session a cookie names, or None (no cookie, a malformed or made-up one, an unknown or expired
+        session). A cookie this stack did not sign costs no table read."""
+        parsed = self._parse_cookie_value(cookie_value)
         if parsed is None:
             return None
         access_key_id, token = parsed
@@ -82,9 +89,33 @@ class Sessions:
         return Session(access_key_id, stored.csrf_token, stored.expires_at, token, stored.secret_proof)
 
     async def close(self, cookie_value: str | None) -> None:
-        parsed = _parse_cookie_value(cookie_value)
+        parsed = self._parse_cookie_value(cookie_value)
         if parsed is not None:
             await self._run(self._table.delete, parsed[0], _hash(parsed[1]))
+
+    def _cookie_value(self, access_key_id: str, token: str) -> str:
+        # The key id is encoded: a cookie's value may not hold every character a key id might.
+        encoded = base64.urlsafe_b64encode(access_key_id.encode()).decode().rstrip("=")
+        return f"{encoded}.{token}.{self._mac(encoded, token)}"
+
+    def _parse_cookie_value(self, value: str | None) -> tuple[str, str] | None:
+        if not value or len(value) > _MAX_COOKIE_CHARS or not value.isascii():
+            return None
+        parts = value.split(".")
+        if len(parts) != 3 or not all(parts):
+            return None
+        encoded, token, mac = parts
+        if not hmac.compare_digest(mac.encode(), self._mac(encoded, token).encode()):
+            return None
+        try:
+            access_key_id = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            return None
+        return (access_key_id, token) if access_key_id else None
+
+    def _mac(self, encoded: str, token: str) -> str:
+        digest = hmac.new(self._cookie_key, f"{encoded}.{token}".encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest[:_MAC_BYTES]).decode().rstrip("=")
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         # The table's calls block: on the front end's metadata threads when it has them.
@@ -101,22 +132,12 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _cookie_value(access_key_id: str, token: str) -> str:
-    # The key id is encoded: a cookie's value may not hold every character a key id might.
-    return f"{base64.urlsafe_b64encode(access_key_id.encode()).decode().rstrip('=')}.{token}"
-
-
-def _parse_cookie_value(value: str | None) -> tuple[str, str] | None:
-    if not value or len(value) > _MAX_COOKIE_CHARS:
+def cookie_key_of(cluster_secret: str) -> bytes | None:
+    """The key that signs the dashboard's cookies, the same in every process of a stack that shares its cluster
+    secret; None without one."""
+    if not cluster_secret:
         return None
-    encoded, dot, token = value.partition(".")
-    if not dot or not encoded or not token:
-        return None
-    try:
-        access_key_id = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
-    return (access_key_id, token) if access_key_id else None
+    return hmac.new(cluster_secret.encode(), b"ferrymq dashboard session cookie", hashlib.sha256).digest()
 
 
 def csrf_matches(session: Session, token: str | None) -> bool:

@@ -27,8 +27,12 @@ def _key_id() -> str:
     return f"AKIA{uuid.uuid4().hex[:16].upper()}"
 
 
+COOKIE_KEY = sessions.cookie_key_of("the stack's cluster secret")
+
+
 def _sessions(table: SessionTable, clock: ManualClock, **kwargs: int) -> sessions.Sessions:
-    return sessions.Sessions(table, clock, **kwargs)
+    """Sessions as one process of a stack holds them: every process derives the same cookie key."""
+    return sessions.Sessions(table, clock, cookie_key=COOKIE_KEY, **kwargs)
 
 
 def test_a_session_opened_by_one_process_is_known_to_another_and_a_logout_ends_it_for_both(
@@ -53,7 +57,7 @@ def test_the_table_holds_neither_the_session_id_nor_the_secret(table: SessionTab
     clock = ManualClock(1_800_000_000.0)
     key_id = _key_id()
     cookie, _ = asyncio.run(_sessions(table, clock).open(key_id, SECRET))
-    token = cookie.rpartition(".")[2]
+    token = cookie.split(".")[1]
     [stored] = table.of_key(key_id)
     written = repr(stored)
     assert token not in written and SECRET not in written
@@ -86,25 +90,51 @@ def test_a_key_holds_a_bounded_number_of_sessions_and_the_oldest_go_first(table:
     assert len(table.of_key(key_id)) == 1
 
 
+class _Untouchable:
+    """A DynamoDB client that fails the test if it is called at all."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"the table was asked ({name}) about a cookie this stack never signed")
+
+
+def _changed(text: str) -> str:
+    """``text`` with its last character replaced by another."""
+    return text[:-1] + ("B" if text[-1] == "A" else "A")
+
+
 def _b64(text: str) -> str:
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
 @pytest.mark.parametrize("cookie", [
-    None, "", ".", "no-dot", f"{_b64('AKIAEXAMPLE')}.", ".token", "!!!.token", f"{_b64('AKIAEXAMPLE')}.made-up",
-    f"{_b64('')}.token", "x" * 10_000, "\udcff.token", f"{_b64('a' * 2000)}.token",
+    None, "", ".", "..", "no-dot", f"{_b64('AKIAEXAMPLE')}.", ".token", "!!!.token.mac",
+    f"{_b64('AKIAEXAMPLE')}.made-up.mac", f"{_b64('')}.token.mac", "x" * 10_000, "\udcff.token.mac",
+    f"{_b64('a' * 2000)}.token.mac",
 ])
-def test_a_made_up_cookie_names_no_session(table: SessionTable, cookie: str | None) -> None:
-    assert asyncio.run(_sessions(table, ManualClock(1_800_000_000.0)).get(cookie)) is None
-    asyncio.run(_sessions(table, ManualClock(1_800_000_000.0)).close(cookie))  # nothing to end, nothing raised
+def test_a_made_up_cookie_names_no_session_and_costs_no_table_read(cookie: str | None) -> None:
+    untouchable = sessions.Sessions(SessionTable(_Untouchable(), "unused"), ManualClock(1_800_000_000.0),
+                                    cookie_key=COOKIE_KEY)
+    assert asyncio.run(untouchable.get(cookie)) is None
+    asyncio.run(untouchable.close(cookie))  # nothing to end, nothing raised, nothing asked
 
 
-def test_another_keys_id_in_a_real_sessions_cookie_names_no_session(table: SessionTable) -> None:
-    # given a real session, when its token is sent under another key's id, then it names nothing
+def test_a_cookie_this_stack_did_not_sign_costs_no_table_read(table: SessionTable) -> None:
+    # given a real session's cookie
     clock = ManualClock(1_800_000_000.0)
-    logins = _sessions(table, clock)
-    cookie, _ = asyncio.run(logins.open(_key_id(), SECRET))
-    assert asyncio.run(logins.get(f"{_b64(_key_id())}.{cookie.rpartition('.')[2]}")) is None
+    cookie, _ = asyncio.run(_sessions(table, clock).open(_key_id(), SECRET))
+    encoded, token, mac = cookie.split(".")
+    untouchable = sessions.Sessions(SessionTable(_Untouchable(), "unused"), clock, cookie_key=COOKIE_KEY)
+    # when it is sent with another key's id, or its token or signature changed, or signed by another stack
+    other_stack = sessions.Sessions(table, clock, cookie_key=sessions.cookie_key_of("another secret"))
+    forged = [f"{_b64(_key_id())}.{token}.{mac}", f"{encoded}.{_changed(token)}.{mac}",
+              f"{encoded}.{token}.{_changed(mac)}", f"{encoded}.{token}", f"{encoded}.{token}.{mac}.{mac}",
+              f"{encoded}.{token}.{mac}é"]
+    # then none names a session, and none was looked up
+    for made_up in forged:
+        assert asyncio.run(untouchable.get(made_up)) is None, made_up
+    assert asyncio.run(other_stack.get(cookie)) is None
+    # while the cookie itself, in this stack, still opens its session
+    assert asyncio.run(_sessions(table, clock).get(cookie)) is not None
 
 
 def test_the_cookie_is_http_only_strict_and_read_back_from_a_cookie_header() -> None:
