@@ -35,6 +35,7 @@ STALE_PERIODS = 3
 FORGOTTEN_SECONDS = 600.0
 """A file untouched this long is removed by whoever reads past it (its process died without removing it)."""
 SUFFIX = ".counters"
+_TMP_SUFFIX = ".tmp"
 
 
 @dataclass(slots=True)
@@ -135,7 +136,7 @@ class Siblings:
         now = self._wall()
         if changed != self._written or not self._path.exists():
             self._directory.mkdir(parents=True, exist_ok=True)
-            tmp = self._path.with_suffix(".tmp")
+            tmp = self._path.with_suffix(_TMP_SUFFIX)
             tmp.write_bytes(self._counts().encode())
             os.replace(tmp, self._path)
             self._written = changed
@@ -151,14 +152,15 @@ class Siblings:
         except FileNotFoundError:
             return found
         for entry in entries:
-            if not entry.name.endswith(SUFFIX) or entry.name == self._path.name:
+            if entry.name == self._path.name or not entry.name.endswith((SUFFIX, _TMP_SUFFIX)):
                 continue
             try:
                 age = now - entry.stat().st_mtime
                 if age > FORGOTTEN_SECONDS:
+                    # A process that died without removing its file, or halfway through writing it.
                     os.unlink(entry.path)
                     continue
-                if age > STALE_PERIODS * self.period:
+                if entry.name.endswith(_TMP_SUFFIX) or age > STALE_PERIODS * self.period:
                     continue
                 with open(entry.path, "rb") as f:
                     found.append(Counts.decode(f.read()))

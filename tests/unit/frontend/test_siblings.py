@@ -89,9 +89,14 @@ def test_a_sibling_whose_file_went_stale_is_left_out_and_a_long_forgotten_one_re
     _touch(tmp_path / "live.counters", NOW - 2.0)
     _touch(tmp_path / "stale.counters", NOW - STALE_PERIODS * 2.0 - 0.5)
     _touch(tmp_path / "gone.counters", NOW - FORGOTTEN_SECONDS - 1)
+    (tmp_path / "torn.tmp").write_bytes(b'{"latency"')  # a process that died halfway through a write
+    _touch(tmp_path / "torn.tmp", NOW - FORGOTTEN_SECONDS - 1)
+    (tmp_path / "writing.tmp").write_bytes(b'{"latency"')  # one writing now
+    _touch(tmp_path / "writing.tmp", NOW)
     others = reader.siblings.others()
     assert [c.queues[(ORDERS.account, "us-east-1", "orders")][0][0] for c in others] == [1]
     assert (tmp_path / "stale.counters").exists() and not (tmp_path / "gone.counters").exists()
+    assert (tmp_path / "writing.tmp").exists() and not (tmp_path / "torn.tmp").exists()
 
 
 def test_an_idle_process_only_touches_its_file_and_its_stop_removes_it(tmp_path: Path) -> None:
