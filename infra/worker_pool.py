@@ -124,9 +124,8 @@ class WorkerPool:
               ready_prefix: str) -> None:
         """Supervise a child started and found ready elsewhere as if the pool had launched it: should it die, it is
         started again with ``argv`` and ``env`` after its backoff."""
-        worker = self._workers[worker_id] = _Worker(worker_id, list(argv), cluster, ready_prefix, env, child=child,
-                                                    started_at=self._clock())
-        worker.starting = None
+        self._workers[worker_id] = _Worker(worker_id, list(argv), cluster, ready_prefix, env, child=child,
+                                           started_at=self._clock())
 
     def _launch(self, worker: _Worker) -> None:
         def seen(line: str) -> None:
