@@ -10,18 +10,15 @@ rotating the key ends the session at once, and so does a logout through any proc
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import hashlib
 import hmac
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from ferrymq.aws.dashboard_sessions import SessionTable, StoredSession
-from ferrymq.bulkhead import Bulkhead
+from ferrymq.bulkhead import Bulkhead, off_loop
 from ferrymq.clock import Clock
 
 COOKIE = "ferrymq_dashboard"
@@ -29,7 +26,6 @@ SESSION_SECONDS = 8 * 3600
 MAX_SESSIONS_PER_KEY = 20
 """Sessions one key holds at once; a login past that ends the oldest."""
 _TOKEN_BYTES = 32
-T = TypeVar("T")
 _MAX_COOKIE_CHARS = 512
 _MAC_BYTES = 16
 
@@ -65,15 +61,16 @@ class Sessions:
         """A new session's cookie value and the session, once stored; the key's oldest sessions past the bound,
         and its expired ones, are ended."""
         now = self._clock.now()
-        held = await self._run(self._table.of_key, access_key_id)
+        held = await off_loop(self._bulkhead, self._table.of_key, access_key_id)
         live = sorted((s for s in held if s.expires_at > now), key=lambda s: s.created_ms, reverse=True)
         for ended in [s for s in held if s.expires_at <= now] + live[self._per_key - 1:]:
-            await self._run(self._table.delete, ended.access_key_id, ended.session_hash)
+            await off_loop(self._bulkhead, self._table.delete, ended.access_key_id, ended.session_hash)
         token = secrets.token_urlsafe(_TOKEN_BYTES)
         session = Session(access_key_id, secrets.token_urlsafe(_TOKEN_BYTES), int(now) + self._lifetime, token,
                           _proof(token, secret_access_key))
-        await self._run(self._table.put, StoredSession(access_key_id, _hash(token), session.secret_proof,
-                                                       session.csrf_token, int(now * 1000), session.expires_at))
+        stored = StoredSession(access_key_id, _hash(token), session.secret_proof, session.csrf_token, int(now * 1000),
+                               session.expires_at)
+        await off_loop(self._bulkhead, self._table.put, stored)
         return self._cookie_value(access_key_id, token), session
 
     async def get(self, cookie_value: str | None) -> Session | None:
@@ -83,7 +80,7 @@ class Sessions:
         if parsed is None:
             return None
         access_key_id, token = parsed
-        stored = await self._run(self._table.get, access_key_id, _hash(token))
+        stored = await off_loop(self._bulkhead, self._table.get, access_key_id, _hash(token))
         if stored is None or stored.expires_at <= self._clock.now():
             return None
         return Session(access_key_id, stored.csrf_token, stored.expires_at, token, stored.secret_proof)
@@ -91,7 +88,7 @@ class Sessions:
     async def close(self, cookie_value: str | None) -> None:
         parsed = self._parse_cookie_value(cookie_value)
         if parsed is not None:
-            await self._run(self._table.delete, parsed[0], _hash(parsed[1]))
+            await off_loop(self._bulkhead, self._table.delete, parsed[0], _hash(parsed[1]))
 
     def _cookie_value(self, access_key_id: str, token: str) -> str:
         # The key id is encoded: a cookie's value may not hold every character a key id might.
@@ -116,13 +113,6 @@ class Sessions:
     def _mac(self, encoded: str, token: str) -> str:
         digest = hmac.new(self._cookie_key, f"{encoded}.{token}".encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest[:_MAC_BYTES]).decode().rstrip("=")
-
-    async def _run(self, fn: Callable[..., T], *args: object) -> T:
-        # The table's calls block: on the front end's metadata threads when it has them.
-        if self._bulkhead is not None:
-            return await self._bulkhead.run(fn, *args)
-        return await asyncio.to_thread(fn, *args)
-
 
 def _proof(token: str, secret_access_key: str) -> str:
     return hmac.new(token.encode(), secret_access_key.encode(), hashlib.sha256).hexdigest()
