@@ -24,6 +24,7 @@ from ferrymq.frontend.metrics.recorder import FrontendMetrics, QueueKey
 from ferrymq.frontend.siblings import Counts, Siblings
 from ferrymq.metadata import queue_attributes
 from ferrymq.metadata.catalog import QueueCatalog
+from ferrymq.periodic import Periodic
 from ferrymq.protocol.responses import HttpResponse
 from ferrymq.settings import Settings
 
@@ -47,7 +48,7 @@ class GatewayMetrics:
         self._expose = expose
         self._collect_seconds = collect_seconds
         self._publish_seconds = publish_seconds
-        self._tasks: list[asyncio.Task[None]] = []
+        self._periodic: list[Periodic] = []
         self._activity: dict[QueueKey, int] = {}
         self._passes_seen = 0
 
@@ -60,62 +61,47 @@ class GatewayMetrics:
                                        self.siblings.others if self.siblings is not None else None)
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
         if self.depths is not None:
-            self._tasks.append(loop.create_task(self._every(self._collect_seconds, self._refresh, "queue depths")))
+            self._periodic.append(Periodic("queue depths", self._collect_seconds, self._refresh))
         elif self.siblings is not None and self.publisher is None:
             # Another process of the port collects the depths: the queues it lists say whose counters may go.
-            self._tasks.append(loop.create_task(self._every(SIBLINGS_FORGET_SECONDS, self._forget_from_siblings,
-                                                            "forgetting idle queues", first_wait=True)))
+            self._periodic.append(Periodic("forgetting idle queues", SIBLINGS_FORGET_SECONDS, self._forget_idle,
+                                           first_wait=True))
         if self.publisher is not None:
-            self._tasks.append(loop.create_task(
-                self._every(self._publish_seconds, self._publish, "CloudWatch publishing", first_wait=True)
-            ))
+            self._periodic.append(Periodic("CloudWatch publishing", self._publish_seconds, self._publish,
+                                           first_wait=True))
+        for periodic in self._periodic:
+            periodic.start()
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._tasks and self.publisher is not None:
+        for periodic in self._periodic:
+            await periodic.close()
+        if self._periodic and self.publisher is not None:
             # The counts of the last, unfinished period would be lost otherwise.
             try:
                 await asyncio.wait_for(self.publisher.publish(), FINAL_PUBLISH_SECONDS)
             except Exception as exc:
                 log.warning("CloudWatch: the last period's data were not published: %r", exc)
-        self._tasks = []
-
-    async def _every(self, seconds: float, step: Callable[[], Awaitable[None]], what: str, *,
-                     first_wait: bool = False) -> None:
-        if first_wait:
-            await asyncio.sleep(seconds)
-        while True:
-            try:
-                await step()
-            except Exception as exc:
-                log.warning("%s failed: %s", what, getattr(exc, "__cause__", None) or exc)
-            await asyncio.sleep(seconds)
+        self._periodic = []
 
     async def _refresh(self) -> None:
         assert self.depths is not None
         await self.depths.refresh()
         if self.publisher is None and self.depths.passes != self._passes_seen:
             self._passes_seen = self.depths.passes
-            self._forget_idle()
+            await self._forget_idle()
 
     async def _publish(self) -> None:
         assert self.publisher is not None
         await self.publisher.publish()
         # After publishing: a queue's counters go only once CloudWatch has had every count.
-        self._forget_idle()
+        await self._forget_idle()
 
-    async def _forget_from_siblings(self) -> None:
-        assert self.siblings is not None
-        self._forget_idle(await asyncio.to_thread(self.siblings.others))
-
-    def _forget_idle(self, others: list[Counts] | None = None) -> None:
+    async def _forget_idle(self) -> None:
         listed = self.depths.listed if self.depths is not None else None
         if listed is None and self.siblings is not None:
-            listed = _listed_by_collector(self.siblings.others() if others is None else others)
+            # Read in a thread: the siblings' files are the size of the port's queue figures.
+            listed = _listed_by_collector(await asyncio.to_thread(self.siblings.others))
         if listed is not None:
             self._activity = self.recorder.forget_idle(listed, self._activity)
 

@@ -218,6 +218,6 @@ def test_a_process_that_collects_no_depths_forgets_the_queues_its_collector_no_l
                            siblings=other.siblings)
     # when it forgets idle queues twice (a queue must be idle between two looks to go)
     for _ in range(2):
-        asyncio.run(built._forget_from_siblings())
+        asyncio.run(built._forget_idle())
     # then the queue the collector no longer lists is forgotten, the other kept
     assert set(other.metrics.queues) == {listed}

@@ -11,13 +11,16 @@ log = logging.getLogger(__name__)
 
 
 class Periodic:
-    """Runs ``step`` (a function or a coroutine function) now and then every ``seconds`` after each run ends; a run
-    that fails is logged as ``what`` and the next one comes as usual."""
+    """Runs ``step`` (a function or a coroutine function) now (or, with ``first_wait``, after ``seconds``) and then
+    every ``seconds`` after each run ends; a run that fails is logged as ``what``, with the error behind it when it
+    wraps one, and the next one comes as usual."""
 
-    def __init__(self, what: str, seconds: float, step: Callable[[], Awaitable[None] | None]) -> None:
+    def __init__(self, what: str, seconds: float, step: Callable[[], Awaitable[None] | None], *,
+                 first_wait: bool = False) -> None:
         self.what = what
         self.seconds = seconds
         self._step = step
+        self._first_wait = first_wait
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -30,11 +33,13 @@ class Periodic:
             self._task = None
 
     async def _run(self) -> None:
+        if self._first_wait:
+            await asyncio.sleep(self.seconds)
         while True:
             try:
                 done = self._step()
                 if inspect.isawaitable(done):
                     await done
             except Exception as exc:
-                log.warning("%s failed: %r", self.what, exc)
+                log.warning("%s failed: %r", self.what, exc.__cause__ or exc)
             await asyncio.sleep(self.seconds)
