@@ -17,7 +17,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,6 +106,15 @@ def counts_of(metrics: FrontendMetrics | None, errors: RecentErrors | None = Non
         counts.queues = {key: ([c.sent, c.received, c.deleted, c.empty_receives], list(c.sizes.counts), c.sizes.sum)
                          for key, c in metrics.queues.items()}
     return counts
+
+
+def newest_depths(others: Iterable[Counts], than: float | None = None) -> Counts | None:
+    """Of ``others``, the one holding the newest queue depths (those the port's collector wrote), if any are
+    newer than ``than``."""
+    newest = max((c for c in others if c.depths_at is not None), key=lambda c: c.depths_at or 0.0, default=None)
+    if newest is None or (than is not None and (newest.depths_at or 0.0) <= than):
+        return None
+    return newest
 
 
 def _sum(a: list[int], b: list[int]) -> list[int]:

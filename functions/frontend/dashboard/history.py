@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ferrymq.frontend.metrics.depths import QueueDepths
 from ferrymq.frontend.metrics.recorder import FrontendMetrics, QueueKey
-from ferrymq.frontend.siblings import Counts, Siblings
+from ferrymq.frontend.siblings import Counts, Siblings, newest_depths
 from ferrymq.periodic import Periodic
 
 KEEP_SECONDS = 600.0
@@ -55,11 +55,10 @@ class QueueHistory:
                 sent, received = counters.get(key, (0, 0))
                 counters[key] = (sent + values[0], received + values[1])
         figures = self._depths.figures if self._depths is not None else {}
-        at = self._depths.refreshed_at if self._depths is not None else None
-        for other in others:
-            # One process of a port collects the depths: the others chart what it wrote.
-            if other.depths_at is not None and (at is None or other.depths_at > at):
-                figures, at = other.depths, other.depths_at
+        # One process of a port collects the depths: the others chart what it wrote.
+        newer = newest_depths(others, self._depths.refreshed_at if self._depths is not None else None)
+        if newer is not None:
+            figures = newer.depths
         keys = set(counters) | set(figures)
         for key in keys:
             sent, received = counters.get(key, (0, 0))

@@ -40,7 +40,7 @@ from prometheus_client.utils import floatToGoString
 
 from ferrymq.frontend.metrics.depths import Depth, QueueDepths
 from ferrymq.frontend.metrics.recorder import LATENCY_BUCKETS, SIZE_BUCKETS, FrontendMetrics, QueueKey
-from ferrymq.frontend.siblings import Counts, counts_of
+from ferrymq.frontend.siblings import Counts, counts_of, newest_depths
 from ferrymq.protocol.responses import HttpResponse
 
 METRICS_PATH = "/metrics"
@@ -66,9 +66,9 @@ class Snapshot:
         depths a sibling collected, when newer than this process's (which collects none unless it is the one)."""
         for other in others:
             self.counts.add(other)
-        at = self.counts.depths_at
-        if at is not None and (self.refreshed_at is None or at > self.refreshed_at):
-            return replace(self, depths=list(self.counts.depths.items()), refreshed_at=at)
+        newer = newest_depths(others, self.refreshed_at)
+        if newer is not None:
+            return replace(self, depths=list(newer.depths.items()), refreshed_at=newer.depths_at)
         return self
 
 

@@ -21,7 +21,7 @@ from ferrymq.frontend.metrics import exposition
 from ferrymq.frontend.metrics.cloudwatch import CloudWatchPublisher, boto3_put
 from ferrymq.frontend.metrics.depths import QueueDepths
 from ferrymq.frontend.metrics.recorder import FrontendMetrics, QueueKey
-from ferrymq.frontend.siblings import Counts, Siblings
+from ferrymq.frontend.siblings import Counts, Siblings, newest_depths
 from ferrymq.metadata import queue_attributes
 from ferrymq.metadata.catalog import QueueCatalog
 from ferrymq.periodic import Periodic
@@ -109,7 +109,7 @@ class GatewayMetrics:
 def _listed_by_collector(others: list[Counts]) -> frozenset[QueueKey] | None:
     """The live queues as the port's depth collector last saw them: those it holds depths of (it drops a queue's
     once a whole pass over the catalog missed it). None while it has written none."""
-    newest = max((c for c in others if c.depths_at is not None), key=lambda c: c.depths_at or 0.0, default=None)
+    newest = newest_depths(others)
     return frozenset(newest.depths) if newest is not None else None
 
 
