@@ -24,6 +24,7 @@ from collections.abc import Callable
 from ferrymq.clock import Clock
 from ferrymq.destinations import QueueTarget
 from ferrymq.errors import ServiceUnavailable, SqsError
+from ferrymq.event_waits import wait_set
 from ferrymq.storage.engine import Engine, Outgoing
 from ferrymq.storage.engine.tasks import (
     ACTIVE,
@@ -141,8 +142,7 @@ class MoveTaskRunner:
         if event is None:
             await asyncio.sleep(seconds)
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), seconds)
+        await wait_set(event, seconds)
         event.clear()
 
     async def _run(self, queue_id: str, handle: str) -> None:

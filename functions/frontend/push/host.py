@@ -10,7 +10,6 @@ cleanly gives the leases up, so another host takes them at its next pass instead
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -24,6 +23,7 @@ from botocore.config import Config
 
 from ferrymq.aws import session
 from ferrymq.bulkhead import off_loop
+from ferrymq.event_waits import wait_set
 from ferrymq.frontend.context import Services
 from ferrymq.frontend.push.metrics import PushMetrics
 from ferrymq.frontend.push.poller import MappingPoller, Target, concurrency_cap
@@ -108,8 +108,7 @@ class PushHost:
                     await self.step()
                 except Exception:
                     log.exception("push host pass failed")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.pass_seconds)
+                await wait_set(stop, self.pass_seconds)
         finally:
             await self.close()
 

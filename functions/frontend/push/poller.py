@@ -15,7 +15,6 @@ a failing target stops taking messages instead of churning their receive counts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -25,6 +24,7 @@ import orjson
 
 from ferrymq.aws.credentials import Credential
 from ferrymq.errors import QueueDoesNotExist, SqsError
+from ferrymq.event_waits import wait_set
 from ferrymq.frontend.actions import messages
 from ferrymq.frontend.context import RequestContext, Services
 from ferrymq.frontend.push.metrics import PushMetrics
@@ -134,8 +134,7 @@ class MappingPoller:
         try:
             while self._running <= self._wanted and not self._stopping:
                 if self._backoff:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stopped.wait(), self._rng.uniform(0, self._backoff))
+                    await wait_set(self._stopped, self._rng.uniform(0, self._backoff))
                     if self._stopping:
                         break
                 await self._once()
