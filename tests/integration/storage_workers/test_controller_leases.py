@@ -117,8 +117,9 @@ def test_a_wall_clock_stepped_back_does_not_let_a_leader_answer_past_its_lease(
             # then the leader no longer answers: its window is on the monotonic clock, which the step did not move
             assert not await answers(client, p)
             # and a renewal is due (the cadence is monotonic too); once made, it answers again
-            assert controller.renewal_due(p, worker.replicas[p])
-            await controller.renew_once(p, worker.replicas[p])
+            actor = controller.actors[p]
+            assert actor.renewal_due()
+            await actor.renew_once()
             assert await answers(client, p)
             assert worker.replicas[p].term.answers_until_ms == answers_until(
                 int(clock.monotonic() * 1000), LEASE_MS
@@ -359,3 +360,40 @@ def test_a_leader_that_is_not_its_partitions_preferred_replica_is_not_steady_whi
     # then it keeps the quick cadence while a handover back to b may come due, and only then
     assert not asyncio.run(scenario(10_000))
     assert asyncio.run(scenario(0))
+
+
+def test_a_scan_never_waits_for_a_role_change_and_the_actor_plays_only_a_scan_begun_after_it(
+    tmp_path: Path, aws_settings: Settings
+) -> None:
+    async def scenario() -> None:
+        clock = ManualClock()
+        (p,) = unique_partitions(1)
+        gated: dict[int, GatedReplica] = {}
+
+        def gate_p(replicas: dict[int, Any]) -> dict[int, Any]:
+            gated[p] = GatedReplica(replicas[p])
+            return {**replicas, p: gated[p]}
+
+        async with controlled_worker(tmp_path, aws_settings, (p,), clock, wrap=gate_p) as (worker, controller, _):
+            # given a worker whose first scan made it claim p, and whose change to leading hangs
+            await controller.scan()
+            while not gated[p].waiting:
+                await asyncio.sleep(0.01)
+            actor = controller.actors[p]
+            assert actor.changing is not None and actor.changing.startswith("leading epoch")
+            # when two more scans are made meanwhile
+            await asyncio.wait_for(controller.scan(), 10)
+            await asyncio.wait_for(controller.scan(), 10)
+            # then each returned without waiting for the change, which still hangs
+            assert gated[p].waiting and actor.changing is not None
+            # and once the change ends, neither is played: both began before it ended, so may not show its claim
+            gated[p].gate.set()
+            await controller.settled()
+            assert worker.replicas[p].leading_epoch is not None
+            assert actor.played_scan == 1
+            # and the next scan, begun after, is played, and the worker goes on leading
+            await controller.poll_once()
+            assert actor.played_scan == controller.scans_begun == 4
+            assert worker.replicas[p].leading_epoch is not None
+
+    asyncio.run(scenario())
