@@ -17,7 +17,8 @@ worth playing. Role changes (lead, follow, stand by) run in the actor's task, so
 time, and a post made while one runs waits for it. A scan that began before the actor's last write or role change
 ended may not show it (a claim it read the item before), so such a post is dropped and a fresh scan asked for.
 
-Beside the mailbox, two loops of the actor's own run on the monotonic clock, whatever its role change is doing:
+Beside the mailbox, two loops of the actor's own run on the monotonic clock while the replica leads, whatever its
+role change is doing (they sleep otherwise: a follower's worker does not wake for them):
 
 - **the lease**: renewed every third of it while leading, each renewal a write that waits on nothing else, unless
   replies have been stuck for a whole lease (then it is let lapse, so that an in-sync follower that can still
@@ -117,6 +118,9 @@ class PartitionActor:
         self._mail = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._leading = asyncio.Event()
+        """Set while the replica leads (as of the last role change): the lease and in-sync set loops wait on it
+        otherwise, so a follower's worker does not wake for them."""
         # Local times below are monotonic ms.
         self._renewed: int | None = None
         """When the write of the last claim or renewal was sent."""
@@ -225,6 +229,10 @@ class PartitionActor:
             log.exception("partition %d: %s failed", self.partition, what)
         finally:
             self.changing = None
+            if self.replica.term is None:
+                self._leading.clear()
+            else:
+                self._leading.set()
             self._written()
 
     async def _stand_by(self, reason: str) -> None:
@@ -344,11 +352,17 @@ class PartitionActor:
 
     # --- the lease ----------------------------------------------------------------------------------------
 
+    async def _tick(self, seconds: float) -> None:
+        """Sleep ``seconds``, then on until the replica leads."""
+        await asyncio.sleep(seconds)
+        if self.replica.term is None:
+            await self._leading.wait()
+
     async def _renew_loop(self) -> None:
         times = self._c.times
         tick = min(times.poll_seconds, times.lease_ms / 6000)
         while True:
-            await asyncio.sleep(tick)
+            await self._tick(tick)
             if not self._renewing and self.renewal_due():
                 # A task of its own: a renewal's write never waits for the loop's next tick, nor it for the write.
                 self._renewing = True
@@ -406,7 +420,7 @@ class PartitionActor:
 
     async def _isr_loop(self) -> None:
         while True:
-            await asyncio.sleep(self._c.times.isr_check_seconds)
+            await self._tick(self._c.times.isr_check_seconds)
             with self._own_failures("the in-sync set check"):
                 await self.check_isr()
 
