@@ -35,7 +35,7 @@ from ferrymq.rpc.framing import (
     encode_traced_frame,
 )
 from ferrymq.rpc.peer_auth import PeerAuth, PeerAuthFailed
-from ferrymq.rpc.send_groups import SendGroup, bodies_size
+from ferrymq.rpc.send_groups import MAX_IN_FLIGHT, SendGroup, bodies_size
 
 _READ_CHUNK = 256 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -260,6 +260,11 @@ class WorkerClient:
         self._closed = False
         self._send_groups: dict[tuple[int, str, int], SendGroup] = {}
         """Per (partition, queue, retention), the group of plain sends whose SEND is not written yet."""
+        self._in_flight: dict[tuple[int, str, int], list[int]] = {}
+        """Per key with SENDs of groups written and not answered yet: how many, and how many messages the last
+        group written held."""
+        self._held: dict[tuple[int, str, int], SendGroup] = {}
+        """Per key, the group held until a SEND in flight for the key is answered."""
 
     def __repr__(self) -> str:
         return f"WorkerClient({self.host!r}, {self.port})"
@@ -282,6 +287,9 @@ class WorkerClient:
             connecting.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await connecting
+        held, self._held = self._held, {}
+        for group in held.values():
+            group.fail(WorkerUnreachable(f"The client for storage worker {self.host}:{self.port} is closed."))
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
@@ -379,37 +387,74 @@ class WorkerClient:
         return shapes.read_send_answer(await self._call(Op.SEND, args), stored, fifo)
 
     def _send_group(self, key: tuple[int, str, int], messages: list[dict], size: int) -> Awaitable[list[dict]]:
-        """Start this turn's group of plain sends for ``key`` with ``messages``: its SEND is built when written."""
+        """Start the next group of plain sends for ``key`` with ``messages``: its SEND is built when written, and
+        written at once unless ``MAX_IN_FLIGHT`` SENDs for the key are on their way (then when one is answered)."""
+        full = self._held.pop(key, None)
+        if full is not None:
+            self._release(key, full)  # it takes no more: it goes now, past the limit
         conn = self._conn
         group = self._send_groups[key] = SendGroup(*key, loop=None if conn is None else conn.loop)
         mine = group.join(messages, size)
+        flying = self._in_flight.get(key)
+        if flying is not None and flying[0] >= MAX_IN_FLIGHT and flying[1] > 1:
+            self._held[key] = group
+            return mine
         if conn is not None and not conn.lost and conn.writer.transport.get_write_buffer_size() <= _WRITE_HIGH_WATER:
             # The connection is ready (what ``_ready_connection`` returns at once): no coroutine to wait in.
             try:
-                conn.request_built(Op.SEND, functools.partial(self._close_group, key, group), self._request_timeout,
-                                   group)
+                self._request_group(conn, key, group)
             except BaseException as exc:
-                self._unsent(key, group, mine, exc)
+                self._unsent(key, group, exc, mine)
                 raise
             return mine
         return self._send_group_when_ready(key, group, mine)
 
+    def _request_group(self, conn: _Connection, key: tuple[int, str, int], group: SendGroup) -> None:
+        conn.request_built(Op.SEND, functools.partial(self._close_group, key, group), self._request_timeout, group)
+        flying = self._in_flight.get(key)
+        if flying is None:
+            self._in_flight[key] = [1, 1]
+        else:
+            flying[0] += 1
+        group.on_done = functools.partial(self._answered, key)
+
+    def _answered(self, key: tuple[int, str, int]) -> None:
+        flying = self._in_flight[key]
+        flying[0] -= 1
+        if not flying[0]:
+            del self._in_flight[key]
+        held = self._held.pop(key, None)
+        if held is not None:
+            self._release(key, held)
+
+    def _release(self, key: tuple[int, str, int], group: SendGroup) -> None:
+        """Write a held group's SEND (its callers await their own futures)."""
+        conn = self._conn
+        if conn is not None and not conn.lost and conn.writer.transport.get_write_buffer_size() <= _WRITE_HIGH_WATER:
+            try:
+                self._request_group(conn, key, group)
+            except BaseException as exc:
+                self._unsent(key, group, exc)
+            return
+        task = asyncio.get_running_loop().create_task(self._send_group_when_ready(key, group, None))
+        task.add_done_callback(_retrieve)
+
     async def _send_group_when_ready(self, key: tuple[int, str, int], group: SendGroup,
-                                     mine: asyncio.Future[list[dict]]) -> list[dict]:
+                                     mine: asyncio.Future[list[dict]] | None) -> list[dict]:
         try:
             conn = await self._ready_connection()
-            conn.request_built(Op.SEND, functools.partial(self._close_group, key, group), self._request_timeout,
-                               group)
+            self._request_group(conn, key, group)
         except BaseException as exc:
-            self._unsent(key, group, mine, exc)
+            self._unsent(key, group, exc, mine)
             raise
-        return await mine
+        return [] if mine is None else await mine
 
-    def _unsent(self, key: tuple[int, str, int], group: SendGroup, mine: asyncio.Future[list[dict]],
-                exc: BaseException) -> None:
+    def _unsent(self, key: tuple[int, str, int], group: SendGroup, exc: BaseException,
+                mine: asyncio.Future[list[dict]] | None = None) -> None:
         if self._send_groups.get(key) is group:
             del self._send_groups[key]
-        mine.cancel()
+        if mine is not None:
+            mine.cancel()  # its caller raises ``exc`` itself
         # Never written: whoever joined may try again as if it had not been sent.
         group.fail(exc if isinstance(exc, ServiceUnavailable) else WorkerUnreachable(
             f"The request to storage worker {self.host}:{self.port} was not sent."))
@@ -418,6 +463,9 @@ class WorkerClient:
         """The group's payload, once no send may join it any more."""
         if self._send_groups.get(key) is group:
             del self._send_groups[key]
+        flying = self._in_flight.get(key)
+        if flying is not None:
+            flying[1] = len(group.messages)
         return group.payload()
 
     async def receive(
@@ -565,3 +613,9 @@ class WorkerClient:
             Op.COPY_BASE, shapes.COPY_BASE.request(partition, replica, epoch, copy, position, max_bytes)
         )
         return shapes.read_copy_base_answer(answer)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """A released group's task: its failure reached the group's callers already."""
+    if not task.cancelled():
+        task.exception()

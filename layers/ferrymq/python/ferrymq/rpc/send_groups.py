@@ -1,12 +1,18 @@
-"""Plain sends to one queue made in the same turn of the event loop leave as one SEND.
+"""Plain sends to one queue made together leave as one SEND.
 
 Under load, many SendMessage calls for one queue reach the front end together. Sent one SEND each, every
 message pays for a whole worker request: its frame, dispatch, engine call, log record, commit wait and reply,
-on the leader and again on each follower that applies the record. That is about 200 µs of the leader's CPU
-per message, against about 35 µs for a message in a SendMessageBatch. A :class:`SendGroup` gathers the plain
-messages of the sends made for one ``(partition, queue, retention)`` until its frame is written (the
-connection writes once per turn), sends them as one SEND, and gives each caller the results of its own
-messages.
+on the leader and again on each follower that applies the record. A :class:`SendGroup` gathers the plain
+messages of the sends made for one ``(partition, queue, retention)``, sends them as one SEND, and gives each
+caller the results of its own messages.
+
+A group takes the sends of its turn of the event loop (the connection writes once per turn). Past that, while a
+SEND for the key is on its way (``MAX_IN_FLIGHT``) and the last one written held more than one message (so sends
+are arriving together), the next group is held until that SEND is answered, taking every send made meanwhile:
+the leader answers a SEND only after a commit, and the sends that arrive during one go in the next, as a
+producer's linger does. At 16 connections this halves the leader's requests per message (0.78 to 0.38, with
+fewer and larger commits: 5.9 to 8.0 messages per fsync) and sends 8-24 % more messages a second; a sender alone
+(one message per SEND) is never held, and at two connections nothing changes.
 
 A caller alone in its turn pays one future more than a SEND of its own. Only plain messages of standard queues
 are grouped: FIFO and handed-over messages are stored idempotently by id and answered one by one, and a resend
@@ -15,15 +21,16 @@ names the ids of one earlier attempt.
 Every caller of a group gets the group's outcome. A worker answers a SEND for a queue or partition as a whole
 (it does not lead the partition, the queue was dropped, it timed out or the connection dropped), so a caller
 gets the error its own SEND would have got. Its dispatcher then retries as it would, with the resend flag for
-an unknown outcome. A group never holds more than ``MAX_MESSAGES`` messages or ``MAX_BYTES`` of bodies; a send
-that would pass either starts the next group.
+an unknown outcome; a held group that never left fails as never sent. A group never holds more than
+``MAX_MESSAGES`` messages or ``MAX_BYTES`` of bodies; a send that would pass either starts the next group, and
+a held group that is full leaves at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ferrymq.errors import InternalError
@@ -31,15 +38,19 @@ from ferrymq.rpc import shapes
 from ferrymq.rpc.codec import pack, unpack, unpack_error
 from ferrymq.rpc.framing import STATUS_OK
 
-MAX_MESSAGES = 16
+MAX_MESSAGES = 64
 MAX_BYTES = 1024 * 1024
+MAX_IN_FLIGHT = 1
+"""SENDs of groups for one key on their way before the next group is held until one is answered (when the last
+one written held more than one message)."""
 
 
 class SendGroup:
     """The messages of one turn's plain sends to one queue of one partition, and who waits for which. The client
     holds a group until its frame is built, and only then may a send join it."""
 
-    __slots__ = ("_answered", "_loop", "messages", "partition", "queue_id", "retention_seconds", "size", "waiters")
+    __slots__ = ("_answered", "_loop", "messages", "on_done", "partition", "queue_id", "retention_seconds", "size",
+                 "waiters")
 
     def __init__(self, partition: int, queue_id: str, retention_seconds: int,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -54,6 +65,8 @@ class SendGroup:
         self.waiters: list[tuple[asyncio.Future[list[dict]], int, int]] = []
         """Per caller: its future, where its messages start, and how many there are."""
         self._answered = False
+        self.on_done: Callable[[], None] | None = None
+        """Called once the SEND was answered or failed, after the callers' futures are settled."""
 
     def takes(self, messages: Sequence[dict], size: int) -> bool:
         return len(self.messages) + len(messages) <= MAX_MESSAGES and self.size + size <= MAX_BYTES
@@ -82,10 +95,22 @@ class SendGroup:
         """The SEND failed (timed out, its connection lost, or it could not be encoded)."""
         self._answered = True
         self.fail(error)
+        self._done()
 
     def set_result(self, answer: tuple[int, bytes]) -> None:
         """The SEND's answer (status and payload), shared out to the callers."""
         self._answered = True
+        try:
+            self._share(answer)
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        on_done, self.on_done = self.on_done, None
+        if on_done is not None:
+            on_done()
+
+    def _share(self, answer: tuple[int, bytes]) -> None:
         status, data = answer
         if status != STATUS_OK:
             self.fail(unpack_error(data))
