@@ -45,6 +45,15 @@ def send(client: WorkerClient, body: str) -> asyncio.Future[list[dict]]:
     return asyncio.ensure_future(client.send(0, "q", [message(body)], retention_seconds=RETENTION))
 
 
+async def one_held(client: WorkerClient) -> tuple[list[asyncio.Future[list[dict]]], asyncio.Future[list[dict]]]:
+    """A SEND of two messages on its way, and a send held behind it."""
+    first = [send(client, f"a{i}") for i in range(2)]
+    await turns()
+    held = send(client, "b")
+    await turns()
+    return first, held
+
+
 def test_sends_made_while_a_send_of_several_is_on_its_way_wait_for_it_and_go_as_one() -> None:
     async def scenario() -> None:
         client, _, reader, writer = connected(request_timeout=5)
@@ -129,10 +138,7 @@ def test_when_the_connection_drops_the_held_callers_fail_as_never_sent() -> None
     async def scenario() -> None:
         client, conn, _, _ = connected(request_timeout=5)
         try:
-            first = [send(client, f"a{i}") for i in range(2)]
-            await turns()
-            held = send(client, "b")
-            await turns()
+            first, held = await one_held(client)
             # when the connection to the worker drops with the first SEND unanswered
             conn._lose("the worker went away")
             # then its callers get an unknown outcome (their dispatcher resends), and the held caller, whose SEND
@@ -151,12 +157,12 @@ def test_when_the_connection_drops_the_held_callers_fail_as_never_sent() -> None
 def test_closing_the_client_fails_its_held_callers() -> None:
     async def scenario() -> None:
         client, _, _, _ = connected(request_timeout=5)
-        [send(client, f"a{i}") for i in range(2)]
-        await turns()
-        held = send(client, "b")
-        await turns()
+        first, held = await one_held(client)
         await client.close()
+        # then the held caller fails as never sent, as do those whose SEND the closed connection took with it
         with pytest.raises(ServiceUnavailable):
             await bounded(held)
+        for outcome in await bounded(asyncio.gather(*first, return_exceptions=True)):
+            assert isinstance(outcome, ServiceUnavailable)
 
     asyncio.run(scenario())

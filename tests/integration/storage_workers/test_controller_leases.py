@@ -51,6 +51,18 @@ class GatedReplica:
         await self._replica.lead(role)
 
 
+def gate(partition: int) -> tuple[dict[int, GatedReplica], Callable[[dict[int, Any]], dict[int, Any]]]:
+    """A ``wrap`` for :func:`controlled_worker` standing a :class:`GatedReplica` in for ``partition``'s replica,
+    and where to find it."""
+    gated: dict[int, GatedReplica] = {}
+
+    def wrap(replicas: dict[int, Any]) -> dict[int, Any]:
+        gated[partition] = GatedReplica(replicas[partition])
+        return {**replicas, partition: gated[partition]}
+
+    return gated, wrap
+
+
 @asynccontextmanager
 async def controlled_worker(
     tmp_path: Path,
@@ -153,11 +165,7 @@ def test_a_partition_whose_role_change_hangs_does_not_hold_up_another_partitions
 ) -> None:
     async def scenario() -> None:
         p, q = unique_partitions(2)
-        gated: dict[int, GatedReplica] = {}
-
-        def gate_p(replicas: dict[int, Any]) -> dict[int, Any]:
-            gated[p] = GatedReplica(replicas[p])
-            return {**replicas, p: gated[p]}
+        gated, gate_p = gate(p)
 
         # given worker a's controller running on short leases, partition p's role change to leader hanging
         times = ControllerTimes(lease_ms=1_500, poll_seconds=0.1, handover_after_ms=0)
@@ -281,11 +289,7 @@ def test_a_worker_leading_all_it_holds_is_steady_until_a_change_is_under_way_or_
     async def scenario() -> None:
         clock = ManualClock()
         (p,) = unique_partitions(1)
-        gated: dict[int, GatedReplica] = {}
-
-        def gate_p(replicas: dict[int, Any]) -> dict[int, Any]:
-            gated[p] = GatedReplica(replicas[p])
-            return {**replicas, p: gated[p]}
+        gated, gate_p = gate(p)
 
         async with controlled_worker(tmp_path, aws_settings, (p,), clock, wrap=gate_p) as (worker, controller, _):
             # given a worker that scanned once and whose claim of p is still becoming a lead
@@ -368,11 +372,7 @@ def test_a_scan_never_waits_for_a_role_change_and_the_actor_plays_only_a_scan_be
     async def scenario() -> None:
         clock = ManualClock()
         (p,) = unique_partitions(1)
-        gated: dict[int, GatedReplica] = {}
-
-        def gate_p(replicas: dict[int, Any]) -> dict[int, Any]:
-            gated[p] = GatedReplica(replicas[p])
-            return {**replicas, p: gated[p]}
+        gated, gate_p = gate(p)
 
         async with controlled_worker(tmp_path, aws_settings, (p,), clock, wrap=gate_p) as (worker, controller, _):
             # given a worker whose first scan made it claim p, and whose change to leading hangs

@@ -18,7 +18,7 @@ import functools
 import math
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from ferrymq.clock import fired_early
 from ferrymq.errors import InternalError, ServiceUnavailable
@@ -399,7 +399,7 @@ class WorkerClient:
         if flying is not None and flying[0] >= MAX_IN_FLIGHT and flying[1] > 1:
             self._held[key] = group
             return mine
-        if conn is not None and not conn.lost and conn.writer.transport.get_write_buffer_size() <= _WRITE_HIGH_WATER:
+        if _writable(conn):
             # The connection is ready (what ``_ready_connection`` returns at once): no coroutine to wait in.
             try:
                 self._request_group(conn, key, group)
@@ -430,7 +430,7 @@ class WorkerClient:
     def _release(self, key: tuple[int, str, int], group: SendGroup) -> None:
         """Write a held group's SEND (its callers await their own futures)."""
         conn = self._conn
-        if conn is not None and not conn.lost and conn.writer.transport.get_write_buffer_size() <= _WRITE_HIGH_WATER:
+        if _writable(conn):
             try:
                 self._request_group(conn, key, group)
             except BaseException as exc:
@@ -613,6 +613,11 @@ class WorkerClient:
             Op.COPY_BASE, shapes.COPY_BASE.request(partition, replica, epoch, copy, position, max_bytes)
         )
         return shapes.read_copy_base_answer(answer)
+
+
+def _writable(conn: _Connection | None) -> TypeGuard[_Connection]:
+    """Whether ``conn`` takes a request now: open, its write buffer below the high-water mark."""
+    return conn is not None and not conn.lost and conn.writer.transport.get_write_buffer_size() <= _WRITE_HIGH_WATER
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
