@@ -46,8 +46,8 @@ one written held more than one message)."""
 
 
 class SendGroup:
-    """The messages of one turn's plain sends to one queue of one partition, and who waits for which. The client
-    holds a group until its frame is built, and only then may a send join it."""
+    """The plain sends to one queue of one partition that leave as one SEND, and who waits for which. Sends may
+    join it until its frame is built (at the end of its turn, or of its hold)."""
 
     __slots__ = ("_answered", "_loop", "messages", "on_done", "partition", "queue_id", "retention_seconds", "size",
                  "waiters")
