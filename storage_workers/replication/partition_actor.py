@@ -124,7 +124,8 @@ class PartitionActor:
         # Local times below are monotonic ms.
         self._renewed: int | None = None
         """When the write of the last claim or renewal was sent."""
-        self._renewing = False
+        self._renewal: asyncio.Task[None] | None = None
+        """The renewal under way (cancelled with the actor)."""
         self._stuck: tuple[int, int] | None = None
         """The high watermark last seen with replies waiting, and since when."""
         self._led_since: int | None = None
@@ -151,6 +152,8 @@ class PartitionActor:
 
     async def close(self) -> None:
         tasks, self._tasks = self._tasks, []
+        if self._renewal is not None:
+            tasks.append(self._renewal)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -365,8 +368,11 @@ class PartitionActor:
             await self._tick(tick)
             if not self._renewing and self.renewal_due():
                 # A task of its own: a renewal's write never waits for the loop's next tick, nor it for the write.
-                self._renewing = True
-                asyncio.get_running_loop().create_task(self._renew())
+                self._renewal = asyncio.get_running_loop().create_task(self._renew())
+
+    @property
+    def _renewing(self) -> bool:
+        return self._renewal is not None and not self._renewal.done()
 
     def renewal_due(self) -> bool:
         term = self.replica.term
@@ -376,11 +382,8 @@ class PartitionActor:
         return renewed is None or self._c.mono_ms() - renewed >= self._c.times.lease_ms // 3
 
     async def _renew(self) -> None:
-        try:
-            with self._own_failures("renewing the lease"):
-                await self.renew_once()
-        finally:
-            self._renewing = False
+        with self._own_failures("renewing the lease"):
+            await self.renew_once()
 
     async def renew_once(self) -> None:
         """Renew the lease of the term the replica plays now, unless replies have been stuck for a whole lease
