@@ -18,6 +18,11 @@ in a temporary data directory, on loopback only. Then it:
    clean stop wrote. Both with the worst stall of the recovery, what each worker replayed before serving, and how
    long the check of the sealed segments it took on its checkpoint's word took after the start.
 
+After each phase it prints the longest event-loop stall any worker logged during it (each stall of 50 ms or more is
+logged), with where the loop's thread was meanwhile as the kernel counts it: on a CPU (the worker's own work),
+waiting for a CPU (the machine's two cores busy with the load, the other workers and the client) or asleep (the GIL
+or a blocking call). The last lines list every phase's.
+
 It asserts nothing: what it finds, it prints. Every loop is bounded in count and time. The issue's targets
 (docs/design/storage-at-scale.md): ≤ 150 B RSS per message, restart ≤ 5 s per million, rates within 20 %,
 catch-up ≥ 50 MB/s, no stall over 100 ms.
@@ -136,16 +141,58 @@ SEALED_CHECKED = re.compile(r"(\d+) sealed segments \((\d+) bytes\) checked agai
                             r"the start, in ([\d.]+) s")
 
 
-def start_answering(stack: UpProcess, queue_url: str) -> tuple[float, str]:
-    """Start the stopped stack; the seconds until it answers a receive on ``queue_url``, and the workers' worst
-    stalls meanwhile.  Prints what each worker replayed, from the stack's log."""
+class Phases:
+    """The stack's log, read one phase at a time for the event-loop stalls the workers logged during it."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        self._offset = log_path.stat().st_size if log_path.exists() else 0
+        self.worst: list[tuple[str, dict | None, int]] = []
+        """(phase, its longest stall or None, how many of 100 ms or more), in order."""
+
+    def end(self, phase: str) -> None:
+        """Print the longest stall logged since the last phase ended, and keep it for :meth:`summary`."""
+        with open(self.log_path, "rb") as f:
+            f.seek(self._offset)
+            lines = f.read()
+        self._offset += len(lines)
+        stalls = []
+        for line in lines.splitlines():
+            if b'"held_ms"' in line:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if "held_ms" in entry:
+                    stalls.append(entry)
+        worst = max(stalls, key=lambda s: s["held_ms"], default=None)
+        past_goal = sum(s["held_ms"] >= 100 for s in stalls)
+        self.worst.append((phase, worst, past_goal))
+        say(f"    longest event-loop stall: {describe_stall(worst, past_goal)}")
+
+    def summary(self) -> None:
+        say("longest event-loop stall of each phase:")
+        for phase, worst, past_goal in self.worst:
+            say(f"  {phase}: {describe_stall(worst, past_goal)}")
+
+
+def describe_stall(stall: dict | None, past_goal: int) -> str:
+    if stall is None:
+        return "none of 50 ms or more"
+    return (f"{stall.get('worker', '?')} {stall['held_ms']} ms (its thread {stall['on_cpu_ms']} ms on a CPU, "
+            f"{stall['waiting_for_cpu_ms']} ms waiting for one, {stall['asleep_ms']} ms asleep); "
+            f"{past_goal} of 100 ms or more")
+
+
+def start_answering(stack: UpProcess, queue_url: str) -> float:
+    """Start the stopped stack; the seconds until it answers a receive on ``queue_url``.  Prints what each worker
+    replayed, from the stack's log, and waits for the checks of sealed segments the workers took on trust."""
     log_path = stack.data_dir / "up.log"
     before = log_path.stat().st_size if log_path.exists() else 0
     started = time.monotonic()
     stack.start()
     asyncio.run(first_answer(target_of(stack), queue_url, timeout=600.0))
     took = time.monotonic() - started
-    stalls = worst_stalls(stack)
 
     def since_start() -> str:
         with open(log_path, errors="replace") as f:
@@ -164,7 +211,7 @@ def start_answering(stack: UpProcess, queue_url: str) -> tuple[float, str]:
     for count, size, seconds in SEALED_CHECKED.findall(lines):
         say(f"    {int(count)} sealed segments ({int(size) / 2**20:,.0f} MiB) checked after the start, in "
             f"{float(seconds):.1f} s")
-    return took, stalls
+    return took
 
 
 def cluster_status(stack: UpProcess) -> dict:
@@ -173,14 +220,9 @@ def cluster_status(stack: UpProcess) -> dict:
     return json.loads(done.stdout)
 
 
-def worst_stalls(stack: UpProcess) -> str:
-    """Each worker's longest event-loop stall of the last minute, as ``cluster status`` shows it."""
-    return ", ".join(f"{w['worker_id']} {w.get('worst_stall_ms')} ms" for w in cluster_status(stack)["workers"])
-
-
-def catch_up(stack: UpProcess, data_dir: Path, timeout: float) -> tuple[float, int, str]:
+def catch_up(stack: UpProcess, data_dir: Path, timeout: float) -> tuple[float, int]:
     """A follower's copy of the partition replaced by an empty one; returns the seconds until it is back in the
-    in-sync set, the log bytes it then holds, and the workers' worst stalls meanwhile."""
+    in-sync set, and the log bytes it then holds."""
     assert stack.process is not None
     part = cluster_status(stack)["partitions"][0]
     victim = next(r for r in part["replicas"] if r != part["leader"])
@@ -198,7 +240,7 @@ def catch_up(stack: UpProcess, data_dir: Path, timeout: float) -> tuple[float, i
             f.seek(before)
             if any("partition 0: " in line and victim in line and "back in the in-sync set" in line for line in f):
                 took = time.monotonic() - started
-                return took, bytes_under(data_dir / "workers" / victim / "p0"), worst_stalls(stack)
+                return took, bytes_under(data_dir / "workers" / victim / "p0")
         time.sleep(0.2)
     raise SystemExit(f"{victim} did not catch up within {timeout:.0f} s")
 
@@ -245,10 +287,13 @@ def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="ferrymq-scale-") as tmp:
         data_dir = Path(tmp) / "data"
         stack, empty_start = start_stack(data_dir)
+        phases = Phases(stack.log_path)
         try:
             target = target_of(stack)
             empty_url = asyncio.run(create_queue(target, "scale-empty"))
             empty_send, empty_recv = asyncio.run(rates(target, empty_url, body, args))
+            say(f"empty queue: send (batches of 10) {empty_send:,.0f} msg/s, receive + delete {empty_recv:,.0f} msg/s")
+            phases.end("rates on an empty queue")
             backlog_url = asyncio.run(create_queue(target, "scale-backlog"))
             rss_before = worker_rss(stack)
             disk_before = bytes_under(data_dir / "workers")
@@ -266,6 +311,7 @@ def run(args: argparse.Namespace) -> None:
             envelope = envelope_bytes(next((data_dir / "workers").iterdir()) / "p0")
             say(f"backlog: {filled:,} messages of {args.body_bytes} B, filled in {fill_seconds:.1f} s "
                 f"({filled / fill_seconds:,.0f} msg/s)")
+            phases.end("fill (compactions and checkpoints)")
             for name in sorted(rss_after):
                 grew = rss_after[name] - rss_before.get(name, 0)
                 marginal = (rss_after[name] - rss_half.get(name, 0)) / max(filled - half, 1)
@@ -280,19 +326,21 @@ def run(args: argparse.Namespace) -> None:
                 f"({full_send / empty_send:.0%})")
             say(f"  receive + delete:       empty {empty_recv:,.0f} msg/s, with backlog {full_recv:,.0f} msg/s "
                 f"({full_recv / max(empty_recv, 1):.0%})")
-            seconds, caught_up, stalls = catch_up(stack, data_dir, timeout=1800.0)
+            phases.end("rates beside the backlog")
+            seconds, caught_up = catch_up(stack, data_dir, timeout=1800.0)
             say(f"  catch-up of an emptied follower: {caught_up / 2**20:,.0f} MiB of log in {seconds:.1f} s "
                 f"= {caught_up / 1e6 / seconds:,.1f} MB/s (until back in the in-sync set)")
-            say(f"    worst event-loop stalls meanwhile: {stalls}")
+            phases.end("catch-up (a base copied, then the log)")
             stack.kill9_all()
-            seconds, stalls = start_answering(stack, backlog_url)
+            seconds = start_answering(stack, backlog_url)
             say(f"  start to answering after a power cut: {seconds:.1f} s with {filled:,} messages "
                 f"(an empty stack took {empty_start:.1f} s to start)")
-            say(f"    worst event-loop stalls of the start: {stalls}")
+            phases.end("start after a power cut (recovery, then the sealed segments' check)")
             stack.stop()
-            seconds, stalls = start_answering(stack, backlog_url)
+            seconds = start_answering(stack, backlog_url)
             say(f"  start to answering after a clean stop: {seconds:.1f} s")
-            say(f"    worst event-loop stalls of the start: {stalls}")
+            phases.end("start after a clean stop")
+            phases.summary()
         finally:
             stack.stop()
             if args.log is not None:

@@ -17,6 +17,12 @@ by the watchdog's own thread, while the loop is still held, which names the code
 only says that something did. A stack cannot show the garbage collector (it runs inside whatever allocated), so
 every collection taking half that threshold or more is logged too, with its generation. The watchdog is one per
 process; arming it starts a thread, hence off by default.
+
+Every stall of ``NOTED_SECONDS`` or more is logged (at WARNING from ``GOAL_SECONDS``) with where the loop's thread
+was meanwhile, from the kernel's own account of it (``/proc/thread-self/schedstat``): on a CPU (the worker's own
+Python running on the loop), waiting for a CPU (runnable, but the machine's cores were busy elsewhere: starvation,
+not the worker's code) or neither (asleep: waiting for the GIL another of the worker's threads held, or in a blocking
+call on the loop). Reading the account costs about a microsecond per tick. The kept stalls are ``ping``'s too.
 """
 
 from __future__ import annotations
@@ -25,10 +31,13 @@ import asyncio
 import faulthandler
 import gc
 import logging
+import os
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from prometheus_client import Histogram
 
@@ -38,6 +47,59 @@ INTERVAL_SECONDS = 0.05
 BUCKET_SECONDS = 10.0
 WINDOW_SECONDS = 60.0
 LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+NOTED_SECONDS = 0.05
+"""A stall this long or longer is logged with the account of the loop's thread, and kept for ``ping``."""
+GOAL_SECONDS = 0.1
+"""The longest a worker's loop should ever be held (docs/design/storage-at-scale.md): a stall past it is a WARNING."""
+KEPT_STALLS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """One late wake, with where the loop's thread spent the time since the wake before it (``window``)."""
+
+    at: float
+    """When it was seen (``time.time()``)."""
+    held: float
+    window: float
+    on_cpu: float
+    waiting_for_cpu: float
+
+    @property
+    def asleep(self) -> float:
+        """Neither on a CPU nor runnable: asleep on the GIL, a lock or a blocking call."""
+        return max(self.window - self.on_cpu - self.waiting_for_cpu, 0.0)
+
+    def describe(self) -> str:
+        return (f"event loop held {self.held * 1000:.0f} ms; of the {self.window * 1000:.0f} ms since the wake "
+                f"before, its thread was {self.on_cpu * 1000:.0f} ms on a CPU, {self.waiting_for_cpu * 1000:.0f} ms "
+                f"waiting for a CPU and {self.asleep * 1000:.0f} ms asleep")
+
+    def as_dict(self) -> dict[str, int | float]:
+        return {"at": round(self.at, 3), "held_ms": round(self.held * 1000), "on_cpu_ms": round(self.on_cpu * 1000),
+                "waiting_for_cpu_ms": round(self.waiting_for_cpu * 1000), "asleep_ms": round(self.asleep * 1000)}
+
+
+class ThreadAccount:
+    """The calling thread's time on a CPU and waiting for one, in seconds, as the kernel counts them."""
+
+    def __init__(self) -> None:
+        try:
+            self._fd: int | None = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+        except OSError:
+            # No schedstat (not Linux, or a kernel without it): the thread's CPU clock, and no wait known.
+            self._fd = None
+
+    def read(self) -> tuple[float, float]:
+        if self._fd is None:
+            return time.thread_time(), 0.0
+        on_cpu, waiting, _ = os.pread(self._fd, 128, 0).split()
+        return int(on_cpu) / 1e9, int(waiting) / 1e9
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 class LoopLagMonitor:
@@ -65,11 +127,20 @@ class LoopLagMonitor:
         """When the armed timer was asked to fire (``clock``)."""
         self._collecting = 0.0
         """When the collection under way began (``time.perf_counter``), while tracing."""
+        self.stalls: deque[Stall] = deque(maxlen=KEPT_STALLS)
+        """The last stalls of ``NOTED_SECONDS`` or more, oldest first."""
+        self.fields: dict[str, str] = {}
+        """Added to each stall's log line (the worker's id), so interleaved logs of several workers tell them apart."""
+        self._account: ThreadAccount | None = None
+        self._last = (0.0, 0.0, 0.0)
+        """At the last wake: (``clock``, seconds on a CPU, seconds waiting for one) of the loop's thread."""
 
     def start(self) -> None:
         if self._timer is None:
             if self.trace_after > 0:
                 gc.callbacks.append(self._collection)
+            self._account = ThreadAccount()
+            self._last = (self._clock(), *self._account.read())
             self._arm(asyncio.get_running_loop())
 
     async def stop(self) -> None:
@@ -79,6 +150,9 @@ class LoopLagMonitor:
             if self.trace_after > 0:
                 faulthandler.cancel_dump_traceback_later()
                 gc.callbacks.remove(self._collection)
+        if self._account is not None:
+            self._account.close()
+            self._account = None
 
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
         self._asked = self._clock() + self.interval
@@ -87,12 +161,23 @@ class LoopLagMonitor:
             faulthandler.dump_traceback_later(self.interval + self.trace_after, file=sys.stderr)
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        lag = max(self._clock() - self._asked, 0.0)
+        now = self._clock()
+        lag = max(now - self._asked, 0.0)
         self.record(lag)
-        if 0 < self.trace_after <= lag:
-            log.warning("event loop held %.0f ms (every thread's stack at %.0f ms is above)",
-                        lag * 1000, self.trace_after * 1000)
+        assert self._account is not None
+        since, on_cpu, waiting = self._last
+        self._last = (now, *self._account.read())
+        if lag >= NOTED_SECONDS:
+            self._note(Stall(time.time(), lag, now - since, self._last[1] - on_cpu, self._last[2] - waiting))
         self._arm(loop)
+
+    def _note(self, stall: Stall) -> None:
+        self.stalls.append(stall)
+        line = stall.describe()
+        if 0 < self.trace_after <= stall.held:
+            line += f" (every thread's stack at {self.trace_after * 1000:.0f} ms is above)"
+        log.log(logging.WARNING if stall.held >= GOAL_SECONDS else logging.INFO, "%s", line,
+                extra={**self.fields, **stall.as_dict()})
 
     def _collection(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -116,6 +201,11 @@ class LoopLagMonitor:
             buckets.append((start, lag))
         while buckets and buckets[0][0] <= now - WINDOW_SECONDS:
             buckets.popleft()
+
+    @property
+    def waited_for_cpu(self) -> float:
+        """Seconds the loop's thread was runnable but waited for a CPU, as of the last wake (0 before a start)."""
+        return self._last[2]
 
     @property
     def worst(self) -> float:

@@ -19,6 +19,7 @@ ferrymq_worker_replication_lag_records     gauge      partition, follower (led p
 ferrymq_worker_fsync_seconds               histogram  (none)
 ferrymq_worker_loop_lag_seconds            histogram  (none): how late the event loop woke (:mod:`.loop_lag`)
 ferrymq_worker_loop_lag_worst_seconds      gauge      (none): the longest of those in the last minute
+ferrymq_worker_loop_cpu_wait_seconds_total counter    (none): the loop's thread runnable, waiting for a CPU
 ========================================== ========== ================================================
 """
 
@@ -95,6 +96,9 @@ class WorkerCollector(Collector):
         yield CounterMetricFamily("ferrymq_worker_requests", "Worker RPC requests received.", value=worker.requests)
         yield GaugeMetricFamily("ferrymq_worker_loop_lag_worst_seconds",
                                 "The longest the event loop was held in the last minute.", value=worker.loop_lag.worst)
+        yield CounterMetricFamily("ferrymq_worker_loop_cpu_wait_seconds",
+                                  "Time the event loop's thread was ready to run but waited for a CPU the machine "
+                                  "gave to others.", value=worker.loop_lag.waited_for_cpu)
         yield GaugeMetricFamily("ferrymq_worker_requests_in_flight",
                                 "Requests received and not answered yet: replies waiting for their records to "
                                 "commit, and long polls.", value=sum(_in_flight(r) for r in worker.replicas.values()))

@@ -86,6 +86,7 @@ class StorageWorker:
         self.fatal: BaseException | None = None
         self.loop_lag = LoopLagMonitor(trace_after=config.stall_trace_ms / 1000)
         """How late the event loop wakes (metrics, ping): started with the listener."""
+        self.loop_lag.fields["worker"] = config.worker_id
         self.huge_pages = HugePages.for_this_process()
         """Huge pages for the large arrays after a slow checkpoint fork (the process's, whichever partition forked)."""
         self.replicas: dict[int, PartitionReplica] = {
@@ -239,6 +240,7 @@ class StorageWorker:
             "worker_id": self.config.worker_id,
             "pid": os.getpid(),
             "loop_lag_worst_ms": round(self.loop_lag.worst * 1000),
+            "stalls": [stall.as_dict() for stall in self.loop_lag.stalls],
             "partitions": {str(partition): replica.status() for partition, replica in self.replicas.items()},
         }
 

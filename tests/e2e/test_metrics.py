@@ -155,6 +155,9 @@ def test_known_counts_come_back_from_metrics_and_cloudwatch(metrics_stack: Stack
 def admin_addresses(stack: Stack) -> dict[str, str]:
     """Each worker's admin listener, as ``ferrymq cluster status`` finds it in the workers registry."""
     status = json.loads(stack.ferrymq("cluster", "status", "--json"))
+    # Each answering worker lists its recent stalls (none, or each with where its loop's thread was meanwhile).
+    assert all({"held_ms", "on_cpu_ms", "waiting_for_cpu_ms", "asleep_ms"} <= set(stall)
+               for w in status["workers"] for stall in w["recent_stalls"]), status
     return {w["worker_id"]: w["admin"] for w in status["workers"]}
 
 
@@ -197,6 +200,8 @@ def test_each_worker_serves_its_health_checks_and_metrics(metrics_stack: Stack) 
         # and how late its event loop woke, sampled many times a second since it started
         assert samples[("ferrymq_worker_loop_lag_seconds_count", frozenset())] > 10
         assert samples[("ferrymq_worker_loop_lag_worst_seconds", frozenset())] >= 0
+        # and how long its loop's thread waited for a CPU, as the kernel counts it
+        assert samples[("ferrymq_worker_loop_cpu_wait_seconds_total", frozenset())] >= 0
         # and every follower of a partition it leads catches up: its lag comes down to no record
         led = [p for p, state in partitions.items() if state == "leading"]
         for partition in led:

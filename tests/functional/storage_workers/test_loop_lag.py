@@ -5,16 +5,19 @@ a loop held past it has every thread's stack written to standard error while it 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ferrymq.settings import Settings
 from ferrymq.storage.server.config import WorkerConfig
-from ferrymq.storage.server.loop_lag import WINDOW_SECONDS, LoopLagMonitor
+from ferrymq.storage.server.loop_lag import NOTED_SECONDS, WINDOW_SECONDS, LoopLagMonitor, Stall
 
 
 def _count_above(monitor: LoopLagMonitor, seconds: float) -> float:
@@ -153,3 +156,98 @@ def test_the_stall_trace_threshold_is_the_workers_setting_and_off_by_default(tmp
     assert WorkerConfig.from_settings(Settings.from_env({}), data_dir=tmp_path).stall_trace_ms == 0
     with pytest.raises(ValueError, match="FERRYMQ_WORKER_STALL_TRACE_MS"):
         WorkerConfig(data_dir=tmp_path, stall_trace_ms=-1)
+
+
+def _stall_of(hold: Callable[[], None]) -> Stall:
+    """The one stall a loop watched every 10 ms notes while ``hold`` holds it."""
+    async def run() -> LoopLagMonitor:
+        monitor = LoopLagMonitor(interval=0.01)
+        monitor.start()
+        await asyncio.sleep(0.05)
+        hold()
+        await asyncio.sleep(0.05)
+        await monitor.stop()
+        return monitor
+
+    monitor = asyncio.run(run())
+    assert len(monitor.stalls) == 1, monitor.stalls
+    return monitor.stalls[0]
+
+
+def _spin(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+def test_a_loop_held_asleep_is_noted_as_asleep_and_logged_as_past_the_goal(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="ferrymq.storage.server.loop_lag"):
+        stall = _stall_of(lambda: time.sleep(0.3))
+    # then the kernel's account says the loop's thread was neither running nor waiting for a CPU
+    assert 0.25 <= stall.held < 1.0
+    assert stall.asleep >= 0.25 and stall.on_cpu < 0.1, stall
+    # and the stall is a WARNING naming that split, with its figures as fields
+    [record] = [r for r in caplog.records if r.name == "ferrymq.storage.server.loop_lag"]
+    assert record.levelno == logging.WARNING
+    assert "ms asleep" in record.getMessage()
+    assert record.__dict__["held_ms"] == round(stall.held * 1000)
+
+
+def test_a_loop_held_by_its_own_work_is_noted_as_on_a_cpu() -> None:
+    stall = _stall_of(lambda: _spin(0.3))
+    assert stall.on_cpu >= 0.2 and stall.asleep < 0.1, stall
+
+
+_STARVED = """
+import asyncio, json, os, subprocess, sys, time
+from ferrymq.storage.server.loop_lag import LoopLagMonitor
+
+os.sched_setaffinity(0, {0})
+# another process, runnable all along, on the same single CPU
+rival = subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0, {0})\\nwhile True: pass"])
+time.sleep(0.2)
+
+async def run():
+    monitor = LoopLagMonitor(interval=0.01)
+    monitor.start()
+    await asyncio.sleep(0.05)
+    until = time.perf_counter() + 0.4
+    while time.perf_counter() < until:
+        pass
+    await asyncio.sleep(0.05)
+    await monitor.stop()
+    return monitor
+
+try:
+    monitor = asyncio.run(run())
+finally:
+    rival.kill()
+print(json.dumps([s.as_dict() for s in monitor.stalls]))
+"""
+
+
+def test_a_loop_sharing_its_cpu_with_another_process_is_noted_as_waiting_for_a_cpu() -> None:
+    # when the loop's work must share one CPU with a process that is always runnable
+    done = subprocess.run([sys.executable, "-c", _STARVED], capture_output=True, text=True, timeout=30, check=True)
+    stalls = json.loads(done.stdout)
+    # then the stall holding it is noted with a good part of it spent waiting for that CPU, not on it
+    worst = max(stalls, key=lambda s: s["held_ms"])
+    assert worst["held_ms"] >= 300, stalls
+    assert worst["waiting_for_cpu_ms"] >= 100 and worst["on_cpu_ms"] >= 100, stalls
+
+
+def test_stalls_under_the_noted_length_are_neither_kept_nor_logged(caplog: pytest.LogCaptureFixture) -> None:
+    async def run() -> LoopLagMonitor:
+        monitor = LoopLagMonitor(interval=0.01)
+        monitor.start()
+        for _ in range(5):
+            time.sleep(0.02)
+            await asyncio.sleep(0.01)
+        await monitor.stop()
+        return monitor
+
+    with caplog.at_level(logging.INFO, logger="ferrymq.storage.server.loop_lag"):
+        monitor = asyncio.run(run())
+    assert NOTED_SECONDS > 0.03
+    assert list(monitor.stalls) == []
+    assert not [r for r in caplog.records if r.name == "ferrymq.storage.server.loop_lag"]

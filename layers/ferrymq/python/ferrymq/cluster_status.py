@@ -121,6 +121,9 @@ def assemble(seen: Coordination, pings: dict[str, dict[str, Any] | None]) -> dic
             "answers": pings.get(info.worker_id) is not None,
             # The longest its event loop was held in the last minute (ms); None if it did not answer.
             "worst_stall_ms": (pings.get(info.worker_id) or {}).get("loop_lag_worst_ms"),
+            # Its last stalls of 50 ms or more, each with where the loop's thread was meanwhile: on a CPU, waiting
+            # for one (the machine's cores busy elsewhere) or asleep (the GIL, a blocking call).
+            "recent_stalls": (pings.get(info.worker_id) or {}).get("stalls", []),
         }
         for info in sorted([*seen.alive, *seen.dead], key=lambda w: w.worker_id)
     ]
