@@ -180,7 +180,8 @@ def describe_stall(stall: dict | None, past_goal: int) -> str:
     if stall is None:
         return "none of 50 ms or more"
     return (f"{stall.get('worker', '?')} {stall['held_ms']} ms (its thread {stall['on_cpu_ms']} ms on a CPU, "
-            f"{stall['waiting_for_cpu_ms']} ms waiting for one, {stall['asleep_ms']} ms asleep); "
+            f"{stall['waiting_for_cpu_ms']} ms waiting for one, {stall['asleep_ms']} ms asleep, "
+            f"{stall.get('page_faults', 0)} pages read back from disk); "
             f"{past_goal} of 100 ms or more")
 
 

@@ -21,8 +21,9 @@ process; arming it starts a thread, hence off by default.
 Every stall of ``NOTED_SECONDS`` or more is logged (at WARNING from ``GOAL_SECONDS``) with where the loop's thread
 was meanwhile, from the kernel's own account of it (``/proc/thread-self/schedstat``): on a CPU (the worker's own
 Python running on the loop), waiting for a CPU (runnable, but the machine's cores were busy elsewhere: starvation,
-not the worker's code) or neither (asleep: waiting for the GIL another of the worker's threads held, or in a blocking
-call on the loop). Reading the account costs about a microsecond per tick. The kept stalls are ``ping``'s too.
+not the worker's code) or neither (asleep: waiting for the GIL another of the worker's threads held, in a blocking
+call on the loop, or for a page the kernel had to read back from disk: the count of those major page faults is
+noted too). Reading the account costs about two microseconds per tick. The kept stalls are ``ping``'s too.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import faulthandler
 import gc
 import logging
 import os
+import resource
 import sys
 import threading
 import time
@@ -64,6 +66,8 @@ class Stall:
     window: float
     on_cpu: float
     waiting_for_cpu: float
+    page_faults: int = 0
+    """Major page faults of the loop's thread meanwhile: pages (code or data) read back from disk."""
 
     @property
     def asleep(self) -> float:
@@ -73,15 +77,18 @@ class Stall:
     def describe(self) -> str:
         return (f"event loop held {self.held * 1000:.0f} ms; of the {self.window * 1000:.0f} ms since the wake "
                 f"before, its thread was {self.on_cpu * 1000:.0f} ms on a CPU, {self.waiting_for_cpu * 1000:.0f} ms "
-                f"waiting for a CPU and {self.asleep * 1000:.0f} ms asleep")
+                f"waiting for a CPU and {self.asleep * 1000:.0f} ms asleep, with {self.page_faults} pages read "
+                f"back from disk")
 
     def as_dict(self) -> dict[str, int | float]:
         return {"at": round(self.at, 3), "held_ms": round(self.held * 1000), "on_cpu_ms": round(self.on_cpu * 1000),
-                "waiting_for_cpu_ms": round(self.waiting_for_cpu * 1000), "asleep_ms": round(self.asleep * 1000)}
+                "waiting_for_cpu_ms": round(self.waiting_for_cpu * 1000), "asleep_ms": round(self.asleep * 1000),
+                "page_faults": self.page_faults}
 
 
 class ThreadAccount:
-    """The calling thread's time on a CPU and waiting for one, in seconds, as the kernel counts them."""
+    """The calling thread's time on a CPU and waiting for one, in seconds, as the kernel counts them, and its
+    major page faults (those the thread slept on while a page was read from disk)."""
 
     def __init__(self) -> None:
         try:
@@ -90,11 +97,12 @@ class ThreadAccount:
             # No schedstat (not Linux, or a kernel without it): the thread's CPU clock, and no wait known.
             self._fd = None
 
-    def read(self) -> tuple[float, float]:
+    def read(self) -> tuple[float, float, int]:
+        faults = resource.getrusage(resource.RUSAGE_THREAD).ru_majflt
         if self._fd is None:
-            return time.thread_time(), 0.0
+            return time.thread_time(), 0.0, faults
         on_cpu, waiting, _ = os.pread(self._fd, 128, 0).split()
-        return int(on_cpu) / 1e9, int(waiting) / 1e9
+        return int(on_cpu) / 1e9, int(waiting) / 1e9, faults
 
     def close(self) -> None:
         fd, self._fd = self._fd, None
@@ -132,8 +140,9 @@ class LoopLagMonitor:
         self.fields: dict[str, str] = {}
         """Added to each stall's log line (the worker's id), so interleaved logs of several workers tell them apart."""
         self._account: ThreadAccount | None = None
-        self._last = (0.0, 0.0, 0.0)
-        """At the last wake: (``clock``, seconds on a CPU, seconds waiting for one) of the loop's thread."""
+        self._last = (0.0, 0.0, 0.0, 0)
+        """At the last wake: (``clock``, seconds on a CPU, seconds waiting for one, major page faults) of the loop's
+        thread."""
 
     def start(self) -> None:
         if self._timer is None:
@@ -165,10 +174,11 @@ class LoopLagMonitor:
         lag = max(now - self._asked, 0.0)
         self.record(lag)
         assert self._account is not None
-        since, on_cpu, waiting = self._last
+        since, on_cpu, waiting, faults = self._last
         self._last = (now, *self._account.read())
         if lag >= NOTED_SECONDS:
-            self._note(Stall(time.time(), lag, now - since, self._last[1] - on_cpu, self._last[2] - waiting))
+            self._note(Stall(time.time(), lag, now - since, self._last[1] - on_cpu, self._last[2] - waiting,
+                             self._last[3] - faults))
         self._arm(loop)
 
     def _note(self, stall: Stall) -> None:

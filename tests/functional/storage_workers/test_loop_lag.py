@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import mmap
+import os
 import subprocess
 import sys
 import time
@@ -251,3 +253,23 @@ def test_stalls_under_the_noted_length_are_neither_kept_nor_logged(caplog: pytes
     assert NOTED_SECONDS > 0.03
     assert list(monitor.stalls) == []
     assert not [r for r in caplog.records if r.name == "ferrymq.storage.server.loop_lag"]
+
+
+def test_a_loop_held_on_pages_read_back_from_disk_counts_them(tmp_path: Path) -> None:
+    # given a file whose pages are not in memory (dropped from the page cache after it was written and synced)
+    path = tmp_path / "cold"
+    path.write_bytes(os.urandom(4 * 1024 * 1024))
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+    def touch_every_page() -> None:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            for at in range(0, len(mapped), mmap.PAGESIZE):
+                mapped[at]
+        time.sleep(0.1)
+
+    # when the loop is held reading them through a mapping, page by page
+    stall = _stall_of(touch_every_page)
+    # then the pages it slept on are counted
+    assert stall.page_faults > 0, stall
