@@ -263,6 +263,7 @@ class FifoQueue(QueueState):
         return False
 
     def tidy(self) -> None:
+        self.trim_order()
         self.prune_timers()
         if len(self.ready) > 2 * len(self.groups) + REINDEX_SLACK:
             self.ready = []

@@ -353,6 +353,27 @@ class QueueState:
             if slot >= 0:
                 return Row(self, e >> TOKEN_BITS, slot)
 
+    def trim(self) -> None:
+        """Drop the dead entries at the front of the send order and of the visible indexes: messages received or
+        removed by a record applied here rather than picked here (a follower's, a replay's). A leader takes its
+        entries off as it picks and expires; a follower's stayed, up to twice the queue's live messages before
+        :meth:`tidy` rebuilt them, and a follower made leader paid for all of them in its first receive (120,000
+        after a backlog's receives: 72 ms of one call). Each entry is dropped once: O(1) per record, amortized."""
+        self.trim_order()
+        live = self.live_entry
+        for index in (self, *(t for t in self.tiers or () if t is not None)):
+            fresh, returned = index.fresh, index.returned
+            while fresh and live(fresh[0]) < 0:
+                fresh.popleft()
+            while returned and live(returned[0]) < 0:
+                heappop(returned)
+
+    def trim_order(self) -> None:
+        """Drop the send order's front entries of messages no longer in the queue (see :meth:`trim`)."""
+        order, slot_of = self.order, self.msgs.slot
+        while order and slot_of(order[0]) < 0:
+            order.popleft()
+
     def prune_timers(self) -> None:
         """Drop the dead entries of ``timers`` (messages deleted, or received again, while invisible) once they
         outnumber the messages delayed or in flight. Measured against the whole queue instead, a queue of
@@ -367,7 +388,9 @@ class QueueState:
             self.timers = kept
 
     def tidy(self) -> None:
-        """Rebuild indexes that hold more dead entries than live ones."""
+        """Drop the dead entries at the front of the visible indexes, and rebuild indexes that hold more dead
+        entries than live ones."""
+        self.trim()
         self.prune_timers()
         live = len(self.msgs)
         entries = len(self.fresh) + len(self.returned) + len(self.timers)

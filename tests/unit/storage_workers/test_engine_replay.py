@@ -11,7 +11,7 @@ from ferrymq.clock import ManualClock
 from ferrymq.storage.engine import Engine, PartitionState
 from ferrymq.storage.engine.records import RESENDS
 from ferrymq.storage.log import records as codec
-from tests.support.engine_requests import RECEIPT_KEY, fifo_message, poll
+from tests.support.engine_requests import RECEIPT_KEY, fifo_message, plain_message, poll
 from tests.support.engine_workload import ALL_QUEUES, RETENTION, drive
 
 
@@ -108,3 +108,55 @@ def test_the_partition_state_alone_rebuilds_what_compaction_writes() -> None:
     assert state.state() == engine.state()
     assert state.meta_state() == engine.meta_state()
     assert list(state.snapshot()) == list(engine.snapshot())
+
+
+def test_a_follower_drops_the_entries_of_messages_received_elsewhere_as_it_applies_them() -> None:
+    # given a leader that sent 3,000 messages, then received and deleted the first 1,500, and a follower applying
+    # each of its records as they come
+    clock, records = ManualClock(), []
+    leader = Engine(clock, RECEIPT_KEY, on_record=records.append)
+    follower = Engine(clock, RECEIPT_KEY)
+    for start in range(0, 3000, 10):
+        leader.send("q", [plain_message(f"m{i}") for i in range(start, start + 10)], RETENTION)
+    for _ in range(150):
+        got, _ = poll(leader, "q", 10)
+        assert leader.delete("q", [m["receipt"] for m in got]) == [None] * 10
+    for record in records:
+        follower.apply(codec.decode(codec.encode(record)))
+    # then the follower's index of visible messages and its send order hold only the 1,500 still there, not the
+    # 1,500 received and deleted before them, which a follower made leader would otherwise walk in its first receive
+    assert len(follower.queues["q"].fresh) == len(follower.queues["q"].order) == 1500
+    assert len(leader.queues["q"].fresh) == len(leader.queues["q"].order) == 1500
+    # and it answers as the leader would: the next message in send order
+    assert [m["body"] for m in poll(follower, "q", 10)[0]] == [f"m{i}" for i in range(1500, 1510)]
+
+
+def test_a_follower_drops_the_entries_of_the_oldest_messages_expired_by_retention() -> None:
+    clock, records = ManualClock(), []
+    leader = Engine(clock, RECEIPT_KEY, on_record=records.append)
+    leader.send("q", [plain_message(f"old{i}") for i in range(10)], 60)
+    clock.advance(30)
+    leader.send("q", [plain_message("new")], 60)
+    clock.advance(40)
+    # when the leader finds the ten oldest past the queue's retention, and the follower applies what it wrote
+    assert [m["body"] for m in poll(leader, "q", 10, retention=60)[0]] == ["new"]
+    follower = Engine(clock, RECEIPT_KEY)
+    for record in records:
+        follower.apply(codec.decode(codec.encode(record)))
+    # then none of the expired messages' entries is left in front of the follower's indexes
+    assert len(follower.queues["q"].fresh) == 0
+    assert list(follower.queues["q"].order) == list(leader.queues["q"].order) == [11]
+
+
+def test_a_fifo_follower_drops_the_send_order_of_messages_deleted_elsewhere() -> None:
+    clock, records = ManualClock(), []
+    leader = Engine(clock, RECEIPT_KEY, on_record=records.append)
+    for k in range(30):
+        leader.store("q.fifo", [fifo_message(f"g{k}", f"m{k}", dedup_id=f"d{k}")], RETENTION, fifo=True)
+    for _ in range(2):
+        got, _ = poll(leader, "q.fifo", 10)
+        assert leader.delete("q.fifo", [m["receipt"] for m in got]) == [None] * 10
+    follower = Engine(clock, RECEIPT_KEY)
+    for record in records:
+        follower.apply(codec.decode(codec.encode(record)))
+    assert len(follower.queues["q.fifo"].order) == 10
