@@ -76,6 +76,8 @@ class Result:
     p50_ms: float | None = None
     cpu_us_per_message: dict[str, float] = field(default_factory=dict)
     """Per process; for ``idle``, percent of one core instead."""
+    client_us_per_message: float | None = None
+    """The load client's own CPU per message: what the target's processes share the machine's cores with."""
 
     @property
     def msg_per_s(self) -> float:
@@ -215,6 +217,8 @@ def _boto3_sends(endpoint: str, queue_url: str, seconds: float) -> list[float]:
 def run_scenario(server: Server, target: Target, queue_url: str, scenario: str, seconds: float,
                  pool: Any) -> Result:
     pids = server.processes()
+    client = pool.apply(os.getpid)
+    client_before = own_cpu_seconds(client)
     before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     started = time.monotonic()
     if scenario == "idle":
@@ -234,6 +238,7 @@ def run_scenario(server: Server, target: Target, queue_url: str, scenario: str, 
         result.cpu_us_per_message = {name: 100 * s / elapsed for name, s in spent.items()}
     elif moved:
         result.cpu_us_per_message = {name: s * 1e6 / moved for name, s in spent.items()}
+        result.client_us_per_message = (own_cpu_seconds(client) - client_before) * 1e6 / moved
     return result
 
 
@@ -283,6 +288,18 @@ def report(results: dict[str, dict[str, Result]]) -> list[str]:
         if ours["boto3 send x1"].p50_ms and ls["boto3 send x1"].p50_ms:
             lines.append(f"  boto3 send x1 p50: {ours['boto3 send x1'].p50_ms / ls['boto3 send x1'].p50_ms:.0%} of "
                          "LocalStack's (target <= 50%)")
+    if ours and null and ls and every:
+        # A rate needs at most (cores / rate) of CPU per message for the client and the target together: the most
+        # the stack may spend for each ratio, whatever else it does.
+        lines += ["", "the most CPU per message the stack may spend for those ratios, beside this client on "
+                  f"{os.cpu_count()} cores:"]
+        for s in ("send x16", "batch x16"):
+            client = ours[s].client_us_per_message or 0.0
+            lines.append(f"  {s}: for 60% of the null server's rate <= "
+                         f"{_within(0.6 * null[s].msg_per_s, client):,.0f} µs, for 10x LocalStack's <= "
+                         f"{_within(10 * ls[s].msg_per_s, client):,.0f} µs; the stack spends "
+                         f"{sum(ours[s].cpu_us_per_message.values()):,.0f} µs and the null server "
+                         f"{sum(null[s].cpu_us_per_message.values()):,.0f} µs")
     lines += ["", "CPU per acknowledged message, per process (idle: % of one core):"]
     for name, by_scenario in results.items():
         for scenario in measured:
@@ -292,8 +309,17 @@ def report(results: dict[str, dict[str, Result]]) -> list[str]:
             unit = "%" if scenario == "idle" else " µs"
             parts = ", ".join(f"{p} {v:,.{1 if scenario == 'idle' else 0}f}{unit}" for p, v in cpu.items())
             total = sum(cpu.values())
-            lines.append(f"  {name:12} {scenario:19} total {total:,.{1 if scenario == 'idle' else 0}f}{unit}: {parts}")
+            client = by_scenario[scenario].client_us_per_message
+            beside = f" (the client: {client:,.0f} µs)" if client is not None else ""
+            lines.append(f"  {name:12} {scenario:19} total {total:,.{1 if scenario == 'idle' else 0}f}{unit}: "
+                         f"{parts}{beside}")
     return lines
+
+
+def _within(rate: float, client_us: float) -> float:
+    """The most CPU per message (µs) a target may spend and still move ``rate`` messages a second on this
+    machine's cores beside a client spending ``client_us``: negative when the client alone cannot go that fast."""
+    return (os.cpu_count() or 1) * 1e6 / max(rate, 1.0) - client_us
 
 
 def chart(results: dict[str, dict[str, Result]], path: Path) -> None:

@@ -20,8 +20,8 @@ in a temporary data directory, on loopback only. Then it:
 
 After each phase it prints the longest event-loop stall any worker logged during it (each stall of 50 ms or more is
 logged), with where the loop's thread was meanwhile as the kernel counts it: on a CPU (the worker's own work),
-waiting for a CPU (the machine's two cores busy with the load, the other workers and the client) or asleep (the GIL
-or a blocking call). The last lines list every phase's.
+waiting for a CPU (the machine's two cores busy with the load, the other workers and the client) or asleep (the GIL,
+a blocking call, pages read back from disk). The last lines list every phase's.
 
 It asserts nothing: what it finds, it prints. Every loop is bounded in count and time. The issue's targets
 (docs/design/storage-at-scale.md): ≤ 150 B RSS per message, restart ≤ 5 s per million, rates within 20 %,

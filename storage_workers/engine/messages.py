@@ -388,8 +388,8 @@ class QueueState:
             self.timers = kept
 
     def tidy(self) -> None:
-        """Drop the dead entries at the front of the visible indexes, and rebuild indexes that hold more dead
-        entries than live ones."""
+        """Drop the dead entries at the front of the send order and the visible indexes, and rebuild indexes that
+        hold more dead entries than live ones."""
         self.trim()
         self.prune_timers()
         live = len(self.msgs)

@@ -19,11 +19,12 @@ every collection taking half that threshold or more is logged too, with its gene
 process; arming it starts a thread, hence off by default.
 
 Every stall of ``NOTED_SECONDS`` or more is logged (at WARNING from ``GOAL_SECONDS``) with where the loop's thread
-was meanwhile, from the kernel's own account of it (``/proc/thread-self/schedstat``): on a CPU (the worker's own
-Python running on the loop), waiting for a CPU (runnable, but the machine's cores were busy elsewhere: starvation,
-not the worker's code) or neither (asleep: waiting for the GIL another of the worker's threads held, in a blocking
-call on the loop, or for a page the kernel had to read back from disk: the count of those major page faults is
-noted too). Reading the account costs about two microseconds per tick. The kept stalls are ``ping``'s too.
+was meanwhile, from the kernel's own account of it (the thread's ``schedstat`` under ``/proc``): on a CPU (the
+worker's own Python running on the loop), waiting for a CPU (runnable, but the cores ran other threads: other
+processes', or the worker's own outside the GIL) or neither (asleep: waiting for the GIL another of the worker's
+threads held, in a blocking call on the loop, or for a page the kernel had to read back from disk: the count of
+those major page faults is noted too). Reading the account costs about two microseconds per tick. The kept stalls
+are ``ping``'s too.
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def assemble(seen: Coordination, pings: dict[str, dict[str, Any] | None]) -> dic
             # The longest its event loop was held in the last minute (ms); None if it did not answer.
             "worst_stall_ms": (pings.get(info.worker_id) or {}).get("loop_lag_worst_ms"),
             # Its last stalls of 50 ms or more, each with where the loop's thread was meanwhile: on a CPU, waiting
-            # for one (the machine's cores busy elsewhere) or asleep (the GIL, a blocking call).
+            # for one (the machine's cores busy elsewhere) or asleep (the GIL, a blocking call, a page read from disk).
             "recent_stalls": (pings.get(info.worker_id) or {}).get("stalls", []),
         }
         for info in sorted([*seen.alive, *seen.dead], key=lambda w: w.worker_id)
