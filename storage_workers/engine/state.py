@@ -251,8 +251,13 @@ class PartitionState:
         before = q.live_bytes
         top = self.next_seq
         for item in items:
-            # Indexed as invisible until visible_at; the first release_due sorts out which are visible now.
-            q.add(item[0], IN_FLIGHT if item[9] > 0 else DELAYED, *item[1:])
+            # A message never received and never delayed (visible from when it was sent) is visible now, whenever
+            # now is. Any other is indexed as invisible until its visible_at, and the first release_due sorts out
+            # which are visible now. Indexing every message so made a base of 100,000 messages 100,000 timers,
+            # which a follower never releases and kept through its checkpoints: the first request on it as leader
+            # popped them all (88 ms).
+            sent_ts, visible_at, receives = item[7:10]
+            q.add(item[0], IN_FLIGHT if receives > 0 else DELAYED if visible_at > sent_ts else READY, *item[1:])
             top = max(top, item[0] + 1)
         self.live_bytes += q.live_bytes - before
         self.next_seq = top

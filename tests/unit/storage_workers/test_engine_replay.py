@@ -160,3 +160,30 @@ def test_a_fifo_follower_drops_the_send_order_of_messages_deleted_elsewhere() ->
     for record in records:
         follower.apply(codec.decode(codec.encode(record)))
     assert len(follower.queues["q.fifo"].order) == 10
+
+
+def test_a_snapshot_indexes_messages_never_received_nor_delayed_as_visible_not_as_timers() -> None:
+    # given a queue of 1,000 plain messages, one delayed message and one received (in flight), and its snapshot
+    clock = ManualClock()
+    engine = Engine(clock, RECEIPT_KEY)
+    for start in range(0, 1000, 10):
+        engine.send("q", [plain_message(f"m{i}") for i in range(start, start + 10)], RETENTION)
+    delayed = plain_message("later")
+    delayed[5] = 60
+    engine.send("q", [delayed], RETENTION)
+    assert [m["body"] for m in poll(engine, "q", 1)[0]] == ["m0"]
+    snapshot = [codec.decode(codec.encode(r)) for r in engine.snapshot()]
+    # when a follower builds its state from the snapshot (a compacted base, a copied one)
+    follower = Engine.replay(clock, snapshot, receipt_key=RECEIPT_KEY)
+    # then only the delayed and the received message wait on timers: the first request on it as leader releases
+    # two entries, not a thousand
+    q = follower.queues["q"]
+    assert len(q.timers) == 2
+    assert len(q.fresh) == 999
+    assert follower.stats("q", RETENTION) == engine.stats("q", RETENTION) == (999, 1, 1)
+    # and it answers as the engine it was taken from, now and once the delay and the visibility timeout ran out
+    for engine_ in (engine, follower):
+        assert [m["body"] for m in poll(engine_, "q", 10)[0]] == [f"m{i}" for i in range(1, 11)]
+    clock.advance(61)
+    assert follower.stats("q", RETENTION) == engine.stats("q", RETENTION) == (1001, 0, 0)
+    assert [m["body"] for m in poll(follower, "q", 10)[0]] == [m["body"] for m in poll(engine, "q", 10)[0]]
