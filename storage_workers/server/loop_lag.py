@@ -177,7 +177,8 @@ class LoopLagMonitor:
         assert self._account is not None
         since, on_cpu, waiting, faults = self._last
         self._last = (now, *self._account.read())
-        if lag >= NOTED_SECONDS:
+        # With a trace threshold under NOTED_SECONDS, each stack dump is followed by its stall's line all the same.
+        if lag >= (min(NOTED_SECONDS, self.trace_after) if self.trace_after > 0 else NOTED_SECONDS):
             self._note(Stall(time.time(), lag, now - since, self._last[1] - on_cpu, self._last[2] - waiting,
                              self._last[3] - faults))
         self._arm(loop)
@@ -185,9 +186,10 @@ class LoopLagMonitor:
     def _note(self, stall: Stall) -> None:
         self.stalls.append(stall)
         line = stall.describe()
-        if 0 < self.trace_after <= stall.held:
+        traced = 0 < self.trace_after <= stall.held
+        if traced:
             line += f" (every thread's stack at {self.trace_after * 1000:.0f} ms is above)"
-        log.log(logging.WARNING if stall.held >= GOAL_SECONDS else logging.INFO, "%s", line,
+        log.log(logging.WARNING if traced or stall.held >= GOAL_SECONDS else logging.INFO, "%s", line,
                 extra={**self.fields, **stall.as_dict()})
 
     def _collection(self, phase: str, info: dict[str, int]) -> None:

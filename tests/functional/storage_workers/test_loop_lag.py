@@ -139,6 +139,15 @@ def test_a_loop_held_past_the_trace_threshold_has_the_code_holding_it_named_on_s
     assert "event loop held" in stderr
 
 
+def test_a_trace_threshold_under_the_noted_length_still_has_each_stack_followed_by_its_stall() -> None:
+    # when a loop watched with a 15 ms threshold is held for 35 ms, under the 50 ms from which stalls are noted
+    stderr = _held(0.035, trace_after=0.015)
+    # then its stacks are written (a busy machine may add a late wake of its own), and the stall's line with its
+    # account follows them
+    assert stderr.count("Timeout (") >= 1, stderr
+    assert "event loop held" in stderr and "ms on a CPU" in stderr
+
+
 def test_a_loop_held_under_the_threshold_writes_no_stack() -> None:
     stderr = _held(0.05)
     assert "Timeout (" not in stderr, stderr
