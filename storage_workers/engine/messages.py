@@ -41,7 +41,7 @@ never goes back), so replaying the log remembers exactly what the leader remembe
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -361,12 +361,11 @@ class QueueState:
         after a backlog's receives: 72 ms of one call). Each entry is dropped once: O(1) per record, amortized."""
         self.trim_order()
         live = self.live_entry
-        for index in (self, *(t for t in self.tiers or () if t is not None)):
-            fresh, returned = index.fresh, index.returned
-            while fresh and live(fresh[0]) < 0:
-                fresh.popleft()
-            while returned and live(returned[0]) < 0:
-                heappop(returned)
+        _trim_visible(self.fresh, self.returned, live)
+        if self.tiers is not None:
+            for t in self.tiers:
+                if t is not None:
+                    _trim_visible(t.fresh, t.returned, live)
 
     def trim_order(self) -> None:
         """Drop the send order's front entries of messages no longer in the queue (see :meth:`trim`)."""
@@ -455,3 +454,11 @@ class QueueState:
     def is_idle(self) -> bool:
         """Whether the queue holds nothing that must outlive it: no messages, resend ids or move tasks."""
         return not self.msgs and not self.recent and not self.gone and not self.tasks
+
+
+def _trim_visible(fresh: Ring, returned: list[int], live: Callable[[int], int]) -> None:
+    """Drop the dead entries at the front of one level's visible indexes (:meth:`QueueState.trim`)."""
+    while fresh and live(fresh[0]) < 0:
+        fresh.popleft()
+    while returned and live(returned[0]) < 0:
+        heappop(returned)
