@@ -188,7 +188,7 @@ def describe_stall(stall: dict | None, past_goal: int) -> str:
 def start_answering(stack: UpProcess, queue_url: str) -> float:
     """Start the stopped stack; the seconds until it answers a receive on ``queue_url``.  Prints what each worker
     replayed, from the stack's log, and waits for the checks of sealed segments the workers took on trust."""
-    log_path = stack.data_dir / "up.log"
+    log_path = stack.log_path
     before = log_path.stat().st_size if log_path.exists() else 0
     started = time.monotonic()
     stack.start()
@@ -228,7 +228,7 @@ def catch_up(stack: UpProcess, data_dir: Path, timeout: float) -> tuple[float, i
     part = cluster_status(stack)["partitions"][0]
     victim = next(r for r in part["replicas"] if r != part["leader"])
     pid = stack_processes(stack.process.pid)[victim]
-    log_path = stack.data_dir / "up.log"
+    log_path = stack.log_path
     before = log_path.stat().st_size
     os.kill(pid, signal.SIGSTOP)
     shutil.rmtree(data_dir / "workers" / victim / "p0")
