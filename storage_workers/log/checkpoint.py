@@ -42,7 +42,7 @@ from ferrymq.storage.log.checkpoint_chain import (
     BYTEARRAY,
     HEAD,
     MAGIC,
-    VERSION,
+    READABLE,
     Chain,
     ChainFile,
     ChainUnusable,
@@ -177,8 +177,8 @@ def write_checkpoint(
         chunk_bytes = write_chunks(f, views, entries)
         del views
         f.seek(0)
-        f.write(HEAD.pack(MAGIC, VERSION, checkpoint.offset, chain_id, position, payload.written, len(encoded),
-                          chunk_bytes, payload.crc, zlib.crc32(encoded)))
+        f.write(HEAD.pack(MAGIC, chain_files.VERSION, checkpoint.offset, chain_id, position, payload.written,
+                          len(encoded), chunk_bytes, payload.crc, zlib.crc32(encoded)))
         f.flush()
         os.fsync(f.fileno())
     if publish:
@@ -210,8 +210,9 @@ def read_checkpoint(directory: Path) -> Checkpoint | None:
         raise CheckpointUnusable(f"{path}: not a FerryMQ checkpoint")
     if version == 1:
         return _checkpoint_of(path, _read_first_version(path))
-    if version != VERSION:
-        raise CheckpointUnusable(f"{path}: checkpoint version {version}, this worker reads {VERSION}")
+    if version not in READABLE:
+        readable = ", ".join(map(str, (1, *READABLE)))
+        raise CheckpointUnusable(f"{path}: checkpoint version {version}, this worker reads {readable}")
     try:
         chain = read_chain(directory)
         if chain is None:

@@ -16,9 +16,12 @@ holds (by digest), once: an array that moved or was renumbered, or a column of z
 - Each file's head names its chain (a random id drawn with the base) and its position in it: a base written
   later, or a delta of another chain, is never mixed in.
 
-Chunks are told apart by the first 16 bytes of their SHA-256, not by their CRC-32: a CRC-32 collision (one in four
-billion per new chunk) would let a delta leave out a chunk that did change.  The CRC-32 is what a load checks each
-chunk it reads against (three times SHA-256's speed here).
+Each chunk has two digests.  Chunks are told apart by the first 16 bytes of their BLAKE3, a cryptographic hash, so
+that no chunk can be made to pass for another and let a delta leave out a chunk that did change.  A load checks
+each chunk it reads against its XXH3-64 instead, a checksum for torn and damaged bytes only, and reads no chunk of
+zeros at all (the arrays it fills start zeroed).  Measured here per GB hashed: XXH3 0.04 s, BLAKE3 0.14, CRC-32
+0.15, SHA-256 0.52.  A delta hashes the whole state, so this is most of what one costs: at ten million messages
+(about 1 GB of arrays) 0.67 s of CPU with CRC-32 and SHA-256, the second version's digests, which still load.
 
 Loading (:func:`read_chain`) takes the base and the deltas in order, up to the first that is missing, torn, or of
 another chain; then (:func:`assemble`) each chunk of the last file's arrays is read from a file that holds it,
@@ -30,6 +33,7 @@ a delta once the deltas would hold more than half of the base (:data:`DELTAS_UP_
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import struct
@@ -42,10 +46,15 @@ from operator import itemgetter
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+import blake3
+import xxhash
+
 from ferrymq.storage.log.segments import CHECKPOINT_NAME, discard_deltas, fsync_dir
 
 MAGIC = b"FERRYCKP"
-VERSION = 2
+VERSION = 3
+READABLE = (2, 3)
+"""Versions of a chain's files that load; a delta is only ever written after a file of :data:`VERSION`."""
 CHUNK = 256 * 1024
 """Bytes of an array per digest: a delta holds whole chunks."""
 OUT_OF_BAND_MIN = 64 * 1024
@@ -76,8 +85,9 @@ class Head(NamedTuple):
 
 _ENTRY = struct.Struct(">cQ")
 """A table entry's head: kind, length in bytes; its chunks' digests and presence follow."""
-DIGEST = 20
-"""CRC-32 (4 bytes) and the first 16 bytes of the SHA-256 of a chunk."""
+DIGEST = {2: 20, 3: 24}
+"""A chunk's digests, by version: the CRC-32 (4 bytes) and the first 16 bytes of the SHA-256 (2); the XXH3-64 (8)
+and the first 16 bytes of the BLAKE3 (3)."""
 
 
 class ChainUnusable(Exception):
@@ -88,8 +98,22 @@ def delta_name(position: int) -> str:
     return f"{CHECKPOINT_NAME}.{position}"
 
 
-def digest(chunk: memoryview) -> bytes:
-    return zlib.crc32(chunk).to_bytes(4, "big") + hashlib.sha256(chunk).digest()[:16]
+def digest(chunk: memoryview | bytes, version: int) -> bytes:
+    if version == 2:
+        return zlib.crc32(chunk).to_bytes(4, "big") + hashlib.sha256(chunk).digest()[:16]
+    return xxhash.xxh3_64_digest(chunk) + blake3.blake3(chunk).digest(16)
+
+
+def intact(chunk: memoryview, found: bytes, version: int) -> bool:
+    """Whether a chunk read back holds the bytes digested as ``found``, by its checksum alone."""
+    if version == 2:
+        return zlib.crc32(chunk) == int.from_bytes(found[:4], "big")
+    return xxhash.xxh3_64_digest(chunk) == found[:8]
+
+
+@functools.lru_cache(maxsize=8)
+def zeros_digest(length: int, version: int) -> bytes:
+    return digest(bytes(length), version)
 
 
 @dataclass
@@ -162,7 +186,8 @@ def encode_table(entries: list[Entry]) -> bytes:
     return b"".join(parts)
 
 
-def decode_table(data: bytes) -> list[Entry]:
+def decode_table(data: bytes, version: int = VERSION) -> list[Entry]:
+    size = DIGEST[version]
     view = memoryview(data)
     (count,) = struct.unpack_from(">I", view, 0)
     at = 4
@@ -171,8 +196,8 @@ def decode_table(data: bytes) -> list[Entry]:
         kind, length = _ENTRY.unpack_from(view, at)
         at += _ENTRY.size
         chunks = -(-length // CHUNK)
-        digests = [bytes(view[at + DIGEST * j: at + DIGEST * (j + 1)]) for j in range(chunks)]
-        at += DIGEST * chunks
+        digests = [bytes(view[at + size * j: at + size * (j + 1)]) for j in range(chunks)]
+        at += size * chunks
         present = bytearray(view[at: at + chunks])
         at += chunks
         if len(present) != chunks or any(p > 1 for p in present):
@@ -192,7 +217,7 @@ def _read_file(path: Path, *, chain_id: int | None, position: int | None) -> Cha
             if len(raw) < HEAD.size:
                 raise ChainUnusable(f"{path}: {len(raw)} bytes, shorter than its head")
             head = Head._make(HEAD.unpack(raw))
-            if head.magic != MAGIC or head.version != VERSION:
+            if head.magic != MAGIC or head.version not in READABLE:
                 raise ChainUnusable(f"{path}: not a checkpoint of this version")
             if (position is not None and head.position != position) or (
                 chain_id is not None and head.chain_id != chain_id
@@ -210,7 +235,7 @@ def _read_file(path: Path, *, chain_id: int | None, position: int | None) -> Cha
     if len(table) != head.table_length or zlib.crc32(table) != head.table_crc:
         raise ChainUnusable(f"{path}: torn or damaged (its table)")
     try:
-        found.entries = decode_table(table)
+        found.entries = decode_table(table, head.version)
     except (ValueError, struct.error, UnicodeDecodeError) as exc:
         raise ChainUnusable(f"{path}: torn or damaged ({exc})") from None
     return found
@@ -229,7 +254,10 @@ def read_chain(directory: Path) -> Chain | None:
         if not path.exists():
             break
         try:
-            chain.files.append(_read_file(path, chain_id=base.chain_id, position=position))
+            delta = _read_file(path, chain_id=base.chain_id, position=position)
+            if delta.head.version != base.head.version:
+                raise ChainUnusable(f"{path}: of another version than its base")
+            chain.files.append(delta)
         except ChainUnusable as exc:
             chain.ended_at = str(exc)
             break
@@ -244,9 +272,9 @@ def plan_file(
     ``repeated``: the bytes every file holds whole (its head and pickled state)."""
     entries = []
     for view, kind in zip(buffers, kinds, strict=True):
-        digests = [digest(view[at: at + CHUNK]) for at in range(0, len(view), CHUNK)]
+        digests = [digest(view[at: at + CHUNK], VERSION) for at in range(0, len(view), CHUNK)]
         entries.append(Entry(kind, len(view), digests, bytearray(len(digests))))
-    if chain is not None and len(chain.files) <= MAX_DELTAS:
+    if chain is not None and len(chain.files) <= MAX_DELTAS and chain.last.head.version == VERSION:
         size = repeated + len(encode_table(entries)) + _mark_new(entries, set(stored_chunks(chain)))
         if chain.bytes_of_deltas() + size <= chain.files[0].size * DELTAS_UP_TO:
             return chain.last.chain_id, len(chain.files), entries
@@ -322,15 +350,18 @@ def new_buffer(entry: Entry) -> array | bytearray:
 
 def assemble(chain: Chain) -> list[array | bytearray]:
     """The arrays of the state the chain's last file makes, each chunk read from a file holding its bytes (by
-    digest) and checked against its CRC-32; raises :class:`ChainUnusable` on a chunk that is missing or not what
-    it should be."""
+    digest) and checked against its checksum; raises :class:`ChainUnusable` on a chunk that is missing or not
+    what it should be.  Chunks of zeros are not read: the arrays start zeroed."""
     last = chain.last.entries
+    version = chain.last.head.version
     buffers = [new_buffer(entry) for entry in last]
     views = [memoryview(b).cast("B") for b in buffers]
     stored = stored_chunks(chain)
     reads: list[tuple[int, int, memoryview, bytes]] = []
     for view, entry in zip(views, last, strict=True):
         for j, found in enumerate(entry.digests):
+            if found == zeros_digest(entry.chunk_bytes(j), version):
+                continue
             where = stored.get(found)
             if where is None or where[2] != entry.chunk_bytes(j):
                 raise ChainUnusable(f"{chain.last.path}: a chunk of its arrays is in no file of the chain")
@@ -342,9 +373,7 @@ def assemble(chain: Chain) -> list[array | bytearray]:
         chain_file = chain.files[k]
         with open(chain_file.path, "rb", buffering=0) as f:
             for _, at, target, found in in_file:
-                if os.preadv(f.fileno(), [target], at) != len(target) or zlib.crc32(target) != int.from_bytes(
-                    found[:4], "big"
-                ):
+                if os.preadv(f.fileno(), [target], at) != len(target) or not intact(target, found, version):
                     raise ChainUnusable(f"{chain_file.path}: a chunk at byte {at} is torn or damaged")
     return buffers
 

@@ -267,6 +267,74 @@ def test_a_checkpoint_of_the_first_version_still_loads_and_the_next_one_is_a_new
     assert chain is not None and [f.position for f in chain.files] == [0] and chain.last.head.version == VERSION
 
 
+def test_a_chain_of_the_second_version_still_loads_and_the_next_checkpoint_is_a_base_of_this_one(
+    tmp_path: Path, small_chunks: None, any_delta: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a base and a delta as the second version wrote them (CRC-32 and SHA-256 digests)
+    with monkeypatch.context() as old:
+        old.setattr(checkpoint_chain, "VERSION", 2)
+        states = _chain_of_three(tmp_path)
+    chain = read_chain(tmp_path)
+    assert chain is not None and {f.head.version for f in chain.files} == {2}
+    assert len(chain.last.entries[0].digests[0]) == 20
+    # when it is read, it is the state it was written from
+    found = read_checkpoint(tmp_path)
+    assert found is not None and found.offset == 3 and found.deltas == 2
+    _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), states[2])
+    # and the next checkpoint is a base of this version, not a delta of the old chain
+    engine = states[2]
+    _send(engine, "z", 5)
+    _write(tmp_path, engine, 4)
+    chain = read_chain(tmp_path)
+    assert chain is not None and [(f.position, f.head.version) for f in chain.files] == [(0, VERSION)]
+    assert not (tmp_path / delta_name(1)).exists()
+    found = read_checkpoint(tmp_path)
+    assert found is not None
+    _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), engine)
+
+
+def test_a_delta_of_another_version_than_its_base_ends_the_chain(
+    tmp_path: Path, small_chunks: None, any_delta: None, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given a delta of the second version, kept aside
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    with monkeypatch.context() as old:
+        old.setattr(checkpoint_chain, "VERSION", 2)
+        _chain_of_three(tmp_path / "old")
+    old_delta = bytearray((tmp_path / "old" / delta_name(1)).read_bytes())
+    # when it is put after a base of this version, with the base's chain id
+    states = _chain_of_three(tmp_path / "new")
+    base = read_chain(tmp_path / "new").files[0]  # type: ignore[union-attr]
+    old_delta[18:26] = base.chain_id.to_bytes(8, "big")
+    (tmp_path / "new" / delta_name(2)).unlink()
+    (tmp_path / "new" / delta_name(1)).write_bytes(bytes(old_delta))
+    # then the chain ends at the base, named in the log
+    with caplog.at_level(logging.WARNING):
+        found = read_checkpoint(tmp_path / "new")
+    assert found is not None and found.offset == 1 and found.deltas == 0
+    _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), states[0])
+    assert any("another version" in r.getMessage() for r in caplog.records)
+
+
+def test_a_load_reads_no_chunk_of_zeros(tmp_path: Path, small_chunks: None, any_delta: None) -> None:
+    # given a chain whose arrays hold chunks of zeros (columns of messages never received), stored once
+    engine = _chain_of_three(tmp_path)[2]
+    chain = read_chain(tmp_path)
+    assert chain is not None
+    zeros = checkpoint_chain.zeros_digest(checkpoint_chain.CHUNK, VERSION)
+    k, at, length = checkpoint_chain.stored_chunks(chain)[zeros]
+    # when the stored chunk of zeros is damaged on disk
+    _flip(chain.files[k].path, at + length // 2)
+    # then a load still gives the state, its zeros never read from the file, while any other damaged chunk
+    # is found (test_a_damaged_chunk_makes_the_checkpoint_unusable)
+    found = read_checkpoint(tmp_path)
+    assert found is not None
+    _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), engine)
+    assert any(zeros in entry.digests for entry in chain.last.entries)
+
+
 def test_a_head_or_table_naming_more_than_the_file_or_memory_holds_is_refused_without_reading_by_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -283,7 +351,7 @@ def test_a_head_or_table_naming_more_than_the_file_or_memory_holds_is_refused_wi
     # the table is 1.4 MB)
     monkeypatch.setattr(checkpoint_chain, "CHUNK", 16 << 20)
     zeros = bytes(checkpoint_chain.CHUNK)
-    digest = checkpoint_chain.digest(memoryview(zeros))
+    digest = checkpoint_chain.digest(memoryview(zeros), VERSION)
     chunks = (1 << 40) // checkpoint_chain.CHUNK
     stored = checkpoint_chain.Entry("B", checkpoint_chain.CHUNK, [digest], bytearray(b"\x01"))
     huge = checkpoint_chain.Entry("B", 1 << 40, [digest] * chunks, bytearray(chunks))

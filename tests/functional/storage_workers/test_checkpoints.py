@@ -252,8 +252,8 @@ def test_a_crafted_checkpoint_runs_no_code_and_is_passed_over(
             pickle.dumps((found.offset, found.segments, found.files, Exploit()), protocol=5),
             pickle.dumps((found.offset, found.segments, found.files, {"not": "a state"}), protocol=5),
         ):
-            head = struct.pack(">8sHQQI", checkpoint_module.MAGIC, checkpoint_module.VERSION, found.offset,
-                               len(payload), zlib.crc32(payload))
+            # (of the first version: one file whose whole payload is unpickled)
+            head = struct.pack(">8sHQQI", checkpoint_module.MAGIC, 1, found.offset, len(payload), zlib.crc32(payload))
             (tmp_path / "p0" / FILE_NAME).write_bytes(head + payload)
             caplog.clear()
             with caplog.at_level(logging.WARNING):
