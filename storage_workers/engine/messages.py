@@ -227,33 +227,38 @@ class QueueState:
             t = tiers[level] = Tier()
         return t
 
-    def remove(self, seqs: Iterable[int]) -> int:
-        """Forget these messages (missing ones are skipped); returns the bytes freed."""
+    def remove(self, seqs: Iterable[int], unstored: dict[int, tuple[Any, int]] | None = None) -> int:
+        """Forget these messages (missing ones are skipped); returns the bytes freed.  ``unstored``: ``(message id,
+        sent_ts)`` by seq of messages compaction's fold left out (:mod:`.fold`), removed here as if they were in."""
         table, counts, slot_of = self.table, self.counts, self.msgs.slot
-        states, sizes = table.state, table.size
+        states, sizes, sent = table.state, table.size, table.sent
         freed = 0
         for seq in seqs:
             slot = slot_of(seq)
             if slot >= 0:
                 counts[states[slot]] -= 1
                 freed += sizes[slot]
-                self._remember_gone(slot)
+                self._remember_gone(sent[slot], slot)
                 table.free(seq, slot)
+            elif unstored is not None:
+                left_out = unstored.pop(seq, None)
+                if left_out is not None:
+                    self._remember_gone(left_out[1], -1, left_out[0])
         self.live_bytes -= freed
         table.tidy()
         if not self.msgs and (self.tiers is not None or self.credits is not None):
             self.tiers = self.credits = None
         return freed
 
-    def _remember_gone(self, slot: int) -> None:
+    def _remember_gone(self, sent_ts: int, slot: int, message_id: Any = None) -> None:
         """Keep the id of a plain message removed soon after it was sent (one stored idempotently is in
-        ``recent`` already), dropping those past the horizon."""
+        ``recent`` already), dropping those past the horizon.  The id is read from ``slot`` unless given."""
         if not self.last_sent_ts:
             return  # a queue nobody sent to (only stored to, as a dead-letter queue is): no plain send to resend
         horizon = self.last_sent_ts - RESEND_HORIZON_MS
-        sent_ts = self.table.sent[slot]
         if sent_ts >= horizon:
-            message_id = self.table.message_id(slot)
+            if message_id is None:
+                message_id = self.table.message_id(slot)
             if message_id not in self.recent:
                 self.gone[message_id] = sent_ts
         self.forget_gone(horizon)

@@ -85,7 +85,7 @@ class PartitionState:
     def apply(self, record: Record) -> None:
         kind = record[0]
         if kind == SENT:
-            self._apply_sent(record)
+            self.apply_sent(record)
         elif kind == RECEIVED:
             self._apply_received(record)
         elif kind in (DELETED, EXPIRED):
@@ -121,13 +121,13 @@ class PartitionState:
             self.next_seq = max(self.next_seq, record[1])
         elif kind == QUEUE_META:
             _, queue_id, fifo, tasks = record
-            self._queue(queue_id, fifo).tasks = [MoveTask.from_record(t) for t in tasks]
+            self.queue(queue_id, fifo).tasks = [MoveTask.from_record(t) for t in tasks]
         elif kind == RESENDS:
-            recent = self._queue(record[1]).recent
+            recent = self.queue(record[1]).recent
             for message_id, seq, sent_ts, ts in record[2]:
                 recent[message_id] = (seq, sent_ts, ts)
         elif kind == GONE:
-            q = self._queue(record[1])
+            q = self.queue(record[1])
             q.last_sent_ts = max(q.last_sent_ts, record[2])
             for message_id, sent_ts in record[3]:
                 q.gone[message_id] = sent_ts
@@ -149,7 +149,7 @@ class PartitionState:
         self._numbers += 1
         return self._numbers
 
-    def _queue(self, queue_id: str, fifo: bool = False) -> QueueState:
+    def queue(self, queue_id: str, fifo: bool = False) -> QueueState:
         q = self.queues.get(queue_id)
         if q is None:
             kind = FifoQueue if fifo else QueueState
@@ -161,16 +161,22 @@ class PartitionState:
             q = self.queues[queue_id] = fifo_q
         return q
 
-    def _apply_sent(self, record: Record) -> None:
+    def apply_sent(
+        self, record: Record, removed: set[int] | None = None, unstored: dict[int, tuple[Any, int]] | None = None
+    ) -> None:
+        """``removed``: messages to leave out, each noted in ``unstored`` instead (compaction's fold, :mod:`.fold`)."""
         _, queue_id, ts, seq, items = record
-        q = self._queue(queue_id)
+        q = self.queue(queue_id)
         # The queue's timeline never goes back, even when a new leader's clock is behind the last one's.
         q.last_sent_ts = max(q.last_sent_ts, ts)
         before = q.live_bytes
         add = q.add
         for message_id, body, attrs, md5_body, md5_attrs, delay, system in items:
-            add(seq, DELAYED if delay > 0 else READY, message_id, body, attrs, md5_body, md5_attrs, system, ts,
-                ts + delay * 1000, 0, 0)
+            if removed is not None and seq in removed:
+                unstored[seq] = (message_id, ts)  # type: ignore[index]
+            else:
+                add(seq, DELAYED if delay > 0 else READY, message_id, body, attrs, md5_body, md5_attrs, system, ts,
+                    ts + delay * 1000, 0, 0)
             seq += 1
         self.live_bytes += q.live_bytes - before
         if seq > self.next_seq:
@@ -178,7 +184,7 @@ class PartitionState:
 
     def _apply_stored(self, record: Record) -> None:
         _, queue_id, ts, seq, fifo, items = record
-        q = self._queue(queue_id, fifo)
+        q = self.queue(queue_id, fifo)
         before = q.live_bytes
         recent = q.recent
         keep_group = q.fifo
@@ -247,7 +253,7 @@ class PartitionState:
 
     def _apply_restored(self, record: Record) -> None:
         _, queue_id, items = record
-        q = self._queue(queue_id, fifo=bool(items) and len(items[0]) > 11)
+        q = self.queue(queue_id, fifo=bool(items) and len(items[0]) > 11)
         before = q.live_bytes
         top = self.next_seq
         for item in items:
@@ -265,7 +271,7 @@ class PartitionState:
     def _apply_task(self, record: Record) -> None:
         kind, queue_id, handle = record[:3]
         if kind == TASK_STARTED:
-            q = self._queue(queue_id)
+            q = self.queue(queue_id)
             q.tasks.append(MoveTask(handle, *record[3:]))
             while len(q.tasks) > KEPT_TASKS and q.tasks[0].status not in ACTIVE:
                 del q.tasks[0]

@@ -36,19 +36,22 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ferrymq.clock import Clock, SystemClock
+from ferrymq.storage.engine.fold import Removals
 from ferrymq.storage.engine.records import DROPPED, RESTORED, SEQUENCE, Record
 from ferrymq.storage.log import records as codec
 from ferrymq.storage.log.base import write_base
 from ferrymq.storage.log.body_refs import records_without_bodies, resolve_bodies
 from ferrymq.storage.log.format import BASE, VERSION, CorruptSegment
 from ferrymq.storage.log.reading import SealedSegments
+from ferrymq.storage.log.removals import removals_in
 from ferrymq.storage.log.segments import SegmentInfo, fsync_dir, segment_path
 from ferrymq.storage.log.writer import LogWriter
 
 log = logging.getLogger(__name__)
 
-Fold = Callable[[Iterator[Record]], Iterable[Record]]
-"""Turns a log's records into records that rebuild the same state from nothing."""
+Fold = Callable[[Iterator[Record], Removals], Iterable[Record]]
+"""Turns a log's records into records that rebuild the same state from nothing, told what they remove
+(:mod:`.removals`)."""
 
 
 class CompactionCancelled(Exception):
@@ -75,9 +78,12 @@ def compact_segments(
     the base is in place, in this thread, with the base and ``placed``.
     """
     last = indexes[-1]
+    removals = removals_in(directory, indexes, cancelled)
+    if removals is None:
+        raise CompactionCancelled()
     sealed = SealedSegments(directory, indexes)
     records = _watch(records_without_bodies(sealed), cancelled)
-    folded = iter(fold(records))
+    folded = iter(fold(records, removals))
     first = next(folded, None)
     if not sealed.finished:
         # The header and the snapshot frames name the offset the state is as of, known once every record

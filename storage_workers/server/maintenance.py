@@ -13,14 +13,16 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 
 from ferrymq.storage.engine import PartitionState
+from ferrymq.storage.engine.fold import Removals, folded
 from ferrymq.storage.engine.records import Record
 
 log = logging.getLogger(__name__)
 
 
-def fold(records: Iterator[Record]) -> Iterable[Record]:
-    """Compaction's fold: replay into a fresh partition state, then snapshot it."""
-    return PartitionState.replay(records).snapshot()
+def fold(records: Iterator[Record], removals: Removals) -> Iterable[Record]:
+    """Compaction's fold: replay into a fresh partition state, leaving out what ``removals`` says is removed
+    later (:mod:`ferrymq.storage.engine.fold`), then snapshot it."""
+    return folded(records, removals).snapshot()
 
 
 class StateFold:
@@ -30,8 +32,8 @@ class StateFold:
     def __init__(self) -> None:
         self.state: PartitionState | None = None
 
-    def __call__(self, records: Iterator[Record]) -> Iterable[Record]:
-        self.state = PartitionState.replay(records)
+    def __call__(self, records: Iterator[Record], removals: Removals) -> Iterable[Record]:
+        self.state = folded(records, removals)
         return self.state.snapshot()
 
 

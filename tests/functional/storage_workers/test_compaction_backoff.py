@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ferrymq.clock import ManualClock
+from ferrymq.storage.engine.fold import Removals
 from ferrymq.storage.engine.records import SENT, Record
 from ferrymq.storage.log.compaction import Compactor
 from ferrymq.storage.log.recovery import recover
@@ -32,7 +33,7 @@ class FlakyFold:
         self.errors = list(errors)
         self.calls = 0
 
-    def __call__(self, records: Iterator[Record]) -> Iterable[Record]:
+    def __call__(self, records: Iterator[Record], _removals: Removals) -> Iterable[Record]:
         self.calls += 1
         if self.errors:
             raise self.errors.pop(0)

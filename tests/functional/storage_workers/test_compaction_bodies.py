@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ferrymq.clock import ManualClock
 from ferrymq.storage.engine import Redrive
+from ferrymq.storage.engine.fold import Removals
 from ferrymq.storage.engine.records import BATCH, RESTORED, SENT, STORED, Record
 from ferrymq.storage.log.body_refs import BodyRef
 from ferrymq.storage.log.compaction import compact_segments
@@ -70,13 +71,13 @@ def test_compaction_reads_bodies_back_and_replays_to_the_same_state(tmp_path: Pa
     assert len(sealed) > 2
     seen: list[object] = []
 
-    def spying_fold(folded: Iterator[Record]) -> Iterable[Record]:
+    def spying_fold(folded: Iterator[Record], removals: Removals) -> Iterable[Record]:
         def watch() -> Iterator[Record]:
             for record in folded:
                 seen.extend(_bodies([record]))
                 yield record
 
-        return fold(watch())
+        return fold(watch(), removals)
 
     # when they are compacted, twice (the second time the base segment's RESTORED bodies are references too)
     compact_segments(tmp_path, sealed, spying_fold)

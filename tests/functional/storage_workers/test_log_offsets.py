@@ -376,6 +376,6 @@ def test_a_fold_that_yields_before_reading_every_record_is_refused(tmp_path: Pat
     # when compaction runs with it, then it is refused before anything is written: the snapshot would be
     # written under the offset of the last record while holding the state of the first
     with pytest.raises(RuntimeError, match="before it read every record"):
-        compact_segments(tmp_path, sealed, lambda records: (r for r in records))
+        compact_segments(tmp_path, sealed, lambda records, _: (r for r in records))
     assert [segment_path(tmp_path, i).read_bytes() for i in sealed] == before
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
