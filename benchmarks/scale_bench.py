@@ -137,6 +137,7 @@ async def rates(target: Target, queue_url: str, body: str, args: argparse.Namesp
 
 RECOVERED = re.compile(r"recovered (\S+)/(worker-\d+)/p\d+: (\d+) records from \d+ segments "
                        r"\(\d+ bytes\) in ([\d.]+) s")
+CHECKPOINT_LOADED = re.compile(r"a base and (\d+) deltas, loaded in ([\d.]+ s: [^)]*)\)")
 SEALED_CHECKED = re.compile(r"(\d+) sealed segments \((\d+) bytes\) checked against the checkpoint's CRC-32s after "
                             r"the start, in ([\d.]+) s")
 
@@ -201,6 +202,8 @@ def start_answering(stack: UpProcess, queue_url: str) -> float:
             return f.read()
 
     lines = since_start()
+    for deltas, account in CHECKPOINT_LOADED.findall(lines):
+        say(f"    a checkpoint (a base and {deltas} deltas) loaded in {account}")
     for _, worker, records, seconds in RECOVERED.findall(lines):
         say(f"    {worker} replayed {int(records):,} records in {float(seconds):.2f} s before serving")
     # Sealed segments a checkpoint vouched for are checked after the start: wait for those checks to be told.
