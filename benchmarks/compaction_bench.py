@@ -6,8 +6,9 @@ For each fraction in ``--kept``, an Engine takes that fraction of ``--messages``
 then the rest in batches of ten, as the front end sends them, each batch followed by a receive of ten and their
 delete (a queue used steadily, its backlog staying as it was); every record it writes goes to a log
 (``LogWriter``, ``--segment-mib`` segments) as a worker's does. Then the sealed segments are
-compacted into a base as a worker's compaction thread does it (``compact_segments`` with the fold that replays
-them into a fresh state and snapshots it). Every replica compacts its own log, so a message costs this on each.
+compacted into a base as a worker's compaction thread does it (``compact_segments`` with the worker's fold: a
+first pass finds what the segments remove, then the fold replays them into a fresh state, leaving out the messages
+sent and removed within them, and snapshots it). Every replica compacts its own log, so a message costs this on each.
 It prints, per run, the records and bytes folded, the base written, and the CPU the compaction took, per record
 and per message sent. It prints figures and asserts nothing.
 """

@@ -44,33 +44,40 @@ def _use(engine: Engine, clock: ManualClock, rounds: int, tag: str) -> None:
         clock.advance(0.5)
 
 
-def _records_after_base(directory: Path, sealed: list[int]) -> list[Record]:
-    """Every record of the sealed segments after the base, each decoded."""
+def _decoded(directory: Path, indexes: list[int]) -> list[Record]:
+    """Every record of sealed segments ``indexes``, each decoded."""
     return [
         decode(frame, segment_path(directory, index))
-        for index, frame in SealedSegments(directory, sealed[1:])
+        for index, frame in SealedSegments(directory, indexes)
         if frame.flags in ENGINE_FLAGS
     ]
 
 
-def test_the_first_pass_finds_every_removal_after_the_base_and_reads_no_base(tmp_path: Path) -> None:
-    # given a log compacted once (its first segment a base), then used further
+def _used_log(directory: Path, rounds: int, then: int = 0) -> Engine:
+    """A log used for ``rounds``; with ``then``, its sealed segments compacted, and used for ``then`` more."""
     clock = ManualClock(1_700_000_000.0)
     records: list[Record] = []
     engine = new_engine(clock, on_record=records.append)
-    _use(engine, clock, 30, "a")
-    asyncio.run(_write(tmp_path, records))
-    compact_segments(tmp_path, list_segments(tmp_path)[:-1], fold)
-    written = len(records)
-    _use(engine, clock, 30, "b")
-    asyncio.run(_write(tmp_path, records[written:]))
+    _use(engine, clock, rounds, "a")
+    asyncio.run(_write(directory, records))
+    if then:
+        compact_segments(directory, list_segments(directory)[:-1], fold)
+        written = len(records)
+        _use(engine, clock, then, "b")
+        asyncio.run(_write(directory, records[written:]))
+    return engine
+
+
+def test_the_first_pass_finds_every_removal_after_the_base_and_reads_no_base(tmp_path: Path) -> None:
+    # given a log compacted once (its first segment a base), then used further
+    _used_log(tmp_path, 30, 30)
     sealed = list_segments(tmp_path)[:-1]
     assert len(sealed) > 3
     # when the first pass reads the sealed segments
     found = removals_in(tmp_path, sealed)
     # then it found what the records after the base remove (peeking at each record's kind missed none)
     want = Removals()
-    for record in _records_after_base(tmp_path, sealed):
+    for record in _decoded(tmp_path, sealed[1:]):
         want.note(record)
     assert found == want
     assert found.seqs["std"] and found.kept == {"dlq"}
@@ -85,33 +92,20 @@ def test_the_first_pass_finds_every_removal_after_the_base_and_reads_no_base(tmp
 
 def test_the_first_pass_reads_the_first_segment_of_a_log_never_compacted(tmp_path: Path) -> None:
     # given a log never compacted: its first segment is a base holding no state, only records
-    clock = ManualClock(1_700_000_000.0)
-    records: list[Record] = []
-    _use(new_engine(clock, on_record=records.append), clock, 30, "a")
-    asyncio.run(_write(tmp_path, records))
+    _used_log(tmp_path, 30)
     sealed = list_segments(tmp_path)[:-1]
     # when the first pass reads its sealed segments, then it found the removals of every one of them
     want = Removals()
-    for index, frame in SealedSegments(tmp_path, sealed):
-        if frame.flags in ENGINE_FLAGS:
-            want.note(decode(frame, segment_path(tmp_path, index)))
+    for record in _decoded(tmp_path, sealed):
+        want.note(record)
     assert removals_in(tmp_path, sealed) == want
-    first = SealedSegments(tmp_path, sealed[:1])
-    assert any(decode(frame, tmp_path)[0] == DELETED for _, frame in first if frame.flags in ENGINE_FLAGS)
+    assert any(record[0] == DELETED for record in _decoded(tmp_path, sealed[:1]))
 
 
 def test_a_compaction_leaving_out_what_was_sent_and_removed_recovers_to_the_same_state(tmp_path: Path) -> None:
-    # given a queue used steadily, with dead-letter moves and a queue whose messages stay
-    clock = ManualClock(1_700_000_000.0)
-    records: list[Record] = []
-    engine = new_engine(clock, on_record=records.append)
-    _use(engine, clock, 60, "a")
-    asyncio.run(_write(tmp_path, records))
-    # when its sealed segments are compacted, twice (the second time after a base)
-    compact_segments(tmp_path, list_segments(tmp_path)[:-1], fold)
-    written = len(records)
-    _use(engine, clock, 30, "c")
-    asyncio.run(_write(tmp_path, records[written:]))
+    # given a queue used steadily, with dead-letter moves and a queue whose messages stay, compacted once
+    engine = _used_log(tmp_path, 60, 30)
+    # when its sealed segments are compacted again, after the base
     compact_segments(tmp_path, list_segments(tmp_path)[:-1], fold)
     # then the log recovers to the state the whole history gave, removed ids for resends included
     got: list[Record] = []
@@ -121,10 +115,7 @@ def test_a_compaction_leaving_out_what_was_sent_and_removed_recovers_to_the_same
 
 
 def test_a_compaction_cancelled_during_the_first_pass_changes_nothing(tmp_path: Path) -> None:
-    clock = ManualClock(1_700_000_000.0)
-    records: list[Record] = []
-    _use(new_engine(clock, on_record=records.append), clock, 30, "a")
-    asyncio.run(_write(tmp_path, records))
+    _used_log(tmp_path, 30)
     sealed = list_segments(tmp_path)[:-1]
     before = {i: segment_path(tmp_path, i).read_bytes() for i in sealed}
     cancelled = threading.Event()
