@@ -24,6 +24,7 @@ from ferrymq.limits import MAX_BATCH_ENTRIES, MAX_MESSAGE_ATTRIBUTES
 
 # Everything outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
 _FORBIDDEN_CHARS = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_FORBIDDEN_ASCII = bytes(c for c in range(0x20) if c not in (0x09, 0x0A, 0x0D))
 # AWS takes Latin letters with diacritics too ("attr.1øßä"): Latin-1 Supplement and Latin Extended-A.
 _ATTRIBUTE_NAME = re.compile("^[A-Za-z0-9_.\u00c0-\u017f-]{1,256}$")
 _DATA_TYPE = re.compile(r"^(String|Number|Binary)(\.[^\s]{1,255})?$")
@@ -50,7 +51,14 @@ def optional_int(params: Mapping[str, Any], name: str, low: int, high: int, reas
 def check_body(body: Any) -> str:
     if not isinstance(body, str) or body == "":
         raise MissingParameter("The request must contain the parameter MessageBody.")
-    if _FORBIDDEN_CHARS.search(body):
+    if body.isascii():
+        # Of ASCII only the control characters other than tab, newline and return are refused: deleting them from
+        # the bytes is a table lookup per byte in C, 0.2 µs for 256 characters where the pattern takes 0.75.
+        raw = body.encode("ascii")
+        refused = len(raw.translate(None, _FORBIDDEN_ASCII)) != len(raw)
+    else:
+        refused = _FORBIDDEN_CHARS.search(body) is not None
+    if refused:
         raise InvalidMessageContents(
             "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | #x20 to #xD7FF | "
             "#xE000 to #xFFFD | #x10000 to #x10FFFF"

@@ -24,6 +24,20 @@ def test_body_rejects_characters_outside_the_set(bad: str) -> None:
         checks.check_body(bad)
 
 
+@pytest.mark.parametrize("others", ["", "é", "\U0001f600"], ids=["ascii", "latin", "astral"])
+def test_every_character_below_0x80_is_judged_as_the_set_says_in_ascii_bodies_and_others(others: str) -> None:
+    # ASCII bodies take a path of their own: each of the 128 characters, alone and amid others, with and without
+    # a non-ASCII character beside it, is accepted exactly when SQS's set holds it (tab, newline, return, 0x20-0x7F)
+    for code in range(0x80):
+        allowed = code in (0x09, 0x0A, 0x0D) or code >= 0x20
+        for body in (chr(code) + others, f"head{chr(code)}tail{others}"):
+            if allowed:
+                assert checks.check_body(body) == body
+            else:
+                with pytest.raises(InvalidMessageContents):
+                    checks.check_body(body)
+
+
 @pytest.mark.parametrize("missing", [None, ""])
 def test_body_is_required(missing: str | None) -> None:
     with pytest.raises(MissingParameter, match="MessageBody"):
