@@ -12,7 +12,7 @@ Standard queues are :class:`~.messages.QueueState`, FIFO queues :class:`~.fifo.F
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from typing import Any
 
 from ferrymq.limits import DROPPED_QUEUE_MEMORY_SECONDS, RESEND_HORIZON_MS
@@ -162,7 +162,7 @@ class PartitionState:
         return q
 
     def apply_sent(
-        self, record: Record, removed: set[int] | None = None, unstored: dict[int, tuple[Any, int]] | None = None
+        self, record: Record, removed: Container[int] | None = None, unstored: dict[int, tuple[Any, int]] | None = None
     ) -> None:
         """``removed``: messages to leave out, each noted in ``unstored`` instead (compaction's fold, :mod:`.fold`)."""
         _, queue_id, ts, seq, items = record

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ferrymq.clock import Clock, SystemClock
-from ferrymq.storage.engine.fold import Removals
+from ferrymq.storage.engine.fold import LeftOutMismatch, Removals
 from ferrymq.storage.engine.records import DROPPED, RESTORED, SEQUENCE, Record
 from ferrymq.storage.log import records as codec
 from ferrymq.storage.log.base import write_base
@@ -81,9 +81,14 @@ def compact_segments(
     removals = removals_in(directory, indexes, cancelled)
     if removals is None:
         raise CompactionCancelled()
-    sealed = SealedSegments(directory, indexes)
-    records = _watch(records_without_bodies(sealed), cancelled)
-    folded = iter(fold(records, removals))
+    try:
+        sealed = SealedSegments(directory, indexes)
+        folded = iter(fold(_watch(records_without_bodies(sealed), cancelled), removals))
+    except LeftOutMismatch as exc:
+        log.warning("%s: %s; folding segments %d..%d again with every message replayed", directory, exc,
+                    indexes[0], last)
+        sealed = SealedSegments(directory, indexes)
+        folded = iter(fold(_watch(records_without_bodies(sealed), cancelled), Removals()))
     first = next(folded, None)
     if not sealed.finished:
         # The header and the snapshot frames name the offset the state is as of, known once every record

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 from ferrymq.storage.engine.fold import NOTED_KINDS, Removals
+from ferrymq.storage.engine.records import SENT
 from ferrymq.storage.log.format import ENGINE_FLAGS
 from ferrymq.storage.log.reading import SealedSegments, decode, read_head, read_header
 from ferrymq.storage.log.segments import segment_path
@@ -39,7 +40,10 @@ def removals_in(directory: Path, indexes: list[int], cancelled: threading.Event 
         if frame.flags not in ENGINE_FLAGS:
             continue
         payload = frame.payload
-        if len(payload) > 1 and payload[0] in _FIXARRAY and payload[1] not in noted:
+        # The first SENT is read too: where the removals worth noting start.
+        if len(payload) > 1 and payload[0] in _FIXARRAY and payload[1] not in noted and (
+            payload[1] != SENT or removals.seqs is not None
+        ):
             continue
         if index != path_of:
             path_of, path = index, segment_path(directory, index)

@@ -4,13 +4,14 @@ replay's does, and serves alike."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ferrymq.clock import ManualClock
 from ferrymq.limits import RESEND_HORIZON_MS
 from ferrymq.storage.engine import Engine, PartitionState
-from ferrymq.storage.engine.fold import Removals, folded
+from ferrymq.storage.engine.fold import LeftOutMismatch, Removals, folded
 from ferrymq.storage.engine.records import CREDITS, DELETED, PURGED, RESTORED, SENT, Record
 from tests.fuzz.profiles import fuzz_settings
 from tests.support.engine_requests import RECEIPT_KEY
@@ -92,3 +93,23 @@ def test_a_message_left_out_of_a_queue_purged_before_its_delete_leaves_no_remove
     # then no removed id is kept for it: the purge dropped it, as a full replay has it
     assert not state.queues[Q].gone
     assert list(state.snapshot()) == list(PartitionState.replay(records).snapshot())
+
+
+def test_removals_before_the_first_send_are_not_noted_and_the_bits_hold_what_was_added() -> None:
+    # given removals of messages sent before the folded records (a base's), then a send, then removals
+    removals = _removals([(DELETED, Q, [3, 7]), _sent(10, 1_000, "a", "b"), (DELETED, Q, [11, 2, 10_000])])
+    bits = removals.seqs
+    # then only those from the first send on are noted, however far apart, and nothing else reads as noted
+    assert bits is not None and bits.first == 10
+    assert [seq for seq in range(0, 10_010) if seq in bits] == [11, 10_000]
+    assert bits.count() == 2 and 12 not in bits and -5 not in bits and 10**9 not in bits
+
+
+def test_a_message_left_out_whose_removal_comes_in_another_queue_fails_the_fold() -> None:
+    # given a message sent to Q and a delete of its number under another queue (no log the engine writes)
+    records = [_sent(1, 1_000, "a"), (SENT, "other", 1_000, 2, [("b", "body", {}, "md5", None, 0, {})]),
+               (DELETED, "other", [1, 2])]
+    # then the fold says its state is not the full replay's, rather than losing "a"
+    with pytest.raises(LeftOutMismatch, match="1 messages left out"):
+        folded(records, _removals(records))
+    assert [row[1] for row in PartitionState.replay(records).state()[Q]] == ["a"]
