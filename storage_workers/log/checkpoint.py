@@ -174,7 +174,8 @@ def write_checkpoint(
         chain_id, position, entries = plan_file(chain, views, pickler.kinds, HEAD.size + payload.written)
         encoded = encode_table(entries)
         f.write(encoded)
-        chunk_bytes = write_chunks(f, views, entries)
+        table_end = HEAD.size + payload.written + len(encoded)
+        chunk_bytes = write_chunks(f, table_end, views, entries)
         del views
         f.seek(0)
         f.write(HEAD.pack(MAGIC, chain_files.VERSION, checkpoint.offset, chain_id, position, payload.written,
@@ -183,7 +184,7 @@ def write_checkpoint(
         os.fsync(f.fileno())
     if publish:
         publish_checkpoint(directory, tmp_name)
-    return HEAD.size + payload.written + len(encoded) + chunk_bytes
+    return chain_files.padded(table_end, chain_files.VERSION) + chunk_bytes
 
 
 def publish_checkpoint(directory: Path, tmp_name: str) -> ChainFile:

@@ -23,6 +23,11 @@ zeros at all (the arrays it fills start zeroed).  Measured here per GB hashed: X
 0.15, SHA-256 0.52.  A delta hashes the whole state, so this is most of what one costs: at ten million messages
 (about 1 GB of arrays) 0.67 s of CPU with CRC-32 and SHA-256, the second version's digests, which still load.
 
+From version 4 the chunks of a file start at a page boundary, and each takes whole pages (a short chunk, the end
+of an array, is padded with zeros): a chunk can be mapped where it lies, which a start that maps the checkpoint
+instead of reading it needs (``docs/design/storage-at-scale.md``, step 9).  At most a page per array and one after
+the table: nothing beside a state of megabytes.
+
 Loading (:func:`read_chain`) takes the base and the deltas in order, up to the first that is missing, torn, or of
 another chain; then (:func:`assemble`) each chunk of the last file's arrays is read from a file that holds it,
 straight into the array it belongs to.  What the log holds after the last usable file is replayed as after any
@@ -52,11 +57,14 @@ import xxhash
 from ferrymq.storage.log.segments import CHECKPOINT_NAME, discard_deltas, fsync_dir
 
 MAGIC = b"FERRYCKP"
-VERSION = 3
-READABLE = (2, 3)
+VERSION = 4
+READABLE = (2, 3, 4)
 """Versions of a chain's files that load; a delta is only ever written after a file of :data:`VERSION`."""
 CHUNK = 256 * 1024
 """Bytes of an array per digest: a delta holds whole chunks."""
+PAGE = 4096
+"""From version 4, a file's chunks start at this boundary and each takes a whole number of these, so that a chunk
+can be mapped where it lies."""
 OUT_OF_BAND_MIN = 64 * 1024
 """Arrays of fewer bytes stay in the pickle, written whole in every file."""
 MAX_DELTAS = 64
@@ -85,9 +93,14 @@ class Head(NamedTuple):
 
 _ENTRY = struct.Struct(">cQ")
 """A table entry's head: kind, length in bytes; its chunks' digests and presence follow."""
-DIGEST = {2: 20, 3: 24}
+DIGEST = {2: 20, 3: 24, 4: 24}
 """A chunk's digests, by version: the CRC-32 (4 bytes) and the first 16 bytes of the SHA-256 (2); the XXH3-64 (8)
-and the first 16 bytes of the BLAKE3 (3)."""
+and the first 16 bytes of the BLAKE3 (3 and 4)."""
+
+
+def padded(length: int, version: int) -> int:
+    """The bytes ``length`` takes in a file of ``version``: whole pages from version 4."""
+    return -(-length // PAGE) * PAGE if version >= 4 else length
 
 
 class ChainUnusable(Exception):
@@ -153,8 +166,12 @@ class ChainFile:
         return self.head.pickle_length
 
     @property
-    def chunks_at(self) -> int:
+    def table_end(self) -> int:
         return HEAD.size + self.head.pickle_length + self.head.table_length
+
+    @property
+    def chunks_at(self) -> int:
+        return padded(self.table_end, self.head.version)
 
     @property
     def size(self) -> int:
@@ -275,7 +292,7 @@ def plan_file(
         digests = [digest(view[at: at + CHUNK], VERSION) for at in range(0, len(view), CHUNK)]
         entries.append(Entry(kind, len(view), digests, bytearray(len(digests))))
     if chain is not None and len(chain.files) <= MAX_DELTAS and chain.last.head.version == VERSION:
-        size = repeated + len(encode_table(entries)) + _mark_new(entries, set(stored_chunks(chain)))
+        size = padded(repeated + len(encode_table(entries)), VERSION) + _mark_new(entries, set(stored_chunks(chain)))
         if chain.bytes_of_deltas() + size <= chain.files[0].size * DELTAS_UP_TO:
             return chain.last.chain_id, len(chain.files), entries
     _mark_new(entries, set())
@@ -284,7 +301,7 @@ def plan_file(
 
 def _mark_new(entries: list[Entry], stored: set[bytes]) -> int:
     """Mark present each chunk whose bytes are not in ``stored`` yet (once, where it first comes: equal chunks,
-    such as those of a column of zeros, are written once); returns their bytes."""
+    such as those of a column of zeros, are written once); returns the bytes they take in the file."""
     added = 0
     for entry in entries:
         for j, found in enumerate(entry.digests):
@@ -293,7 +310,7 @@ def _mark_new(entries: list[Entry], stored: set[bytes]) -> int:
             else:
                 entry.present[j] = 1
                 stored.add(found)
-                added += entry.chunk_bytes(j)
+                added += padded(entry.chunk_bytes(j), VERSION)
     return added
 
 
@@ -307,13 +324,17 @@ def stored_chunks(chain: Chain) -> dict[bytes, tuple[int, int, int]]:
     return found
 
 
-def write_chunks(out: BinaryIO, buffers: list[memoryview], entries: list[Entry]) -> int:
-    """Write the chunks ``entries`` mark present; returns their bytes."""
+def write_chunks(out: BinaryIO, at: int, buffers: list[memoryview], entries: list[Entry]) -> int:
+    """Write the chunks ``entries`` mark present after the table, which ends at file position ``at``, each at a page
+    boundary; returns the bytes written from the first chunk on, padding included (the head's ``chunk_bytes``)."""
+    out.write(bytes(padded(at, VERSION) - at))
     written = 0
     for view, entry in zip(buffers, entries, strict=True):
         for j, present in enumerate(entry.present):
             if present:
-                written += out.write(view[j * CHUNK: (j + 1) * CHUNK])
+                chunk = view[j * CHUNK: (j + 1) * CHUNK]
+                written += out.write(chunk)
+                written += out.write(bytes(padded(len(chunk), VERSION) - len(chunk)))
     return written
 
 
@@ -380,9 +401,9 @@ def assemble(chain: Chain) -> list[array | bytearray]:
 
 def _chunks_of(chain_file: ChainFile) -> Iterator[tuple[int, int, int]]:
     """``(array, chunk, file offset)`` of each chunk the file holds, in file order."""
-    at = chain_file.chunks_at
+    at, version = chain_file.chunks_at, chain_file.head.version
     for i, entry in enumerate(chain_file.entries):
         for j, present in enumerate(entry.present):
             if present:
                 yield i, j, at
-                at += entry.chunk_bytes(j)
+                at += padded(entry.chunk_bytes(j), version)

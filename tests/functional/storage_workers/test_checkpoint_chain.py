@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import mmap
 import os
 import pickle
 import struct
@@ -165,7 +166,7 @@ def test_a_bad_last_delta_ends_the_chain_before_it_named_in_the_log(
     states = _chain_of_three(tmp_path)
     last = read_chain(tmp_path).last  # type: ignore[union-attr]
     if damage == "table":
-        _flip(last.path, last.chunks_at - 3)
+        _flip(last.path, last.table_end - 3)
     elif damage == "pickle":
         _flip(last.path, last.pickle_at + last.pickle_length // 2)
     elif damage == "missing":
@@ -197,7 +198,7 @@ def test_a_delta_written_where_the_chain_ended_early_replaces_the_deltas_after_i
     states = _chain_of_three(tmp_path)
     # given the first delta damaged: the chain ends at the base, and a stale second delta is still on disk
     first = read_chain(tmp_path).files[1]  # type: ignore[union-attr]
-    _flip(first.path, first.chunks_at - 3)
+    _flip(first.path, first.table_end - 3)
     assert (tmp_path / delta_name(2)).exists()
     # when a state is written again, as the delta after the base
     engine = states[2]
@@ -267,16 +268,17 @@ def test_a_checkpoint_of_the_first_version_still_loads_and_the_next_one_is_a_new
     assert chain is not None and [f.position for f in chain.files] == [0] and chain.last.head.version == VERSION
 
 
-def test_a_chain_of_the_second_version_still_loads_and_the_next_checkpoint_is_a_base_of_this_one(
-    tmp_path: Path, small_chunks: None, any_delta: None, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_chain_of_an_earlier_version_still_loads_and_the_next_checkpoint_is_a_base_of_this_one(
+    tmp_path: Path, small_chunks: None, any_delta: None, monkeypatch: pytest.MonkeyPatch, version: int
 ) -> None:
-    # given a base and a delta as the second version wrote them (CRC-32 and SHA-256 digests)
+    # given a base and deltas as an earlier version wrote them (2: CRC-32 and SHA-256 digests; 3: chunks unaligned)
     with monkeypatch.context() as old:
-        old.setattr(checkpoint_chain, "VERSION", 2)
+        old.setattr(checkpoint_chain, "VERSION", version)
         states = _chain_of_three(tmp_path)
     chain = read_chain(tmp_path)
-    assert chain is not None and {f.head.version for f in chain.files} == {2}
-    assert len(chain.last.entries[0].digests[0]) == 20
+    assert chain is not None and {f.head.version for f in chain.files} == {version}
+    assert len(chain.last.entries[0].digests[0]) == checkpoint_chain.DIGEST[version]
     # when it is read, it is the state it was written from
     found = read_checkpoint(tmp_path)
     assert found is not None and found.offset == 3 and found.deltas == 2
@@ -358,7 +360,9 @@ def test_a_head_or_table_naming_more_than_the_file_or_memory_holds_is_refused_wi
     table = encode_table([stored, huge])
     head = HEAD.pack(MAGIC, VERSION, 1, 7, 0, len(payload), len(table), len(zeros), zlib.crc32(payload),
                      zlib.crc32(table))
-    (tmp_path / FILE_NAME).write_bytes(head + payload + table + zeros)
+    front = head + payload + table
+    front += bytes(checkpoint_chain.padded(len(front), VERSION) - len(front))
+    (tmp_path / FILE_NAME).write_bytes(front + zeros)
     # then each is refused as unusable (the whole log is replayed), not read into memory by what it says
     with pytest.raises(CheckpointUnusable, match="larger than memory"):
         read_checkpoint(tmp_path)
@@ -384,3 +388,33 @@ def test_windows_a_checkpoint_holds_as_plain_dicts_load_as_ordered_ones_in_their
     # and forgetting past the horizon empties the window
     loaded.forget_gone(max(loaded.gone.values()) + 1)
     assert not loaded.gone
+
+
+def test_every_chunk_lies_on_a_page_boundary_and_maps_to_the_bytes_it_loads_as(
+    tmp_path: Path, small_chunks: None, any_delta: None
+) -> None:
+    # given a base and two deltas of this version, whose arrays end in chunks shorter than a page
+    engine = _chain_of_three(tmp_path)[2]
+    chain = read_chain(tmp_path)
+    assert chain is not None
+    found = read_checkpoint(tmp_path)
+    assert found is not None
+    loaded = {entry.digests[j]: (i, j) for i, entry in enumerate(chain.last.entries) for j in range(len(entry.digests))}
+    arrays = checkpoint_chain.assemble(chain)
+    # then each chunk any file holds starts on a page boundary, each file's size is whole pages, and a chunk mapped
+    # where it lies (as a start will map it) holds the bytes of the array it belongs to
+    for chain_file in chain.files:
+        assert chain_file.path.stat().st_size % checkpoint_chain.PAGE == 0
+    mapped = 0
+    for found_digest, (k, at, length) in checkpoint_chain.stored_chunks(chain).items():
+        assert at % checkpoint_chain.PAGE == 0
+        if found_digest not in loaded:
+            continue
+        i, j = loaded[found_digest]
+        start = j * checkpoint_chain.CHUNK
+        with open(chain.files[k].path, "rb") as f, mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ,
+                                                             offset=at) as m:
+            assert m[:] == bytes(memoryview(arrays[i]).cast("B")[start: start + length])
+        mapped += 1
+    assert mapped > 10
+    _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), engine)
