@@ -23,7 +23,6 @@ from typing import Any, NamedTuple
 
 from ferrymq.storage.engine.records import BATCH, RESTORED, SENT, STORED, Record
 from ferrymq.storage.log import records as codec
-from ferrymq.storage.log.format import ENGINE_FLAGS
 from ferrymq.storage.log.reading import SealedSegments, decode
 from ferrymq.storage.log.segments import segment_path
 
@@ -49,14 +48,8 @@ class BodyRef(NamedTuple):
 
 def records_without_bodies(sealed: SealedSegments) -> Iterator[Record]:
     """The engine records of sealed segments, sizeable bodies replaced by :class:`BodyRef`."""
-    path_of, path = -1, sealed.directory
-    for index, frame in sealed:
-        if frame.flags in ENGINE_FLAGS:
-            if index != path_of:
-                # Named in a decoding error only: made once per segment, not per record.
-                path_of, path = index, segment_path(sealed.directory, index)
-            record = decode(frame, path)
-            yield _strip(record, index, frame.end - len(frame.payload), len(frame.payload), -1)
+    for index, frame, path in sealed.engine_frames():
+        yield _strip(decode(frame, path), index, frame.end - len(frame.payload), len(frame.payload), -1)
 
 
 def _strip(record: Record, segment: int, offset: int, length: int, inner: int) -> Record:

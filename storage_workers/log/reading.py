@@ -25,6 +25,7 @@ from ferrymq.storage.engine.records import Record
 from ferrymq.storage.log import records as codec
 from ferrymq.storage.log.epochs import EpochHistory, EpochRegressed
 from ferrymq.storage.log.format import (
+    ENGINE_FLAGS,
     EPOCHS,
     HEADER_SIZE,
     RECORD,
@@ -293,6 +294,16 @@ class SealedSegments:
             expected = walk.next_offset
         self.last_offset = (expected or 1) - 1
         self.finished = True
+
+    def engine_frames(self) -> Iterator[tuple[int, Frame, Path]]:
+        """The frames holding engine records, as ``(segment index, frame, the segment's path)``: the path is for a
+        decoding error's text only, so it is made once per segment, not per record."""
+        path_of, path = -1, self.directory
+        for index, frame in self:
+            if frame.flags in ENGINE_FLAGS:
+                if index != path_of:
+                    path_of, path = index, segment_path(self.directory, index)
+                yield index, frame, path
 
 
 INDEX_STEP_BYTES = 64 * 1024

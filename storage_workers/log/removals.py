@@ -15,7 +15,6 @@ from pathlib import Path
 
 from ferrymq.storage.engine.fold import NOTED_KINDS, Removals
 from ferrymq.storage.engine.records import SENT
-from ferrymq.storage.log.format import ENGINE_FLAGS
 from ferrymq.storage.log.reading import SealedSegments, decode, read_head, read_header
 from ferrymq.storage.log.segments import segment_path
 
@@ -32,20 +31,15 @@ def removals_in(directory: Path, indexes: list[int], cancelled: threading.Event 
         header = read_header(first, read_head(first))
         if header.is_base and header.snapshot_offset > 0:
             indexes = indexes[1:]
-    path_of, path = -1, directory
     note, noted = removals.note, NOTED_KINDS
-    for n, (index, frame) in enumerate(SealedSegments(directory, indexes)):
+    for n, (_, frame, path) in enumerate(SealedSegments(directory, indexes).engine_frames()):
         if cancelled is not None and n % 4096 == 0 and cancelled.is_set():
             return None
-        if frame.flags not in ENGINE_FLAGS:
-            continue
         payload = frame.payload
         # The first SENT is read too: where the removals worth noting start.
         if len(payload) > 1 and payload[0] in _FIXARRAY and payload[1] not in noted and (
             payload[1] != SENT or removals.seqs is not None
         ):
             continue
-        if index != path_of:
-            path_of, path = index, segment_path(directory, index)
         note(decode(frame, path))
     return removals

@@ -15,7 +15,6 @@ from ferrymq.storage.engine import Engine, Redrive
 from ferrymq.storage.engine.fold import Removals
 from ferrymq.storage.engine.records import DELETED, SENT, Record
 from ferrymq.storage.log.compaction import CompactionCancelled, compact_segments
-from ferrymq.storage.log.format import ENGINE_FLAGS
 from ferrymq.storage.log.reading import SealedSegments, decode
 from ferrymq.storage.log.recovery import recover
 from ferrymq.storage.log.removals import removals_in
@@ -47,11 +46,7 @@ def _use(engine: Engine, clock: ManualClock, rounds: int, tag: str) -> None:
 
 def _decoded(directory: Path, indexes: list[int]) -> list[Record]:
     """Every record of sealed segments ``indexes``, each decoded."""
-    return [
-        decode(frame, segment_path(directory, index))
-        for index, frame in SealedSegments(directory, indexes)
-        if frame.flags in ENGINE_FLAGS
-    ]
+    return [decode(frame, path) for _, frame, path in SealedSegments(directory, indexes).engine_frames()]
 
 
 def _used_log(directory: Path, rounds: int, then: int = 0) -> Engine:
