@@ -136,10 +136,8 @@ class Folding:
                     return
         elif kind in (DELETED, EXPIRED):
             unstored = self.unstored.get(record[1])
-            q = state.queues.get(record[1])
-            if unstored and type(q) is QueueState:
-                state.live_bytes -= q.remove(record[2], unstored)
-                q.tidy()
+            if unstored and type(state.queues.get(record[1])) is QueueState:
+                state.apply_removed(record, unstored)
                 return
         elif kind == BATCH:
             for inner in record[1]:

@@ -89,10 +89,7 @@ class PartitionState:
         elif kind == RECEIVED:
             self._apply_received(record)
         elif kind in (DELETED, EXPIRED):
-            q = self.queues.get(record[1])
-            if q is not None:
-                self.live_bytes -= q.remove(record[2])
-                q.tidy()
+            self.apply_removed(record)
         elif kind == VISIBILITY:
             self._apply_visibility(record)
         elif kind == STORED:
@@ -181,6 +178,14 @@ class PartitionState:
         self.live_bytes += q.live_bytes - before
         if seq > self.next_seq:
             self.next_seq = seq
+
+    def apply_removed(self, record: Record, unstored: dict[int, tuple[Any, int]] | None = None) -> None:
+        """A DELETED or EXPIRED record.  ``unstored``: messages compaction's fold left out of a standard queue
+        (:mod:`.fold`), removed as if they were in (``QueueState.remove``)."""
+        q = self.queues.get(record[1])
+        if q is not None:
+            self.live_bytes -= q.remove(record[2]) if unstored is None else q.remove(record[2], unstored)
+            q.tidy()
 
     def _apply_stored(self, record: Record) -> None:
         _, queue_id, ts, seq, fifo, items = record
