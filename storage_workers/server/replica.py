@@ -202,25 +202,26 @@ class PartitionReplica:
     def _checkpoint(self) -> Checkpoint | None:
         # The load's time as the kernel counts it: at a start, three workers and the rest of the stack share the
         # cores, and a load that took long while waiting for a CPU is not a slow load.
-        account = ThreadAccount()
-        wall, (cpu, waited, _), read = time.monotonic(), account.read(), _bytes_read_from_disk()
-        try:
-            checkpoint = read_checkpoint(self.directory)
-        except CheckpointUnusable as exc:
-            log.warning("partition %d: %s; replaying the whole log", self.partition, exc)
-            return None
+        with ThreadAccount() as account:
+            wall, (cpu, waited, _), read = time.monotonic(), account.read(), account.bytes_read()
+            try:
+                checkpoint = read_checkpoint(self.directory)
+            except CheckpointUnusable as exc:
+                log.warning("partition %d: %s; replaying the whole log", self.partition, exc)
+                return None
+            now_cpu, now_waited, _ = account.read()
+            loaded = (f"loaded in {time.monotonic() - wall:.2f} s: {now_cpu - cpu:.2f} s on a CPU, "
+                      f"{now_waited - waited:.2f} s waiting for one, {(account.bytes_read() - read) / 1e6:.1f} MB "
+                      "read from disk")
         if checkpoint is None:
             return None
         if not checkpoint.matches(self.directory):
             log.info("partition %d: the checkpoint as of offset %d names segments the log no longer has as they "
                      "were; replaying the whole log", self.partition, checkpoint.offset)
             return None
-        now_cpu, now_waited, _ = account.read()
-        account.close()
         log.info("partition %d: starting from the checkpoint as of offset %d (%d messages; a base and %d deltas, "
-                 "loaded in %.2f s: %.2f s on a CPU, %.2f s waiting for one, %.1f MB read from disk), then the log "
-                 "after it", self.partition, checkpoint.offset, checkpoint.state.table.live, checkpoint.deltas,
-                 time.monotonic() - wall, now_cpu - cpu, now_waited - waited, (_bytes_read_from_disk() - read) / 1e6)
+                 "%s), then the log after it", self.partition, checkpoint.offset, checkpoint.state.table.live,
+                 checkpoint.deltas, loaded)
         return checkpoint
 
     def _state_as_logged(self, *, serving: bool) -> Checkpoint | None:
@@ -703,15 +704,3 @@ class PartitionReplica:
                 else None
             ),
         }
-
-
-def _bytes_read_from_disk() -> int:
-    """What the calling thread had read from storage, not from the page cache (0 where the kernel does not say)."""
-    try:
-        with open("/proc/thread-self/io", "rb") as f:
-            for line in f:
-                if line.startswith(b"read_bytes:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0

@@ -6,6 +6,7 @@ over."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import pickle
@@ -344,3 +345,30 @@ def _without_chain_id(path: Path) -> bytes:
     head = Head._make(HEAD.unpack_from(data))._replace(chain_id=0)
     return HEAD.pack(*head) + data[HEAD.size:]
 
+
+
+def _load_accounts_open() -> int:
+    """Descriptors of this process open on a thread's ``schedstat`` (what a load's account reads)."""
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found += os.readlink(f"/proc/self/fd/{fd}").endswith("/schedstat")
+    return found
+
+
+def test_a_start_leaves_no_descriptor_of_its_load_account_open_whatever_the_checkpoint(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        before = _load_accounts_open()
+        # given starts with no checkpoint, then with one, then with one that is not a checkpoint at all
+        async with node(tmp_path, "w") as (_, client, _):
+            await workload(client, 0)
+        assert (tmp_path / "p0" / FILE_NAME).exists()
+        async with node(tmp_path, "w"):
+            pass
+        (tmp_path / "p0" / FILE_NAME).write_bytes(b"FERRYCKP" + bytes(64))
+        async with node(tmp_path, "w"):
+            pass
+        # then each closed what it opened to account for its load
+        assert _load_accounts_open() == before
+
+    asyncio.run(scenario())
