@@ -81,14 +81,17 @@ def compact_segments(
     removals = removals_in(directory, indexes, cancelled)
     if removals is None:
         raise CompactionCancelled()
-    try:
+
+    def folding(told: Removals) -> tuple[SealedSegments, Iterator[Record]]:
         sealed = SealedSegments(directory, indexes)
-        folded = iter(fold(_watch(records_without_bodies(sealed), cancelled), removals))
+        return sealed, iter(fold(_watch(records_without_bodies(sealed), cancelled), told))
+
+    try:
+        sealed, folded = folding(removals)
     except LeftOutMismatch as exc:
         log.warning("%s: %s; folding segments %d..%d again with every message replayed", directory, exc,
                     indexes[0], last)
-        sealed = SealedSegments(directory, indexes)
-        folded = iter(fold(_watch(records_without_bodies(sealed), cancelled), Removals()))
+        sealed, folded = folding(Removals())
     first = next(folded, None)
     if not sealed.finished:
         # The header and the snapshot frames name the offset the state is as of, known once every record
