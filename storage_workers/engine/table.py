@@ -10,7 +10,10 @@ sequence number to its row by arithmetic.
     slot ─► ids 16 B │ md5 16 B │ sent q │ visible q │ first_receive q │ receives I │ token I │ size I │
             owner I (the queue's number) │ system I │ group I │ state B │ level B │ flags B │ extra (list)
 
-Rows are reused through a free list, so the columns stay as long as the most messages held at once, and the
+Each column is a typed ``memoryview`` over address space reserved for far more rows than it holds
+(:mod:`.columns`): rows are written by index, and a column's pages are the kernel's to give as rows are first
+written, so it grows without moving, and a checkpoint's chunks can lie in it as they were read or mapped.  Rows
+are reused through a free list, so the columns fill only as far as the most messages held at once, and the
 window costs 4 bytes per sequence number between the oldest live message and the newest.  When the window's
 front is all dead it is cut off; when it holds more than eight times as many numbers as live rows, the live
 rows of its older half move to the overflow (stragglers: a message held for days among millions sent since),
@@ -33,8 +36,10 @@ Fields of no fixed width stay out of the columns where they can:
 from __future__ import annotations
 
 from array import array
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import Any, Protocol
+
+from ferrymq.storage.engine import columns
 
 F_UUID = 1
 """The id is in ``ids`` (else in the extra tuple)."""
@@ -62,6 +67,16 @@ _ID_TEXTS = 4096
 """At most this many ids kept as text (``MessageTable.id_texts``); then it starts over."""
 _WINDOW_SLACK = 65536
 _CUT_SLACK = 4096
+COLUMNS = (
+    ("sent", "q"), ("visible", "q"), ("first_receive", "q"), ("receives", "I"), ("token", "I"), ("size", "I"),
+    ("owner", "I"), ("system", "I"), ("group", "I"), ("state", "B"), ("level", "B"), ("flags", "B"), ("loc", "Q"),
+    ("span", "I"), ("item", "I"), ("ids", "B"), ("md5", "B"),
+)
+"""The table's fixed-width columns (:mod:`.columns`) and their kinds; ``ids`` and ``md5`` take 16 bytes a row."""
+WIDE = {"ids": 16, "md5": 16}
+"""Columns of more than one item a row, and their items a row."""
+_DERIVED = frozenset({"__weakref__", "_room"})
+"""Attributes a table's state leaves out: made again when it is loaded."""
 
 
 def uuid_bytes(message_id: object) -> bytes | None:
@@ -171,9 +186,11 @@ class MessageTable:
     """The rows of every message of one partition (module docstring)."""
 
     __slots__ = (
+        "__weakref__",
         "_free",
         "_front",
         "_last_system",
+        "_room",
         "base",
         "bodies",
         "extra",
@@ -188,6 +205,7 @@ class MessageTable:
         "live",
         "loc",
         "md5",
+        "md5_used",
         "overflow",
         "owner",
         "receives",
@@ -203,6 +221,10 @@ class MessageTable:
     )
 
     def __init__(self) -> None:
+        for name, kind in COLUMNS:
+            setattr(self, name, columns.reserve(kind, columns.RESERVED_ROWS * WIDE.get(name, 1)))
+        self._room = self._room_of_columns()
+        self.extra: list[Any] = []
         self._reset()
         self.systems = Interner()
         self.groups = Interner()
@@ -210,8 +232,10 @@ class MessageTable:
         """``(items, number, entry)`` of the system attribute set shared last, if its values are all text."""
         self.bodies: BodyKeeper | None = None
         """Where bodies are kept when not in ``extra`` (a partition's log: ``ferrymq.storage.log.bodies``)."""
+        columns.track(self)
 
     def _reset(self) -> None:
+        """Empty: the columns keep their room (the pages of their rows given back when worth it)."""
         self.base = 0
         """The sequence number of ``window[0]``."""
         self._front = 0
@@ -220,28 +244,69 @@ class MessageTable:
         self.overflow: dict[int, int] = {}
         self._free = array("i")
         self.live = 0
-        self.ids = bytearray()
-        self.md5 = bytearray()
-        self.sent = array("q")
-        self.visible = array("q")
-        self.first_receive = array("q")
-        self.receives = array("I")
-        self.token = array("I")
-        self.size = array("I")
-        self.owner = array("I")
-        self.system = array("I")
-        self.group = array("I")
-        self.state = array("B")
-        self.level = array("B")
-        self.flags = array("B")
-        self.loc = array("Q")
-        self.span = array("I")
-        self.item = array("I")
-        """Where the body lies on disk, when ``bodies`` keeps it there (``ferrymq.storage.log.bodies``)."""
-        self.extra: list[Any] = []
+        rows = len(self.extra)
+        if rows:
+            for name, _ in COLUMNS:
+                columns.release(getattr(self, name), rows * WIDE.get(name, 1))
+        self.md5_used = False
+        """Whether ``md5`` holds any row's body MD5 (only a table without a :class:`BodyKeeper` keeps them)."""
+        self.extra = []
+        """One entry a row (its size is the table's rows): what no column holds (module docstring)."""
         self.id_texts: dict[int, str] = {}
         """Slot -> its UUID id as text, for the messages whose id was read lately: a message received is read
         again by its delete (the handle's check, and the removal), so its id is formatted once, not thrice."""
+
+    def _room_of_columns(self) -> int:
+        return min(len(getattr(self, name)) // WIDE.get(name, 1) for name, _ in COLUMNS)
+
+    def _grow(self, needed: int) -> None:
+        """Move every column to one with room for ``needed`` rows (only where the kernel gave small reservations:
+        :mod:`.columns`)."""
+        rows = len(self.extra)
+        for name, _ in COLUMNS:
+            wide = WIDE.get(name, 1)
+            setattr(self, name, columns.grown(getattr(self, name), rows * wide, needed * wide))
+        self._room = self._room_of_columns()
+
+    def column_spans(self) -> Iterator[tuple[int, int]]:
+        """``(address, bytes)`` of each column's rows (:func:`.columns.dense_spans`)."""
+        rows = len(self.extra)
+        for name, _ in COLUMNS:
+            column = getattr(self, name)
+            yield columns.address(column), rows * WIDE.get(name, 1) * column.itemsize
+
+    def rows_of(self, name: str) -> memoryview:
+        """Column ``name``'s rows (``md5``'s only if it holds any)."""
+        rows = len(self.extra) if name != "md5" or self.md5_used else 0
+        return getattr(self, name)[:rows * WIDE.get(name, 1)]
+
+    def raw_state(self) -> dict[str, Any]:
+        """Every attribute as it is, the columns as their reservations (a checkpoint writes only their rows)."""
+        return {name: getattr(self, name) for name in self.__slots__ if name not in _DERIVED and hasattr(self, name)}
+
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        """The columns as arrays of their rows: a table pickled whole (a checkpoint writes them its own way)."""
+        state = self.raw_state()
+        for name, kind in COLUMNS:
+            state[name] = rows = array(kind)
+            rows.frombytes(self.rows_of(name).cast("B"))
+        return None, state
+
+    def __setstate__(self, state: tuple[None, dict[str, Any]]) -> None:
+        _, slots = state
+        for name, value in slots.items():
+            setattr(self, name, value)
+        rows = len(self.extra)
+        if not hasattr(self, "md5_used"):
+            self.md5_used = len(self.md5) > 0
+        for name, kind in COLUMNS:
+            value = getattr(self, name)
+            if type(value) is not memoryview or value.format != kind:
+                # A checkpoint written before the columns were reserved (``array`` and ``bytearray``), or a
+                # table's ``md5`` left empty: copied into a reservation.
+                setattr(self, name, columns.adopted(kind, value, rows * WIDE.get(name, 1)))
+        self._room = self._room_of_columns()
+        columns.track(self)
 
     # --- sequence number -> slot ---------------------------------------------------------------------
 
@@ -411,45 +476,32 @@ class MessageTable:
         size = min(size, 0xFFFFFFFF)
         if self._free:
             slot = self._free.pop()
-            self.sent[slot] = sent_ts
-            self.visible[slot] = visible_at
-            self.first_receive[slot] = first_receive_ts
-            self.receives[slot] = receive_count
-            self.token[slot] = 1
-            self.size[slot] = size
-            self.owner[slot] = owner
-            self.system[slot] = system_no
-            self.group[slot] = group_no
-            self.state[slot] = state
-            self.level[slot] = level
-            self.flags[slot] = flags
-            self.loc[slot] = 0
-            at = 16 * slot
-            self.ids[at:at + 16] = raw_id or _ZERO16
-            if keeper is None:
-                self.md5[at:at + 16] = raw_md5 or _ZERO16
-            self.extra[slot] = extra
         else:
             slot = len(self.extra)
-            self.sent.append(sent_ts)
-            self.visible.append(visible_at)
-            self.first_receive.append(first_receive_ts)
-            self.receives.append(receive_count)
-            self.token.append(1)
-            self.size.append(size)
-            self.owner.append(owner)
-            self.system.append(system_no)
-            self.group.append(group_no)
-            self.state.append(state)
-            self.level.append(level)
-            self.flags.append(flags)
-            self.loc.append(0)
-            self.span.append(0)
-            self.item.append(0)
-            self.ids += raw_id or _ZERO16
-            if keeper is None:
-                self.md5 += raw_md5 or _ZERO16
-            self.extra.append(extra)
+            if slot >= self._room:
+                self._grow(slot + 1)
+            self.extra.append(None)
+        self.sent[slot] = sent_ts
+        self.visible[slot] = visible_at
+        self.first_receive[slot] = first_receive_ts
+        self.receives[slot] = receive_count
+        self.token[slot] = 1
+        self.size[slot] = size
+        self.owner[slot] = owner
+        self.system[slot] = system_no
+        self.group[slot] = group_no
+        self.state[slot] = state
+        self.level[slot] = level
+        self.flags[slot] = flags
+        self.loc[slot] = 0
+        self.span[slot] = 0
+        self.item[slot] = 0
+        at = 16 * slot
+        self.ids[at:at + 16] = raw_id or _ZERO16
+        if keeper is None:
+            self.md5[at:at + 16] = raw_md5 or _ZERO16
+            self.md5_used = True
+        self.extra[slot] = extra
         self._place(seq, slot)
         self.live += 1
         if keeper is not None:
@@ -493,7 +545,8 @@ class MessageTable:
                 extra[slot] = (None, kept[1])
             else:
                 extra[slot] = (None, *kept[1:])
-        self.md5 = bytearray()
+        columns.release(self.md5, 16 * len(extra))
+        self.md5_used = False
 
     # --- fields of no fixed width ------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ pickled whole) still load.
 
 from __future__ import annotations
 
+import copyreg
 import io
 import logging
 import os
@@ -34,8 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ferrymq.storage.engine import columns
 from ferrymq.storage.engine.state import PartitionState
-from ferrymq.storage.engine.table import MessageTable
+from ferrymq.storage.engine.table import COLUMNS, MessageTable
 from ferrymq.storage.log import checkpoint_chain as chain_files
 from ferrymq.storage.log.bodies import place
 from ferrymq.storage.log.checkpoint_chain import (
@@ -67,6 +69,7 @@ _HEAD_V1 = struct.Struct(">8sHQQI")
 
 _ALLOWED = {
     (__name__, "_restored"),
+    (__name__, "_column"),
     ("array", "_array_reconstructor"),
     ("array", "array"),
     ("collections", "OrderedDict"),
@@ -358,21 +361,24 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         # (``chain_files.OUT_OF_BAND_MIN`` read from its module: tests lower it to make chains of small states)
         if type(obj) is MessageTable:
-            # Pickle reduces a bytearray itself, never asking this method: the table's (its ids and MD5s, 32 bytes
-            # a message) are handed over wrapped, to be written as arrays are.
-            reduced = obj.__reduce_ex__(5)
-            _, slots = reduced[2]
-            wrapped = {name: _Bytearray(value) if type(value) is bytearray else value for name, value in slots.items()}
-            return (*reduced[:2], (None, wrapped), *reduced[3:])
-        if type(obj) is _Bytearray:
-            obj, kind = obj.data, BYTEARRAY
-        elif type(obj) is array:
-            kind = obj.typecode
-        else:
+            # A table's columns are reservations far longer than its rows (``engine.columns``): only the rows are
+            # written, from where they lie, as arrays are.
+            slots = obj.raw_state()
+            for name, kind in COLUMNS:
+                slots[name] = _Column(kind, obj.rows_of(name))
+            return copyreg.__newobj__, (MessageTable,), (None, slots)
+        if type(obj) is _Column:
+            column = obj.data
+            if column.nbytes >= chain_files.OUT_OF_BAND_MIN:
+                self.big.append(column)
+                self.kinds.append(obj.kind)
+            return _column, (obj.kind, pickle.PickleBuffer(column))
+        if type(obj) is not array:
             return NotImplemented
+        kind = obj.typecode
         # An array is written from its own buffer: its default reduction makes a bytes copy of it, which the
         # pickler's memo keeps until the end, so that every array was held twice while a checkpoint was written.
-        if len(obj) * (1 if kind == BYTEARRAY else obj.itemsize) >= chain_files.OUT_OF_BAND_MIN:
+        if len(obj) * obj.itemsize >= chain_files.OUT_OF_BAND_MIN:
             self.big.append(obj)
             self.kinds.append(kind)
         return _restored, (kind, pickle.PickleBuffer(obj))
@@ -382,11 +388,11 @@ class _Pickler(pickle.Pickler):
         return buffer.raw().nbytes < chain_files.OUT_OF_BAND_MIN
 
 
-class _Bytearray:
-    __slots__ = ("data",)
+class _Column:
+    __slots__ = ("data", "kind")
 
-    def __init__(self, data: bytearray) -> None:
-        self.data = data
+    def __init__(self, kind: str, data: memoryview) -> None:
+        self.kind, self.data = kind, data
 
 
 def _restored(kind: str, buffer: Any) -> array | bytearray:
@@ -396,9 +402,27 @@ def _restored(kind: str, buffer: Any) -> array | bytearray:
         return buffer if type(buffer) is bytearray else bytearray(buffer)
     if type(buffer) is array and buffer.typecode == kind:
         return buffer
+    if type(buffer) is memoryview:
+        # Out of band, read into a reservation (``checkpoint_chain.assemble``): an array is a copy of it.
+        if kind == BYTEARRAY:
+            return bytearray(buffer)
+        restored = array(kind)
+        restored.frombytes(buffer)
+        return restored
     if not isinstance(buffer, bytes | bytearray):
         raise pickle.UnpicklingError(f"an array of {type(buffer).__name__}")
     return array(kind, buffer)
+
+
+def _column(kind: str, buffer: Any) -> memoryview:
+    """A message table's column as a checkpoint holds it: out of band, the reservation its chunks were read into;
+    in band, a new one holding the bytes the pickle holds."""
+    if kind not in columns.ITEM_BYTES or not isinstance(buffer, bytes | bytearray | memoryview):
+        raise pickle.UnpicklingError(f"a column of {kind!r} from {type(buffer).__name__}")
+    data = memoryview(buffer)
+    if data.nbytes % columns.ITEM_BYTES[kind]:
+        raise pickle.UnpicklingError(f"{data.nbytes} bytes is not a whole number of {kind!r} items")
+    return columns.adopted(kind, data, data.nbytes // columns.ITEM_BYTES[kind])
 
 
 class _CountedWrites:

@@ -43,7 +43,6 @@ import hashlib
 import os
 import struct
 import zlib
-from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -54,6 +53,7 @@ from typing import BinaryIO, NamedTuple
 import blake3
 import xxhash
 
+from ferrymq.storage.engine import columns
 from ferrymq.storage.log.segments import CHECKPOINT_NAME, discard_deltas, fsync_dir
 
 MAGIC = b"FERRYCKP"
@@ -359,27 +359,31 @@ def publish(directory: Path, tmp_name: str) -> ChainFile:
     return tmp
 
 
-def new_buffer(entry: Entry) -> array | bytearray:
-    """A zeroed array of ``entry``'s kind and length, for its chunks to be read into."""
-    if entry.kind == BYTEARRAY:
-        return bytearray(entry.length)
-    item = array(entry.kind).itemsize
-    if entry.length % item:
+def new_buffer(entry: Entry) -> memoryview:
+    """Zeroed bytes (a reservation: ``engine.columns``) of ``entry``'s length, for its chunks to be read into. A
+    message table's column keeps them as they are; an array is copied out of them."""
+    kind = "B" if entry.kind == BYTEARRAY else entry.kind
+    if kind not in columns.ITEM_BYTES:
+        raise ValueError(f"an array of kind {entry.kind!r}")
+    if entry.length % columns.ITEM_BYTES[kind]:
         raise ValueError(f"{entry.length} bytes is not a whole number of {entry.kind!r} items")
-    return array(entry.kind, [0]) * (entry.length // item)
+    return columns.loaded(kind, entry.length)[:entry.length]
 
 
-def assemble(chain: Chain) -> list[array | bytearray]:
+def assemble(chain: Chain) -> list[memoryview]:
     """The arrays of the state the chain's last file makes, each chunk read from a file holding its bytes (by
     digest) and checked against its checksum; raises :class:`ChainUnusable` on a chunk that is missing or not
     what it should be.  Chunks of zeros are not read: the arrays start zeroed."""
     last = chain.last.entries
     version = chain.last.head.version
+    if sum(entry.length for entry in last) > os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"):
+        # Reserving them would cost nothing yet (``engine.columns``): a table whose checksums hold may still name
+        # arrays beyond this machine (equal chunks, a column of zeros, are stored once), no state a worker wrote.
+        raise MemoryError("arrays larger than memory")
     buffers = [new_buffer(entry) for entry in last]
-    views = [memoryview(b).cast("B") for b in buffers]
     stored = stored_chunks(chain)
     reads: list[tuple[int, int, memoryview, bytes]] = []
-    for view, entry in zip(views, last, strict=True):
+    for view, entry in zip(buffers, last, strict=True):
         for j, found in enumerate(entry.digests):
             if found == zeros_digest(entry.chunk_bytes(j), version):
                 continue

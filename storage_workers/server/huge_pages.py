@@ -16,6 +16,11 @@ A collapse copies the pages: about 1.5-3 ms of CPU per MiB, in that thread, and 
 where it is. The mappings are not advised ``MADV_HUGEPAGE``: with the kernel's usual ``defrag`` setting that would
 have every later page fault in them (an array growing) compact memory to find a huge page, on the loop.
 
+The message table's columns (``engine.columns``) are the exception: each reserves far more address space than its
+rows fill, so smaps shows a sparse mapping; the tables name where their rows lie (:func:`.columns.dense_spans`),
+and those spans are asked for as dense mappings are. They never move, so what a pass collapses stays collapsed;
+each pass asks again for all of them, which the kernel answers at once for what is already huge.
+
 Nothing is asked where the kernel's setting is ``never``, or outside Linux.
 """
 
@@ -31,6 +36,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from ferrymq.storage.engine import columns
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +112,8 @@ class HugePages:
 
     def __init__(self, find_madvise: Callable[[], Callable[[int, int, int], int] | None], *,
                  slow_fork_seconds: float = SLOW_FORK_SECONDS,
-                 read_smaps: Callable[[], str] = lambda: SMAPS.read_text()) -> None:
+                 read_smaps: Callable[[], str] = lambda: SMAPS.read_text(),
+                 dense_spans: Callable[[], Iterable[tuple[int, int]]] = columns.dense_spans) -> None:
         """``find_madvise`` gives ``madvise`` (returning 0 or the errno the call failed with), or None where no
         huge pages are to be asked for; it is called at the first slow fork, not before: most workers never
         fork slowly, and finding out whether the kernel collapses costs a mapping of 4 MiB."""
@@ -115,6 +123,7 @@ class HugePages:
         self.collapsed_bytes = 0
         """Bytes of mappings collapsed into huge pages, over every pass."""
         self._read_smaps = read_smaps
+        self._dense_spans = dense_spans
         self._find_madvise = find_madvise
         self._thread: threading.Thread | None = None
 
@@ -150,7 +159,11 @@ class HugePages:
         started = time.perf_counter()
         spent = time.thread_time()
         try:
-            wanted = [r for r in regions(self._read_smaps()) if r.wants_huge_pages()]
+            found = regions(self._read_smaps())
+            # The message tables' columns are mappings far larger than their rows (``engine.columns``): smaps sees
+            # them as sparse, so their rows are named by the tables.
+            found += [Region(start, start + size, size, 0) for start, size in self._dense_spans()]
+            wanted = [r for r in found if r.wants_huge_pages()]
         except OSError as exc:
             log.debug("huge pages: %s unreadable (%s)", SMAPS, exc)
             return 0

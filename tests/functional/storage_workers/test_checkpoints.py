@@ -241,6 +241,15 @@ def test_a_crafted_checkpoint_runs_no_code_and_is_passed_over(
         def __reduce__(self) -> tuple[Any, ...]:
             return (os.system, (f"touch {marker}",))
 
+    class BadColumn:
+        """A table's column of a kind no column has, or of bytes that are no whole number of its rows."""
+
+        def __init__(self, kind: str, data: bytes) -> None:
+            self.kind, self.data = kind, data
+
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (checkpoint_module._column, (self.kind, self.data))
+
     async def scenario() -> None:
         async with node(tmp_path, "w") as (replica, client, _):
             await workload(client, 0)
@@ -252,6 +261,8 @@ def test_a_crafted_checkpoint_runs_no_code_and_is_passed_over(
         for payload in (
             pickle.dumps((found.offset, found.segments, found.files, Exploit()), protocol=5),
             pickle.dumps((found.offset, found.segments, found.files, {"not": "a state"}), protocol=5),
+            pickle.dumps((found.offset, found.segments, found.files, BadColumn("q", bytes(7))), protocol=5),
+            pickle.dumps((found.offset, found.segments, found.files, BadColumn("O", bytes(8))), protocol=5),
         ):
             # (of the first version: one file whose whole payload is unpickled)
             head = struct.pack(">8sHQQI", checkpoint_module.MAGIC, 1, found.offset, len(payload), zlib.crc32(payload))

@@ -62,7 +62,7 @@ def test_a_message_sent_and_deleted_within_the_fold_takes_no_row_and_leaves_its_
     state = folded(records, _removals(records))
     full = PartitionState.replay(records)
     # then "a" and "b" never took a row (a full replay used three), and the state is the full replay's
-    assert len(state.table.sent) == 2 and len(full.table.sent) == 3
+    assert len(state.table.extra) == 2 and len(full.table.extra) == 3
     assert [row[1] for row in state.state()[Q]] == ["c", "d"]
     assert list(state.snapshot()) == list(full.snapshot())
     # and their ids were kept as removed soon after they were sent, as a full replay keeps them
