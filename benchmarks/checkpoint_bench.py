@@ -8,12 +8,15 @@ Fills one Engine in process with ``--messages`` messages as the front end sends 
 checkpoint again (a delta: ``ferrymq.storage.log.checkpoint_chain``). 200,000 messages of 256 B are about
 128 MiB of log, the interval a worker takes checkpoints at while serving. It prints, for each file, its size and
 the CPU its writing took (in a worker, a forked child's, off the event loop), and then the CPU a load of the whole
-chain takes, as a start does. It prints figures and asserts nothing.
+chain takes, as a start does, with what it added to the resident memory (anonymous and of files: a load maps the
+chunks of the files, ``ferrymq.storage.log.mapped_chunks``), and then the CPU of copying what it mapped into memory
+of the process's own, as a worker does after a start. It prints figures and asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import shutil
 import tempfile
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from ferrymq.clock import ManualClock
 from ferrymq.storage.engine import Engine
+from ferrymq.storage.log import mapped_chunks
 from ferrymq.storage.log.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from ferrymq.storage.log.checkpoint_chain import read_chain
 
@@ -63,6 +67,20 @@ def write(directory: Path, engine: Engine, offset: int) -> None:
     print(f"  {kind:<9} {size / 1e6:9.1f} MB  {spent:6.2f} s CPU  ({engine.partition.table.live:,} messages)")
 
 
+def _rss() -> dict[str, int]:
+    """Resident bytes of this process, anonymous and of files (``/proc/self/status``)."""
+    found = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("RssAnon:", "RssFile:")):
+            name, value, _ = line.split()
+            found[name[:-1]] = int(value) * 1024
+    return found
+
+
+def _growth(before: dict[str, int], after: dict[str, int]) -> str:
+    return ", ".join(f"{name} {(after[name] - before[name]) / 2**20:+.0f} MiB" for name in sorted(after))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=3_000_000)
@@ -84,11 +102,22 @@ def main() -> None:
             clock.advance(60)
             consume(engine, args.round_messages)
             write(directory, engine, round_ + 2)
+        del engine
+        gc.collect()
+        before = _rss()
         started = time.process_time()
         found = read_checkpoint(directory)
         assert found is not None
         print(f"  load of the base and {found.deltas} deltas: {time.process_time() - started:.2f} s CPU "
-              f"({found.state.table.live:,} messages)")
+              f"({found.state.table.live:,} messages); RSS grew {_growth(before, _rss())}")
+        # What a worker then does on its loop, paced: the mapped pages copied into memory of its own.
+        mapped_chunks.settle(found.state.table.column_views())
+        mapped = mapped_chunks.mapped_bytes()
+        started = time.process_time()
+        while mapped_chunks.copy_mapped(1 << 20):
+            pass
+        print(f"  copy of the {mapped / 2**20:.0f} MiB it mapped into memory of its own: "
+              f"{time.process_time() - started:.2f} s CPU; RSS grew {_growth(before, _rss())} since before the load")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

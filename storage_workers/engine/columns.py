@@ -11,6 +11,9 @@ Where the kernel refuses the reservation (strict overcommit accounting, ``vm.ove
 are asked for, and a table whose rows outgrow its columns moves to bigger ones (:func:`grown`): a copy, as an
 ``array`` makes.
 
+A start maps the chunks of its checkpoint into the columns where they belong (``ferrymq.storage.log.mapped_chunks``),
+so that a load neither copies them nor has the kernel find and zero memory for them.
+
 A mapping this large is sparse, so the huge-pages pass (``ferrymq.storage.server.huge_pages``) would pass over it:
 :func:`dense_spans` tells it where the rows of every live column are.
 """
@@ -129,3 +132,4 @@ def dense_spans() -> Iterator[tuple[int, int]]:
         owners = list(_owners)
     for owner in owners:
         yield from owner.column_spans()
+

@@ -268,6 +268,9 @@ class MessageTable:
             setattr(self, name, columns.grown(getattr(self, name), rows * wide, needed * wide))
         self._room = self._room_of_columns()
 
+    def column_views(self) -> list[memoryview]:
+        return [getattr(self, name) for name, _ in COLUMNS]
+
     def column_spans(self) -> Iterator[tuple[int, int]]:
         """``(address, bytes)`` of each column's rows (:func:`.columns.dense_spans`)."""
         rows = len(self.extra)

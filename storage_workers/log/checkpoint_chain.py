@@ -29,8 +29,10 @@ instead of reading it needs (``docs/design/storage-at-scale.md``, step 9).  At m
 the table: nothing beside a state of megabytes.
 
 Loading (:func:`read_chain`) takes the base and the deltas in order, up to the first that is missing, torn, or of
-another chain; then (:func:`assemble`) each chunk of the last file's arrays is read from a file that holds it,
-straight into the array it belongs to.  What the log holds after the last usable file is replayed as after any
+another chain; then (:func:`assemble`) each chunk of the last file's arrays is taken from a file that holds it,
+straight into the array it belongs to: from version 4 mapped there (``mapped_chunks``; a load then costs about
+what checking the chunks' XXH3 does, the file's pages shared with the page cache until written), before it read.
+What the log holds after the last usable file is replayed as after any
 checkpoint.  A writer (:func:`plan_file`) reads the chain's tables the same way, and writes a new base instead of
 a delta once the deltas would hold more than half of the base (:data:`DELTAS_UP_TO`), or number
 :data:`MAX_DELTAS`: a load never reads more than about one and a half times the state.
@@ -40,13 +42,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import mmap
 import os
 import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import groupby
-from operator import itemgetter
+from operator import attrgetter
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -54,6 +57,7 @@ import blake3
 import xxhash
 
 from ferrymq.storage.engine import columns
+from ferrymq.storage.log import mapped_chunks
 from ferrymq.storage.log.segments import CHECKPOINT_NAME, discard_deltas, fsync_dir
 
 MAGIC = b"FERRYCKP"
@@ -382,8 +386,8 @@ def assemble(chain: Chain) -> list[memoryview]:
         raise MemoryError("arrays larger than memory")
     buffers = [new_buffer(entry) for entry in last]
     stored = stored_chunks(chain)
-    reads: list[tuple[int, int, memoryview, bytes]] = []
-    for view, entry in zip(buffers, last, strict=True):
+    reads: list[_Read] = []
+    for i, entry in enumerate(last):
         for j, found in enumerate(entry.digests):
             if found == zeros_digest(entry.chunk_bytes(j), version):
                 continue
@@ -391,16 +395,60 @@ def assemble(chain: Chain) -> list[memoryview]:
             if where is None or where[2] != entry.chunk_bytes(j):
                 raise ChainUnusable(f"{chain.last.path}: a chunk of its arrays is in no file of the chain")
             k, at, length = where
-            reads.append((k, at, view[j * CHUNK: j * CHUNK + length], found))
+            reads.append(_Read(k, at, i, j * CHUNK, length, found))
     # File by file, in the order the chunks lie in each.
-    reads.sort(key=lambda read: read[:2])
-    for k, in_file in groupby(reads, key=itemgetter(0)):
+    reads.sort(key=lambda read: (read.file, read.at))
+    for k, in_file in groupby(reads, key=attrgetter("file")):
         chain_file = chain.files[k]
         with open(chain_file.path, "rb", buffering=0) as f:
-            for _, at, target, found in in_file:
-                if os.preadv(f.fileno(), [target], at) != len(target) or not intact(target, found, version):
-                    raise ChainUnusable(f"{chain_file.path}: a chunk at byte {at} is torn or damaged")
+            # From version 4 each chunk lies on pages of its own: mapped, not read (``mapped_chunks``). A mapping
+            # past the file's end would fault when read, so the file's size is checked first.
+            ordered = list(in_file)
+            # (Each chunk's pages must be its own in memory too: not where tests make chunks smaller than a page.)
+            mappable = version >= 4 and CHUNK % mmap.PAGESIZE == 0
+            runs = _runs(ordered) if mappable else [[read] for read in ordered]
+            size = os.fstat(f.fileno()).st_size
+            for run in runs:
+                first, final = run[0], run[-1]
+                span = final.memory_at + padded(final.length, version) - first.memory_at
+                mapped = False
+                if mappable and first.at + span <= size:
+                    try:
+                        mapped_chunks.map_file(buffers[first.array], first.memory_at, f.fileno(), first.at, span)
+                        mapped = True
+                    except (OSError, ValueError):
+                        pass  # a file system that cannot map, or pages larger than the file's: read as before
+                for read in run:
+                    target = buffers[read.array][read.memory_at: read.memory_at + read.length]
+                    if not mapped and os.preadv(f.fileno(), [target], read.at) != read.length:
+                        raise ChainUnusable(f"{chain_file.path}: a chunk at byte {read.at} is torn")
+                    if not intact(target, read.digest, version):
+                        raise ChainUnusable(f"{chain_file.path}: a chunk at byte {read.at} is torn or damaged")
     return buffers
+
+
+class _Read(NamedTuple):
+    file: int
+    at: int
+    array: int
+    memory_at: int
+    length: int
+    digest: bytes
+
+
+def _runs(reads: list[_Read]) -> list[list[_Read]]:
+    """``reads`` (of one file, in file order) as runs of chunks that lie one after the other both in the file and
+    in one array, each mapped at once."""
+    runs: list[list[_Read]] = []
+    for read in reads:
+        if runs:
+            last = runs[-1][-1]
+            if (read.array == last.array and last.length == CHUNK and read.at == last.at + CHUNK
+                    and read.memory_at == last.memory_at + CHUNK):
+                runs[-1].append(read)
+                continue
+        runs.append([read])
+    return runs
 
 
 def _chunks_of(chain_file: ChainFile) -> Iterator[tuple[int, int, int]]:

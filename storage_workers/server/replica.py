@@ -35,6 +35,7 @@ from ferrymq.storage.drops import PendingDropStore
 from ferrymq.storage.engine import Engine
 from ferrymq.storage.engine.records import Record
 from ferrymq.storage.engine.state import PartitionState
+from ferrymq.storage.log import mapped_chunks
 from ferrymq.storage.log.base import adopt_base, install_snapshot
 from ferrymq.storage.log.bodies import BodyStore
 from ferrymq.storage.log.body_cache import BodyCache
@@ -86,6 +87,7 @@ class PartitionReplica:
         body_cache: BodyCache | None = None,
         on_sync: Callable[[float], None] | None = None,
         on_forked: Callable[[float], None] | None = None,
+        on_loaded: Callable[[], None] | None = None,
     ) -> None:
         """``receipt_key`` authenticates the partition's receipt handles (see ``PartitionMap.receipt_key``; None:
         not read yet, given with :meth:`use_receipt_key` before the replica serves);
@@ -93,11 +95,14 @@ class PartitionReplica:
         ``body_cache`` keeps recent message bodies (the worker's, shared by its partitions; else one of the
         replica's own, ``config.body_cache_bytes``); ``on_sync`` is given to every log the replica opens
         (``LogWriter.on_sync``: the worker's fsync latency metric); ``on_forked`` is told how long each fork of a
-        checkpoint taken while serving held the loop (the worker's huge pages)."""
+        checkpoint taken while serving held the loop (the worker's huge pages); ``on_loaded`` is called each time
+        the replica serves from a state it recovered, which may hold a checkpoint's mapped pages (the worker's
+        :mod:`.mapped_columns`)."""
         self.partition = partition
         self.config = config
         self.directory = replica_dir(config.data_dir, partition)
         self.receipt_key = receipt_key
+        self._on_loaded = on_loaded
         self.clock = clock
         self.peers = peers
         self.body_cache = body_cache if body_cache is not None else BodyCache(config.body_cache_bytes)
@@ -330,6 +335,10 @@ class PartitionReplica:
         """Serve from a state recovery completed (the previous one's files are let go)."""
         self.bodies.close()
         self.engine, self.bodies = engine, bodies
+        # From here only the loop writes the table: what its load mapped may be copied (``engine.columns``).
+        mapped_chunks.settle(engine.partition.table.column_views())
+        if self._on_loaded is not None:
+            self._on_loaded()
 
     # --- the log and the state ------------------------------------------------------------------------
 

@@ -51,6 +51,7 @@ from ferrymq.storage.server.handlers import DEFERRED, PARTITION_OPS
 from ferrymq.storage.server.huge_pages import HugePages
 from ferrymq.storage.server.layout import adopt_legacy_log, replica_dir
 from ferrymq.storage.server.loop_lag import LoopLagMonitor
+from ferrymq.storage.server.mapped_columns import MappedColumns
 from ferrymq.storage.server.metrics import FSYNC_BUCKETS
 from ferrymq.storage.server.replica import PartitionReplica
 
@@ -89,6 +90,8 @@ class StorageWorker:
         self.loop_lag.fields["worker"] = config.worker_id
         self.huge_pages = HugePages.for_this_process()
         """Huge pages for the large arrays after a slow checkpoint fork (the process's, whichever partition forked)."""
+        self.mapped_columns = MappedColumns()
+        """Copies the checkpoint pages a load mapped into the worker's own memory (:mod:`.mapped_columns`)."""
         self.replicas: dict[int, PartitionReplica] = {
             partition: self._replica(partition, None if receipt_keys is None else receipt_keys[partition])
             for partition in config.partitions
@@ -127,6 +130,7 @@ class StorageWorker:
             body_cache=self.body_cache,
             on_sync=self.fsync_seconds.observe,
             on_forked=self.huge_pages.after_fork,
+            on_loaded=self.mapped_columns.start,
         )
 
     async def host(self, partition: int, receipt_key: bytes) -> PartitionReplica:
@@ -178,6 +182,7 @@ class StorageWorker:
         sockname = self._server.sockets[0].getsockname()
         self._address = (self.config.host, int(sockname[1]))
         self.loop_lag.start()
+        self.mapped_columns.start()
         for replica in self.replicas.values():
             replica.vouched.resume()
         if static_roles:
@@ -212,6 +217,7 @@ class StorageWorker:
         if self._server is not None:
             self._server.close()
         await self.loop_lag.stop()
+        await self.mapped_columns.stop()
         for conn in list(self._connections):
             with contextlib.suppress(Exception):
                 conn.transport.pause_reading()

@@ -4,6 +4,7 @@ delta that is torn, damaged or of another chain ends the chain before it, named 
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import mmap
@@ -20,7 +21,7 @@ import pytest
 
 from ferrymq.clock import ManualClock
 from ferrymq.storage.engine import Engine
-from ferrymq.storage.log import checkpoint_chain
+from ferrymq.storage.log import checkpoint_chain, mapped_chunks
 from ferrymq.storage.log.checkpoint import (
     FILE_NAME,
     Checkpoint,
@@ -419,3 +420,77 @@ def test_every_chunk_lies_on_a_page_boundary_and_maps_to_the_bytes_it_loads_as(
         mapped += 1
     assert mapped > 10
     _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), engine)
+
+
+def _mapped_files(directory: Path) -> set[str]:
+    """Files of ``directory`` this process maps (``(deleted)`` once unlinked)."""
+    found = set()
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith(str(directory)):
+            found.add(fields[5])
+    return found
+
+
+def test_a_load_maps_its_chunks_and_the_state_outlives_the_files_and_their_copy_into_memory(
+    tmp_path: Path, any_delta: None
+) -> None:
+    # given a base of 60,000 messages and a delta (chunks of 256 KiB: each column of 8 bytes a row is two of them)
+    engine = _engine(60000)
+    _write(tmp_path, engine, 1)
+    _send(engine, "late", 20)
+    received, _ = poll(engine, "q", 10)
+    engine.delete("q", [m["receipt"] for m in received])
+    _write(tmp_path, engine, 2)
+    files = sorted(tmp_path.glob(f"{FILE_NAME}*"))
+    digests = {path: hashlib.sha256(path.read_bytes()).digest() for path in files}
+    # when it is loaded
+    before = mapped_chunks.mapped_bytes()
+    found = read_checkpoint(tmp_path)
+    assert found is not None and found.deltas == 1
+    # then its chunks are the files' pages, mapped where they belong, not read
+    assert _mapped_files(tmp_path) == {str(path) for path in files}
+    loaded = Engine(ManualClock(), RECEIPT_KEY, partition=found.state)
+    _same(loaded, engine)
+    # and none of it is to be copied until the state is in use (a load and its replay may run off the loop)
+    assert mapped_chunks.mapped_bytes() == before
+    mapped_chunks.settle(found.state.table.column_views())
+    assert mapped_chunks.mapped_bytes() - before >= 10 * checkpoint_chain.CHUNK
+    # and rows written into them are the process's own: the files are as they were
+    batches = [[_message(f"after{start + i}") for i in range(10)] for start in range(0, 30, 10)]
+    for target in (engine, loaded):
+        for batch in batches:
+            target.send("q", batch, RETENTION)
+        received, _ = poll(target, "q", 25)
+        target.delete("q", [m["receipt"] for m in received])
+    _same(loaded, engine)
+    assert {path: hashlib.sha256(path.read_bytes()).digest() for path in files} == digests
+    # and once the files are gone (a new base replaced them), the state is still whole
+    for path in files:
+        path.unlink()
+    assert _mapped_files(tmp_path) == {f"{path} (deleted)" for path in files}
+    _same(loaded, engine)
+    # and a copy pass, a step at a time, leaves nothing of them mapped, the state as it was
+    while mapped_chunks.copy_mapped(checkpoint_chain.CHUNK):
+        pass
+    assert mapped_chunks.mapped_bytes() == 0 and not _mapped_files(tmp_path)
+    _same(loaded, engine)
+
+
+def test_a_chunk_damaged_on_disk_is_refused_when_mapped(tmp_path: Path) -> None:
+    engine = _engine(60000)
+    _write(tmp_path, engine, 1)
+    chain = read_chain(tmp_path)
+    assert chain is not None
+    # given one byte of a stored chunk flipped (the first chunk of the first out-of-band array)
+    at = chain.last.chunks_at + 100
+    with open(tmp_path / FILE_NAME, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    # then the load refuses it, and leaves nothing mapped
+    with pytest.raises(CheckpointUnusable, match="torn or damaged"):
+        read_checkpoint(tmp_path)
+    gc.collect()
+    assert not _mapped_files(tmp_path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import mmap
 import os
 import pickle
 import shutil
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 from ferrymq.storage.log import checkpoint as checkpoint_module
-from ferrymq.storage.log import reading
+from ferrymq.storage.log import checkpoint_chain, mapped_chunks, reading
 from ferrymq.storage.log.checkpoint import FILE_NAME, read_checkpoint
 from ferrymq.storage.log.checkpoint_chain import HEAD, Head
 from ferrymq.storage.server import replica as replica_module
@@ -381,5 +382,42 @@ def test_a_start_leaves_no_descriptor_of_its_load_account_open_whatever_the_chec
             pass
         # then each closed what it opened to account for its load
         assert _load_accounts_open() == before
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_started_from_a_checkpoint_maps_it_then_copies_it_into_its_own_memory_while_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (chunks of a page and arrays of 1 KiB or more out of band: a few hundred messages make a mapped checkpoint)
+    monkeypatch.setattr(checkpoint_chain, "CHUNK", mmap.PAGESIZE)
+    monkeypatch.setattr(checkpoint_chain, "OUT_OF_BAND_MIN", 1024)
+    directory = tmp_path / "p0"
+
+    def mapped_files() -> list[str]:
+        return [line for line in Path("/proc/self/maps").read_text().splitlines() if str(directory) in line]
+
+    async def scenario() -> None:
+        async with node(tmp_path, "w") as (replica, client, _):
+            for round_ in range(40):
+                await workload(client, round_)
+            before = everything(replica)
+        # given a clean stop's checkpoint
+        assert (directory / FILE_NAME).exists()
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="ferrymq.storage.server.mapped_columns"):
+            # when the worker starts again
+            async with node(tmp_path, "w") as (replica, client, _):
+                assert everything(replica) == before
+                # then, while it serves, what its load mapped is copied into its own memory, a step at a time
+                for _ in range(500):
+                    if any("copied into the worker's own memory" in r.getMessage() for r in caplog.records):
+                        break
+                    await asyncio.sleep(0.01)
+                else:
+                    raise AssertionError("the mapped pages were never copied")
+                assert mapped_chunks.mapped_bytes() == 0 and not mapped_files()
+                assert everything(replica) == before
+                await workload(client, 99)
 
     asyncio.run(scenario())
