@@ -25,6 +25,7 @@ from ferrymq.storage.log import checkpoint as checkpoint_module
 from ferrymq.storage.log import checkpoint_chain, mapped_chunks, reading
 from ferrymq.storage.log.checkpoint import FILE_NAME, read_checkpoint
 from ferrymq.storage.log.checkpoint_chain import HEAD, Head
+from ferrymq.storage.server import mapped_columns
 from ferrymq.storage.server import replica as replica_module
 from ferrymq.storage.server.replica import PartitionReplica
 from tests.functional.storage_workers.test_replication import P, node
@@ -392,6 +393,7 @@ def test_a_worker_started_from_a_checkpoint_maps_it_then_copies_it_into_its_own_
     # (chunks of a page and arrays of 1 KiB or more out of band: a few hundred messages make a mapped checkpoint)
     monkeypatch.setattr(checkpoint_chain, "CHUNK", mmap.PAGESIZE)
     monkeypatch.setattr(checkpoint_chain, "OUT_OF_BAND_MIN", 1024)
+    monkeypatch.setattr(mapped_columns, "START_DELAY_SECONDS", 0.2)
     directory = tmp_path / "p0"
 
     def mapped_files() -> list[str]:
