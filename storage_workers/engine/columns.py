@@ -35,7 +35,7 @@ MIN_ROWS = 1 << 12
 RELEASE_BYTES = 1 << 20
 """Rows worth more than this are given back to the kernel when a table empties (:func:`release`)."""
 MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
-ITEM_BYTES = {kind: array(kind).itemsize for kind in "bBhHiIlLqQ"}
+ITEM_BYTES = {kind: array(kind).itemsize for kind in "bBhHiIlLqQfd"}
 
 
 class _HasColumns(Protocol):
@@ -103,7 +103,9 @@ def loaded(kind: str, nbytes: int) -> memoryview:
 
 
 def release(column: memoryview, rows: int) -> None:
-    """Give the pages of the first ``rows`` rows back to the kernel (they read as zeros after), when worth it."""
+    """Give the pages of the first ``rows`` rows back to the kernel, when worth it: they read as zeros after, or
+    as the file whose pages a load mapped there (``log.mapped_chunks``); a table writes every field of a row it
+    takes, so either will do."""
     nbytes = rows * column.itemsize
     if nbytes > RELEASE_BYTES:
         region = column.obj

@@ -34,11 +34,8 @@ leaves with its spans."""
 _mapped: weakref.WeakKeyDictionary[mmap.mmap, list[list[int]]] = weakref.WeakKeyDictionary()
 """The same, of states in use, not yet copied (:func:`copy_mapped`)."""
 
-
 PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
 MAP_FIXED = 0x10
-
-
 MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
 
 
