@@ -37,6 +37,7 @@ _mapped: weakref.WeakKeyDictionary[mmap.mmap, list[list[int]]] = weakref.WeakKey
 PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
 MAP_FIXED = 0x10
 MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
+HUGE_PAGE_BYTES = 2 * 1024 * 1024
 
 
 @functools.cache
@@ -109,9 +110,10 @@ def mapped_bytes() -> int:
 
 
 def copy_mapped(budget: int) -> int:
-    """Put memory of the process's own, holding the same bytes, in place of up to ``budget`` bytes of what files
-    were mapped into reservations (whole pages); returns the bytes still mapped. On the thread that writes the
-    columns (the worker's loop): a row written elsewhere between a span's copy and its move would be lost."""
+    """Put memory of the process's own, holding the same bytes, in place of about ``budget`` bytes of what files
+    were mapped into reservations (on to the next huge-page boundary); returns the bytes still mapped. On the
+    thread that writes the columns (the worker's loop): a row written elsewhere between a span's copy and its move
+    would be lost."""
     budget = max(mmap.PAGESIZE, budget // mmap.PAGESIZE * mmap.PAGESIZE)
     with _lock:
         work = [(region, spans) for region, spans in _mapped.items() if spans]
@@ -119,7 +121,10 @@ def copy_mapped(budget: int) -> int:
         base = address(memoryview(region))
         while spans and budget > 0:
             start, end = spans[0]
-            stop = min(end, start + budget)
+            # Each copy becomes a mapping of its own, which the kernel does not merge with its neighbours: one that
+            # ends on a huge-page boundary leaves every whole huge page of the column inside one mapping, where the
+            # huge-pages pass can collapse it (``server.huge_pages``).
+            stop = min(end, -(-(base + start + budget) // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES - base)
             _replace_with_copy(base + start, stop - start)
             budget -= stop - start
             with _lock:

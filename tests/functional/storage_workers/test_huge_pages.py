@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import mmap
 from array import array
+from pathlib import Path
 
 import pytest
 
-from ferrymq.storage.engine import columns
+from ferrymq.storage.engine import PartitionState, columns
 from ferrymq.storage.engine.table import MessageTable
+from ferrymq.storage.log import mapped_chunks
+from ferrymq.storage.log.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from ferrymq.storage.server.huge_pages import SMAPS, HugePages, regions
 
 MIB = 1024 * 1024
@@ -58,4 +61,29 @@ def test_a_message_tables_rows_get_huge_pages_and_the_rest_of_its_columns_reserv
     assert huge >= 8 * MIB
     assert rss <= rows * 8 + 4 * MIB
     # and the rows are what they were
+    assert table.rows_of("sent").tolist() == list(range(rows))
+
+
+def test_a_column_a_start_mapped_and_copied_gets_huge_pages(tmp_path: Path) -> None:
+    pages = HugePages.for_this_process()
+    if not pages.asks:
+        pytest.skip("this kernel gives no huge pages, or cannot collapse on request (MADV_COLLAPSE, Linux 6.1)")
+    # given a checkpoint whose table's ``sent`` column is 12 MiB
+    state = PartitionState()
+    rows = 3 * MIB // 2
+    state.table.extra.extend([None] * rows)
+    state.table.sent.cast("B")[:rows * 8] = array("q", range(rows)).tobytes()
+    write_checkpoint(tmp_path, Checkpoint(1, [], {}, state))
+    del state
+    # when a start loads it (its chunks mapped) and then copies what it mapped into memory of its own
+    found = read_checkpoint(tmp_path)
+    assert found is not None
+    table = found.state.table
+    mapped_chunks.settle(table.column_views())
+    while mapped_chunks.copy_mapped(3 * MIB // 2):
+        pass
+    # then a pass gives the column's rows huge pages: the copies did not cut them into mappings too small for one
+    pages.run_pass()
+    start = columns.address(table.sent)
+    assert _overlapping(start, start + rows * 8)[1] >= 8 * MIB
     assert table.rows_of("sent").tolist() == list(range(rows))
