@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import sys
 import threading
 import weakref
 from array import array
@@ -34,7 +35,8 @@ MIN_ROWS = 1 << 12
 """The fewest rows a reservation is asked for when bigger ones are refused."""
 RELEASE_BYTES = 1 << 20
 """Rows worth more than this are given back to the kernel when a table empties (:func:`release`)."""
-MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
+MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
+"""Linux's value where Python does not name it; elsewhere nothing is asked (the flag's value differs)."""
 ITEM_BYTES = {kind: array(kind).itemsize for kind in "bBhHiIlLqQfd"}
 
 

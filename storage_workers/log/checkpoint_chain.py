@@ -45,6 +45,7 @@ import hashlib
 import mmap
 import os
 import struct
+import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -405,7 +406,8 @@ def assemble(chain: Chain) -> list[memoryview]:
             # past the file's end would fault when read, so the file's size is checked first.
             ordered = list(in_file)
             # (Each chunk's pages must be its own in memory too: not where tests make chunks smaller than a page.)
-            mappable = version >= 4 and CHUNK % mmap.PAGESIZE == 0
+            # (And Linux only: the copy that follows moves pages with ``mremap``.)
+            mappable = version >= 4 and CHUNK % mmap.PAGESIZE == 0 and sys.platform == "linux"
             runs = _runs(ordered) if mappable else [[read] for read in ordered]
             size = os.fstat(f.fileno()).st_size
             for run in runs:
