@@ -40,6 +40,9 @@ class WorkerConfig:
     checkpoint_max_bytes: int = 0
     """How far that interval stretches as checkpoints cost more CPU (a larger state to hash); at most
     ``checkpoint_bytes``: it does not."""
+    checkpoint_records: int = 8192
+    """Records appended between checkpoints taken while serving, at least, whatever their bytes; 0: only bytes
+    count."""
     stall_trace_ms: int = 0
     """A loop held this long gets every thread's stack written to standard error (:mod:`.loop_lag`); 0: off."""
     register: bool = True
@@ -76,6 +79,7 @@ class WorkerConfig:
             "compact_ratio": settings.worker_compact_ratio,
             "checkpoint_bytes": settings.worker_checkpoint_bytes,
             "checkpoint_max_bytes": settings.worker_checkpoint_max_bytes,
+            "checkpoint_records": settings.worker_checkpoint_records,
             "stall_trace_ms": settings.worker_stall_trace_ms,
             "peer_auth": PeerAuth.from_settings(settings),
         }
@@ -100,10 +104,11 @@ class WorkerConfig:
                 "FERRYMQ_WORKER_SEGMENT_BYTES and FERRYMQ_WORKER_COMPACT_MIN_BYTES are at least 1, "
                 "FERRYMQ_WORKER_COMPACT_RATIO above 0"
             )
-        if self.checkpoint_bytes < 0 or self.checkpoint_max_bytes < 0:
+        if self.checkpoint_bytes < 0 or self.checkpoint_max_bytes < 0 or self.checkpoint_records < 0:
             raise ValueError(
-                "FERRYMQ_WORKER_CHECKPOINT_BYTES and FERRYMQ_WORKER_CHECKPOINT_MAX_BYTES are not negative "
-                "(0: no checkpoints while serving, and an interval that does not stretch)"
+                "FERRYMQ_WORKER_CHECKPOINT_BYTES, FERRYMQ_WORKER_CHECKPOINT_MAX_BYTES and "
+                "FERRYMQ_WORKER_CHECKPOINT_RECORDS are not negative (0: no checkpoints while serving, an interval "
+                "that does not stretch, and only bytes counted)"
             )
         if self.stall_trace_ms < 0:
             raise ValueError("FERRYMQ_WORKER_STALL_TRACE_MS is not negative (0: off)")

@@ -134,7 +134,8 @@ class PartitionReplica:
         self._lost_copy_marked: bool | None = None
         """Whether the lost-copy mark is in the log directory; None until read."""
         self.checkpoints = CheckpointFork(
-            partition, self.directory, config.checkpoint_bytes, config.checkpoint_max_bytes, on_forked
+            partition, self.directory, config.checkpoint_bytes, config.checkpoint_max_bytes, on_forked,
+            config.checkpoint_records,
         )
         """Checkpoints taken while serving (:mod:`.running_checkpoint`)."""
         self._crcs: dict[tuple[int, int, int], int] = {}

@@ -11,6 +11,13 @@ A delta hashes the whole state to find what changed (about 0.3 s of CPU at ten m
 cost, up to ``checkpoint_max_bytes``: a small backlog is checkpointed often and replays little after a crash, a
 large one pays no more per message than :data:`LOG_BYTES_PER_CHECKPOINT_CPU_SECOND` allows.
 
+Bytes of log are a poor measure of what a replay costs when the records are small: a consumer draining a backlog
+writes 14 bytes of log per message received and deleted (a record of 72 bytes per batch of ten), which replay at
+about 40 µs a record, so 32 MiB of them would take 17 s to replay and 128 MiB over a minute.  So a checkpoint is
+also due every ``checkpoint_records`` records, stretched as the last checkpoint cost more, until replaying the
+records since would take about what that checkpoint took (:data:`REPLAY_SECONDS_PER_RECORD`): a start after a
+crash then replays for about as long as one checkpoint takes, whatever the records.
+
 Pickling the state takes about 0.25 s per million messages: too long to hold the event loop, and the state changes
 with every request, so it cannot be pickled in a thread either.  The worker forks instead.  The child holds a
 copy-on-write view of the state as of that instant, writes it to a temporary file, syncs it and exits; the parent
@@ -60,6 +67,12 @@ message of 256 B), unless ``checkpoint_max_bytes`` would be passed: the log byte
 least, per second of CPU the last one took."""
 
 
+REPLAY_SECONDS_PER_RECORD = 40e-6
+"""What replaying a record costs, about (measured: a drain's records, each a receive or a delete of ten messages,
+37-39 µs; a send of ten 15-20 µs): the records a checkpoint waits for, per second of CPU the last one took, are
+about what it would take that long to replay."""
+
+
 def running_tmp(pid: int) -> str:
     return f"{RUNNING_TMP}.{pid}"
 
@@ -75,7 +88,7 @@ class CheckpointFork:
     """Takes one partition's checkpoints while it serves, one at a time (module docstring)."""
 
     def __init__(self, partition: int, directory: Path, every_bytes: int, most_bytes: int = 0,
-                 on_forked: Callable[[float], None] | None = None) -> None:
+                 on_forked: Callable[[float], None] | None = None, every_records: int = 0) -> None:
         """``on_forked`` is told how long each fork held the loop (seconds), once its child has exited: the
         worker's huge pages (:mod:`.huge_pages`)."""
         self.partition = partition
@@ -85,6 +98,9 @@ class CheckpointFork:
         self.most_bytes = most_bytes
         """How far the interval stretches with what the last checkpoint cost (:meth:`interval`); at most
         ``every_bytes``: it does not."""
+        self.every_records = every_records
+        """Records appended between checkpoints, at least, whatever their bytes (:meth:`record_interval`); 0:
+        only bytes count."""
         self.last_cpu = 0.0
         """The CPU seconds the last checkpoint's child spent."""
         self.taken = 0
@@ -94,22 +110,31 @@ class CheckpointFork:
         self.last_size = 0
         """The bytes the next delta is expected to write at least: the size of the last delta put in place, or
         after a base, what of it every delta repeats (its head, pickled state and table)."""
-        self._since: tuple[LogWriter, int] | None = None
-        """The log, and its position at the last checkpoint (or when it was opened)."""
+        self._since: tuple[LogWriter, int, int] | None = None
+        """The log, and its position (bytes, then records) at the last checkpoint (or when it was opened)."""
         self._child: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._on_forked = on_forked
 
     def due(self, wal: LogWriter) -> bool:
         """Whether enough was appended to ``wal`` since the last checkpoint, and none is being written
-        (:meth:`interval`)."""
+        (:meth:`interval`, :meth:`record_interval`)."""
         if self.every_bytes <= 0 or self._task is not None:
             return False
         since = self._since
         if since is None or since[0] is not wal:
-            self._since = (wal, wal.end)
+            self._since = (wal, wal.end, wal.end_offset)
             return False
-        return wal.end - since[1] >= self.interval()
+        if wal.end - since[1] >= self.interval():
+            return True
+        return self.every_records > 0 and wal.end_offset - since[2] >= self.record_interval()
+
+    def record_interval(self) -> int:
+        """The records the next checkpoint waits for, if their bytes have not made it due first:
+        ``every_records`` at least, and as many as would take about as long to replay as the last checkpoint
+        took (:data:`REPLAY_SECONDS_PER_RECORD`), so that checkpoints cost no more CPU than the replays they
+        spare."""
+        return max(self.every_records, round(self.last_cpu / REPLAY_SECONDS_PER_RECORD))
 
     def interval(self) -> int:
         """The log bytes the next checkpoint waits for: ``every_bytes`` at least, and at least :attr:`last_size`,
@@ -122,7 +147,7 @@ class CheckpointFork:
 
     def take(self, wal: LogWriter, checkpoint: Checkpoint) -> None:
         """Have a child process write ``checkpoint``, the live state as of this instant (module docstring)."""
-        self._since = (wal, wal.end)
+        self._since = (wal, wal.end, wal.end_offset)
         rewrites = wal.rewrites
         parent = os.getpid()
         forking = time.perf_counter()
@@ -165,9 +190,10 @@ class CheckpointFork:
             self.taken += 1
             self.last_size = placed.size if placed.position else placed.chunks_at
             log.info("partition %d: checkpoint as of offset %d written while serving (%s, %d bytes, %.2f s of CPU, "
-                     "the next after %d bytes of log; the fork held the loop %.1f ms)", self.partition, offset,
+                     "the next after %d bytes of log%s; the fork held the loop %.1f ms)", self.partition, offset,
                      f"delta {placed.position}" if placed.position else "a new base", placed.size, self.last_cpu,
-                     self.interval(), forked * 1000)
+                     self.interval(), f" or {self.record_interval()} records" if self.every_records > 0 else "",
+                     forked * 1000)
         except (OSError, CheckpointUnusable) as exc:
             self.dropped += 1
             log.warning("partition %d: the checkpoint as of offset %d was not put in place (%s)", self.partition,

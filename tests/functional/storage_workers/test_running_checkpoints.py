@@ -81,6 +81,51 @@ def test_a_start_after_a_crash_loads_the_checkpoint_taken_while_serving_and_repl
     asyncio.run(scenario())
 
 
+def test_a_drain_s_small_records_are_checkpointed_by_their_count_and_a_crash_replays_only_those_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    applied: list[Any] = []
+    deleted: set[str] = set()
+    # a byte interval no drain reaches here, and a checkpoint every 40 records (not stretched by what the last
+    # cost: that is the unit tests')
+    every_40_records = {"checkpoint_bytes": 1 << 30, "checkpoint_records": 40}
+    monkeypatch.setattr(running_checkpoint, "REPLAY_SECONDS_PER_RECORD", 1.0)
+
+    async def scenario() -> None:
+        # given a worker that never stops cleanly, holding a backlog drained a message at a time: records of
+        # some tens of bytes each
+        monkeypatch.setattr(PartitionReplica, "_write_checkpoint", _no_checkpoint)
+        async with node(tmp_path, "w", **every_40_records) as (replica, client, _):
+            await client.send(P, "q", [message(f"m{i}") for i in range(100)], retention_seconds=RETENTION)
+            assert replica.log is not None
+            drained_from = replica.log.end
+            for _ in range(60):
+                got = await receive(client, "q", max_messages=1)
+                await client.delete(P, "q", [got[0]["receipt"]])
+                deleted.add(got[0]["body"])
+
+            async def taken() -> bool:
+                return replica.checkpoints.taken >= 2
+
+            await eventually(taken)
+            assert replica.log.end - drained_from < 16 * 1024  # no byte interval was reached
+            end = replica.log.end_offset - 1
+        found = read_checkpoint(tmp_path / "p0")
+        assert found is not None and 40 < found.offset <= end
+        # when it starts again: the checkpoint, then only the records after it
+        monkeypatch.setattr(replica_module, "recover", counting_recover(applied))
+        async with node(tmp_path, "w", **every_40_records) as (replica, client, _):
+            restored = everything(replica)
+            assert len(applied) == end - found.offset
+        # then it holds what a replay of the whole log gives: the 40 messages not deleted
+        assert restored == await full_replay_of(tmp_path)
+        async with node(tmp_path, "w") as (replica, client, _):
+            left = [m["body"] for _ in range(5) for m in await receive(client, "q", max_messages=10)]
+        assert sorted(left) == sorted({f"m{i}" for i in range(100)} - deleted)
+
+    asyncio.run(scenario())
+
+
 async def _checkpoint_with_records_in_flight(
     replica: PartitionReplica, client: Any, tag: str, monkeypatch: pytest.MonkeyPatch
 ) -> list[int]:

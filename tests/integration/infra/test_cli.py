@@ -208,7 +208,7 @@ def test_up_refuses_a_replication_factor_above_the_workers(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("variable", ["FERRYMQ_WORKER_CHECKPOINT_BYTES", "FERRYMQ_WORKER_CHECKPOINT_MAX_BYTES",
-                                      "FERRYMQ_WORKER_SEGMENT_BYTES"])
+                                      "FERRYMQ_WORKER_CHECKPOINT_RECORDS", "FERRYMQ_WORKER_SEGMENT_BYTES"])
 def test_up_refuses_a_worker_setting_no_worker_would_start_with_before_starting_anything(
     tmp_path: Path, variable: str
 ) -> None:

@@ -162,6 +162,10 @@ class Settings:
     # take stays under about 4 ms per MiB of log (a delta hashes the whole state: 0.8 s at ten million messages).
     worker_checkpoint_bytes: int = 32 * 1024 * 1024
     worker_checkpoint_max_bytes: int = 128 * 1024 * 1024
+    # Every this many records of log as well, whatever their bytes (a drain's receives and deletes are tens of
+    # bytes each, and replay at about 40 µs a record), stretched until replaying the records since the last
+    # checkpoint would take about what it took. 0: only bytes count.
+    worker_checkpoint_records: int = 8192
     # A worker whose event loop is held this long writes every thread's stack to its standard error, once per
     # stall, so that what held it is named. 0: off (arming the trace costs a thread start per loop-lag tick).
     worker_stall_trace_ms: int = 0
@@ -406,6 +410,7 @@ class Settings:
             worker_checkpoint_max_bytes=int(
                 get("WORKER_CHECKPOINT_MAX_BYTES", str(defaults.worker_checkpoint_max_bytes))
             ),
+            worker_checkpoint_records=int(get("WORKER_CHECKPOINT_RECORDS", str(defaults.worker_checkpoint_records))),
             worker_stall_trace_ms=int(get("WORKER_STALL_TRACE_MS", str(defaults.worker_stall_trace_ms))),
             worker_connect_timeout_seconds=float(
                 get("WORKER_CONNECT_TIMEOUT_SECONDS", str(defaults.worker_connect_timeout_seconds))
