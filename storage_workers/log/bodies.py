@@ -71,6 +71,11 @@ UNPLACED = frozenset({0})
 """The file numbers of rows not placed yet (``loc`` 0: stored files are numbered from 1)."""
 
 
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
 def place(
     table: MessageTable,
     number: int,
@@ -219,8 +224,10 @@ class BodyStore:
                 moved = 0
                 await asyncio.sleep(0)
         self._last = None
-        for file in old:
-            os.close(self._files.pop(file)[0])
+        fds = [self._files.pop(file)[0] for file in old]
+        # Off the loop: the folded files are unlinked, so the last close of each has the file system free its
+        # blocks (found holding a loop 97 ms asleep for two segments of 64 MiB).
+        await asyncio.to_thread(_close_all, fds)
 
     def files(self, *, unplaced_ok: bool = False) -> dict[int, int] | None:
         """File number -> segment index of every file messages are placed in, for a checkpoint; None while a
@@ -256,8 +263,7 @@ class BodyStore:
     def close(self) -> None:
         self.closed = True
         self._last = None
-        for fd, _ in self._files.values():
-            os.close(fd)
+        _close_all([fd for fd, _ in self._files.values()])
         self._files.clear()
         self._numbers.clear()
 
