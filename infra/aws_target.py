@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ferrymq.infra.children import Child, child_environment, python_module_argv, start_child
+from ferrymq.infra.children import Child, Starting, child_environment, launch_child, python_module_argv
 from ferrymq.infra.standin import layout
 from ferrymq.infra.standin.access_keys import KeyPair, ensure_key_pair
 from ferrymq.private_files import write_private
@@ -62,15 +62,32 @@ def apply_environment(aws_env: Mapping[str, str]) -> None:
         os.environ.pop("AWS_SESSION_TOKEN", None)
 
 
+def launch_standin(settings: Settings, env: Mapping[str, str], port: int = 0) -> tuple[Starting, str]:
+    """Start the stand-in on ``standin_dir(settings)`` and ``port`` (0: any free one) without waiting for it;
+    returns it with its endpoint URL. The socket is bound and listening here, and handed to the stand-in, so the
+    endpoint is known at once and a call made to it while the stand-in starts waits in the socket's backlog
+    instead of being refused: whoever depends on it can start meanwhile. Raises OSError if the port is taken."""
+    # Here, not at the top: it brings uvicorn, which the admin commands using this module need only for this.
+    from ferrymq.infra import asgi_serving
+
+    sock = asgi_serving.bind_socket(STANDIN_HOST, port)
+    try:
+        argv = python_module_argv("ferrymq.infra.standin", "--fd", str(sock.fileno()),
+                                  "--data-dir", str(standin_dir(settings)), "--parent-pid", str(os.getpid()))
+        child_env = child_environment(env, **standin_key_pair(settings).environment())
+        starting = launch_child("aws", argv, child_env, layout.READY_PREFIX, pass_fds=(sock.fileno(),))
+        return starting, asgi_serving.socket_url(sock)
+    finally:
+        # The stand-in holds its own copy: a stand-in that exits leaves the port free.
+        sock.close()
+
+
 def start_standin(settings: Settings, env: Mapping[str, str], should_abort: Callable[[], bool] = lambda: False,
                   timeout: float = 60.0, port: int = 0) -> tuple[Child, str]:
-    """Start the stand-in on ``standin_dir(settings)`` and ``port`` (0: any free one); returns it with its
-    endpoint URL."""
-    argv = python_module_argv("ferrymq.infra.standin", "--host", STANDIN_HOST, "--port", str(port),
-                              "--data-dir", str(standin_dir(settings)), "--parent-pid", str(os.getpid()))
-    child_env = child_environment(env, **standin_key_pair(settings).environment())
-    child = start_child("aws", argv, child_env, layout.READY_PREFIX, should_abort=should_abort, timeout=timeout)
-    return child, child.ready_fields[0]
+    """Start the stand-in on ``standin_dir(settings)`` and ``port`` (0: any free one); returns it, serving, with
+    its endpoint URL."""
+    starting, endpoint = launch_standin(settings, env, port)
+    return starting.wait_ready(should_abort=should_abort, timeout=timeout), endpoint
 
 
 def write_endpoint_file(settings: Settings, endpoint: str) -> None:

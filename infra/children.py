@@ -139,10 +139,12 @@ class Starting:
 
 
 def launch_child(name: str, argv: Sequence[str], env: Mapping[str, str], ready_prefix: str, *,
-                 out: TextIO | None = None, stderr_lines: Callable[[str], None] | None = None) -> Starting:
+                 out: TextIO | None = None, stderr_lines: Callable[[str], None] | None = None,
+                 pass_fds: Sequence[int] = ()) -> Starting:
     """Start ``argv`` without waiting: its ready line (a line starting with ``ready_prefix``) is awaited by
     :meth:`Starting.wait_ready` or :meth:`Starting.poll`. ``stderr_lines`` is called with each line the child
-    writes to stderr, after it is passed on to this process's stderr."""
+    writes to stderr, after it is passed on to this process's stderr. ``pass_fds``: descriptors the child
+    inherits, under the same numbers."""
     process = subprocess.Popen(
         list(argv),
         env=dict(env),
@@ -151,6 +153,7 @@ def launch_child(name: str, argv: Sequence[str], env: Mapping[str, str], ready_p
         stderr=subprocess.PIPE if stderr_lines is not None else None,
         text=True,
         bufsize=1,
+        pass_fds=tuple(pass_fds),
     )
     child = Child(name, process, [])
     if stderr_lines is not None:
@@ -163,22 +166,6 @@ def launch_child(name: str, argv: Sequence[str], env: Mapping[str, str], ready_p
         daemon=True,
     ).start()
     return Starting(child, ready)
-
-
-def start_child(
-    name: str,
-    argv: Sequence[str],
-    env: Mapping[str, str],
-    ready_prefix: str,
-    *,
-    timeout: float = DEFAULT_READY_TIMEOUT,
-    should_abort: Callable[[], bool] = lambda: False,
-    out: TextIO | None = None,
-) -> Child:
-    """Start ``argv`` and return once it prints a line starting with ``ready_prefix`` (see
-    :meth:`Starting.wait_ready` for the failures)."""
-    return launch_child(name, argv, env, ready_prefix, out=out).wait_ready(timeout=timeout,
-                                                                          should_abort=should_abort)
 
 
 def python_module_argv(module: str, *args: str) -> list[str]:

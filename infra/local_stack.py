@@ -70,6 +70,8 @@ LOCAL_PUSH_NETWORKS = "127.0.0.0/8,::1/128"
 DEV_USER_NAME = "dev"
 POLL_SECONDS = 0.2
 READY_POLL_SECONDS = 0.02
+STANDIN_READY_TIMEOUT = 60.0
+"""How long the stand-in may take to serve (its imports, its snapshot and journal) before ``up`` gives up."""
 
 
 class StartupFailed(RuntimeError):
@@ -227,7 +229,8 @@ def _run_holding_data_dir(settings: Settings, env: Mapping[str, str], out: TextI
         pool.stop()
         if standin and children:
             stop_all(children[:1])
-            aws_target.remove_endpoint_file(settings, children[0].ready_fields[0])
+            if children[0].ready_fields:
+                aws_target.remove_endpoint_file(settings, children[0].ready_fields[0])
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
@@ -296,10 +299,14 @@ def check_port_free(host: str, port: int, variable: str = "FERRYMQ_PORT") -> Non
         with socket.create_server((host, port)):
             pass
     except OSError as exc:
-        raise StartupFailed(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}. Is another FerryMQ (or anything else) using "
-            f"it? Stop it, or choose another port with {variable} (0 picks a free one)."
-        ) from None
+        raise _port_taken(host, port, variable, exc) from None
+
+
+def _port_taken(host: str, port: int, variable: str, exc: OSError) -> StartupFailed:
+    return StartupFailed(
+        f"cannot listen on {host}:{port}: {exc.strerror or exc}. Is another FerryMQ (or anything else) using "
+        f"it? Stop it, or choose another port with {variable} (0 picks a free one)."
+    )
 
 
 def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, children: list[Child], pool: WorkerPool,
@@ -327,11 +334,14 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
         secret_env[SECRET_FILE_ENV] = str(ensure_secret_file(settings))
         settings = with_local_secret(settings)
     named = aws_target.named_endpoint(env)
+    standin_start: Starting | None = None
     if named is None:
-        child, aws_endpoint = aws_target.start_standin(settings, env, should_abort=stop.is_set,
-                                                       port=settings.standin_port)
-        children.append(child)
-        aws_target.write_endpoint_file(settings, aws_endpoint)
+        try:
+            # Free a moment ago (check_port_free), unless something took it since.
+            standin_start, aws_endpoint = aws_target.launch_standin(settings, env, port=settings.standin_port)
+        except OSError as exc:
+            raise _port_taken(aws_target.STANDIN_HOST, settings.standin_port, "FERRYMQ_STANDIN_PORT", exc) from None
+        children.append(standin_start.child)
         aws_env = aws_target.standin_environment(aws_endpoint, settings.region, aws_target.standin_key_pair(settings))
     else:
         aws_endpoint = named
@@ -360,12 +370,17 @@ def _start(settings: Settings, env: Mapping[str, str], stop: _StopRequest, child
     # whatever the order, and the gateway serves a worker as soon as it answers. Each started child is held
     # (pool, children) before any wait, so a stop or a failed start stops them all. A stack started before is
     # launched before its AWS resources are checked (they exist; see held_partitions), a new one once they do.
+    # They are launched while the stand-in starts (a second or more: moto's imports, its journal), since their
+    # own start does not need it: its socket listens from the first, and what they ask it meanwhile waits there.
     held_before = held_partitions.read(settings.data_dir)
     gateway_start: _Gateways | None = None
     if held_before and all(member in held_before for member in members):
         for member in members:
             launch(member, held_before[member])
         gateway_start = _Gateways(settings, base_env, children)
+    if standin_start is not None:
+        standin_start.wait_ready(should_abort=stop.is_set, timeout=STANDIN_READY_TIMEOUT)
+        aws_target.write_endpoint_file(settings, aws_endpoint)
     try:
         bootstrap(settings)
         seed_dev_credential(settings)

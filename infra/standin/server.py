@@ -6,6 +6,7 @@ import fcntl
 import functools
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -84,9 +85,10 @@ def build_durable_app(data_dir: Path, journal_limit_bytes: int = DEFAULT_JOURNAL
 
 def serve(host: str, port: int, data_dir: Path, key_pair: KeyPair,
           journal_limit_bytes: int = DEFAULT_JOURNAL_LIMIT_BYTES, parent_pid: int | None = None,
-          ttl_sweep_seconds: float = DEFAULT_INTERVAL_SECONDS) -> None:
+          ttl_sweep_seconds: float = DEFAULT_INTERVAL_SECONDS, fd: int | None = None) -> None:
     """Recover state from ``data_dir``, serve requests signed with ``key_pair`` until SIGTERM/SIGINT (or
-    ``parent_pid`` is gone; with a parent, SIGINT is left to it), then snapshot.
+    ``parent_pid`` is gone; with a parent, SIGINT is left to it), then snapshot. ``fd``: a listening socket to
+    serve, inherited, instead of one bound on ``host:port``.
 
     Expired items of DynamoDB tables with TTL enabled are deleted every ``ttl_sweep_seconds``
     (:mod:`ferrymq.infra.standin.ttl_sweeper`)."""
@@ -94,7 +96,7 @@ def serve(host: str, port: int, data_dir: Path, key_pair: KeyPair,
         durable = build_durable_app(data_dir, journal_limit_bytes)
         replayed = durable.recover()
         log.info("recovered %s: %d journal records replayed", data_dir, replayed)
-        sock = asgi_serving.bind_socket(host, port)
+        sock = socket.socket(fileno=fd) if fd is not None else asgi_serving.bind_socket(host, port)
         executor = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="standin")
         sweeper = TtlSweeper(durable, ttl_sweep_seconds)
         sweeper.start()

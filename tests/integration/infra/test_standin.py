@@ -4,6 +4,7 @@ items of tables with TTL enabled are deleted, for good."""
 from __future__ import annotations
 
 import datetime
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -13,7 +14,9 @@ from typing import Any
 import boto3
 import pytest
 
+from ferrymq.infra import aws_target
 from ferrymq.infra.standin import layout
+from ferrymq.settings import Settings
 from tests.integration.infra.processes import Started, child_env, python_module, running
 
 TABLE = "items"
@@ -233,3 +236,26 @@ def test_expired_items_of_ttl_tables_are_deleted_and_stay_deleted(tmp_path: Path
         assert _item(dynamodb, "expired") is None
         assert _item(dynamodb, "live") == live
         assert dynamodb.scan(TableName=TABLE, Select="COUNT")["Count"] == 2
+
+
+def test_a_stand_in_launched_by_up_is_called_before_it_serves_and_answers_once_it_does(tmp_path: Path) -> None:
+    # given a stand-in launched as `up` launches it: its socket bound and listening first, then handed to it
+    settings = Settings.from_env({"FERRYMQ_DATA_DIR": str(tmp_path)})
+    starting, endpoint = aws_target.launch_standin(settings, child_env())
+    try:
+        key_pair = aws_target.standin_key_pair(settings)
+        dynamodb = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
+                                aws_access_key_id=key_pair.access_key_id,
+                                aws_secret_access_key=key_pair.secret_access_key)
+        # when it is called while still starting (its imports alone take longer than this)
+        assert starting.poll() is None
+        # then the call waits for it, not refused, and is answered once it serves
+        assert dynamodb.list_tables()["TableNames"] == []
+        child = starting.wait_ready(timeout=60)
+        assert child.ready_fields == [endpoint]
+    finally:
+        starting.child.stop()
+    # and once it has stopped, nothing holds its port (this process let its copy of the socket go)
+    port = int(endpoint.rsplit(":", 1)[1])
+    with socket.create_server(("127.0.0.1", port)):
+        pass
