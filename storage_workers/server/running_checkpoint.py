@@ -69,7 +69,7 @@ least, per second of CPU the last one took."""
 
 REPLAY_SECONDS_PER_RECORD = 40e-6
 """What replaying a record costs, about (measured: a drain's records, each a receive or a delete of ten messages,
-37-39 µs; a send of ten 15-20 µs): the records a checkpoint waits for, per second of CPU the last one took, are
+37-39 µs; a send of ten about 31 µs): the records a checkpoint waits for, per second of CPU the last one took, are
 about what it would take that long to replay."""
 
 
