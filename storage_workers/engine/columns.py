@@ -35,6 +35,8 @@ MIN_ROWS = 1 << 12
 """The fewest rows a reservation is asked for when bigger ones are refused."""
 RELEASE_BYTES = 1 << 20
 """Rows worth more than this are given back to the kernel when a table empties (:func:`release`)."""
+HUGE_PAGE_BYTES = 2 * 1024 * 1024
+"""What the huge-pages pass collapses columns into, and what copies of mapped columns keep to."""
 MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
 """Linux's value where Python does not name it; elsewhere nothing is asked (the flag's value differs)."""
 ITEM_BYTES = {kind: array(kind).itemsize for kind in "bBhHiIlLqQfd"}
@@ -137,3 +139,7 @@ def dense_spans() -> Iterator[tuple[int, int]]:
     for owner in owners:
         yield from owner.column_spans()
 
+
+def huge_page_up(address: int) -> int:
+    """The first huge-page boundary at or after ``address``."""
+    return -(-address // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES

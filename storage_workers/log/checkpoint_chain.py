@@ -397,18 +397,18 @@ def assemble(chain: Chain) -> list[memoryview]:
                 raise ChainUnusable(f"{chain.last.path}: a chunk of its arrays is in no file of the chain")
             k, at, length = where
             reads.append(_Read(k, at, i, j * CHUNK, length, found))
+    # From version 4 each chunk lies on pages of its own: mapped, not read (``mapped_chunks``). Each chunk's pages
+    # must be its own in memory too (not where tests make chunks smaller than a page), and on Linux only: the copy
+    # that follows moves pages with ``mremap``.
+    mappable = version >= 4 and CHUNK % mmap.PAGESIZE == 0 and sys.platform == "linux"
     # File by file, in the order the chunks lie in each.
     reads.sort(key=lambda read: (read.file, read.at))
     for k, in_file in groupby(reads, key=attrgetter("file")):
         chain_file = chain.files[k]
         with open(chain_file.path, "rb", buffering=0) as f:
-            # From version 4 each chunk lies on pages of its own: mapped, not read (``mapped_chunks``). A mapping
-            # past the file's end would fault when read, so the file's size is checked first.
             ordered = list(in_file)
-            # (Each chunk's pages must be its own in memory too: not where tests make chunks smaller than a page.)
-            # (And Linux only: the copy that follows moves pages with ``mremap``.)
-            mappable = version >= 4 and CHUNK % mmap.PAGESIZE == 0 and sys.platform == "linux"
             runs = _runs(ordered) if mappable else [[read] for read in ordered]
+            # A mapping past the file's end would fault when read: the file's size is checked first.
             size = os.fstat(f.fileno()).st_size
             for run in runs:
                 first, final = run[0], run[-1]

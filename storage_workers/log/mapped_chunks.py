@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from ferrymq.storage.engine.columns import MAP_NORESERVE, address
+from ferrymq.storage.engine.columns import MAP_NORESERVE, address, huge_page_up
 
 _lock = threading.Lock()
 """Loads off the loop map files while the loop copies what earlier ones mapped."""
@@ -37,7 +37,6 @@ _mapped: weakref.WeakKeyDictionary[mmap.mmap, list[list[int]]] = weakref.WeakKey
 PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
 MAP_FIXED = 0x10
 MREMAP_MAYMOVE, MREMAP_FIXED = 1, 2
-HUGE_PAGE_BYTES = 2 * 1024 * 1024
 
 
 @functools.cache
@@ -124,7 +123,7 @@ def copy_mapped(budget: int) -> int:
             # Each copy becomes a mapping of its own, which the kernel does not merge with its neighbours: one that
             # ends on a huge-page boundary leaves every whole huge page of the column inside one mapping, where the
             # huge-pages pass can collapse it (``server.huge_pages``).
-            stop = min(end, -(-(base + start + budget) // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES - base)
+            stop = min(end, huge_page_up(base + start + budget) - base)
             _replace_with_copy(base + start, stop - start)
             budget -= stop - start
             with _lock:

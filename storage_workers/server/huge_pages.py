@@ -41,7 +41,7 @@ from ferrymq.storage.engine import columns
 
 log = logging.getLogger(__name__)
 
-HUGE_PAGE_BYTES = 2 * 1024 * 1024
+HUGE_PAGE_BYTES = columns.HUGE_PAGE_BYTES
 MIN_REGION_BYTES = 8 * 1024 * 1024
 DENSE_FRACTION = 0.9
 """A mapping whose resident pages cover less than this share of it is left alone: collapsing it would make its
@@ -183,7 +183,7 @@ class HugePages:
         collapsed = 0
         refused: dict[str, int] = {}
         for region in wanted:
-            start, end = _huge_page_up(region.start), region.end // HUGE_PAGE_BYTES * HUGE_PAGE_BYTES
+            start, end = columns.huge_page_up(region.start), region.end // HUGE_PAGE_BYTES * HUGE_PAGE_BYTES
             if end <= start:
                 continue
             # The mapping may have moved since smaps was read (an array reallocated): the kernel refuses a range
@@ -195,11 +195,6 @@ class HugePages:
                 name = errno.errorcode.get(code, str(code))
                 refused[name] = refused.get(name, 0) + 1
         return collapsed, refused
-
-
-def _huge_page_up(address: int) -> int:
-    """The first huge-page boundary at or after ``address``."""
-    return -(-address // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
 
 
 @functools.cache
@@ -229,7 +224,7 @@ def collapses(madvise: Callable[[int, int, int], int]) -> bool:
     try:
         probe.write(b"\1" * len(probe))
         first = ctypes.c_char.from_buffer(probe)
-        aligned = _huge_page_up(ctypes.addressof(first))
+        aligned = columns.huge_page_up(ctypes.addressof(first))
         del first  # the mapping cannot be closed while a ctypes object points into it
         code = madvise(aligned, HUGE_PAGE_BYTES, MADV_COLLAPSE)
     finally:

@@ -16,12 +16,13 @@ import contextlib
 import logging
 import time
 
+from ferrymq.storage.engine import columns
 from ferrymq.storage.log import mapped_chunks
 from ferrymq.storage.server.background import CPU_SHARE
 
 log = logging.getLogger(__name__)
 
-STEP_BYTES = 2 << 20
+STEP_BYTES = columns.HUGE_PAGE_BYTES
 """A huge page: a step copies whole ones where it can (``log.mapped_chunks.copy_mapped``)."""
 START_DELAY_SECONDS = 15.0
 """How long after a load its copy waits: a start's first seconds have every worker load, replay and check its
