@@ -422,7 +422,7 @@ def test_every_chunk_lies_on_a_page_boundary_and_maps_to_the_bytes_it_loads_as(
     _same(Engine(ManualClock(), RECEIPT_KEY, partition=found.state), engine)
 
 
-def _mapped_files(directory: Path) -> set[str]:
+def mapped_files(directory: Path) -> set[str]:
     """Files of ``directory`` this process maps (``(deleted)`` once unlinked)."""
     found = set()
     for line in Path("/proc/self/maps").read_text().splitlines():
@@ -449,7 +449,7 @@ def test_a_load_maps_its_chunks_and_the_state_outlives_the_files_and_their_copy_
     found = read_checkpoint(tmp_path)
     assert found is not None and found.deltas == 1
     # then its chunks are the files' pages, mapped where they belong, not read
-    assert _mapped_files(tmp_path) == {str(path) for path in files}
+    assert mapped_files(tmp_path) == {str(path) for path in files}
     loaded = Engine(ManualClock(), RECEIPT_KEY, partition=found.state)
     _same(loaded, engine)
     # and none of it is to be copied until the state is in use (a load and its replay may run off the loop)
@@ -468,12 +468,12 @@ def test_a_load_maps_its_chunks_and_the_state_outlives_the_files_and_their_copy_
     # and once the files are gone (a new base replaced them), the state is still whole
     for path in files:
         path.unlink()
-    assert _mapped_files(tmp_path) == {f"{path} (deleted)" for path in files}
+    assert mapped_files(tmp_path) == {f"{path} (deleted)" for path in files}
     _same(loaded, engine)
     # and a copy pass, a step at a time, leaves nothing of them mapped, the state as it was
     while mapped_chunks.copy_mapped(checkpoint_chain.CHUNK):
         pass
-    assert mapped_chunks.mapped_bytes() == 0 and not _mapped_files(tmp_path)
+    assert mapped_chunks.mapped_bytes() == 0 and not mapped_files(tmp_path)
     _same(loaded, engine)
 
 
@@ -493,4 +493,4 @@ def test_a_chunk_damaged_on_disk_is_refused_when_mapped(tmp_path: Path) -> None:
     with pytest.raises(CheckpointUnusable, match="torn or damaged"):
         read_checkpoint(tmp_path)
     gc.collect()
-    assert not _mapped_files(tmp_path)
+    assert not mapped_files(tmp_path)

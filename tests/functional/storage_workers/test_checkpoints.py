@@ -28,6 +28,7 @@ from ferrymq.storage.log.checkpoint_chain import HEAD, Head
 from ferrymq.storage.server import mapped_columns
 from ferrymq.storage.server import replica as replica_module
 from ferrymq.storage.server.replica import PartitionReplica
+from tests.functional.storage_workers.test_checkpoint_chain import mapped_files
 from tests.functional.storage_workers.test_replication import P, node
 from tests.functional.storage_workers.test_server_fifo import fifo_message, message, receive
 from tests.functional.storage_workers.worker_calls import RETENTION
@@ -396,9 +397,6 @@ def test_a_worker_started_from_a_checkpoint_maps_it_then_copies_it_into_its_own_
     monkeypatch.setattr(mapped_columns, "START_DELAY_SECONDS", 0.2)
     directory = tmp_path / "p0"
 
-    def mapped_files() -> list[str]:
-        return [line for line in Path("/proc/self/maps").read_text().splitlines() if str(directory) in line]
-
     async def scenario() -> None:
         async with node(tmp_path, "w") as (replica, client, _):
             for round_ in range(40):
@@ -418,7 +416,7 @@ def test_a_worker_started_from_a_checkpoint_maps_it_then_copies_it_into_its_own_
                     await asyncio.sleep(0.01)
                 else:
                     raise AssertionError("the mapped pages were never copied")
-                assert mapped_chunks.mapped_bytes() == 0 and not mapped_files()
+                assert mapped_chunks.mapped_bytes() == 0 and not mapped_files(directory)
                 assert everything(replica) == before
                 await workload(client, 99)
 
