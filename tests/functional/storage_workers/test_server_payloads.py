@@ -95,8 +95,10 @@ def test_a_long_poll_answers_in_the_version_it_was_asked_for(tmp_path: Path) -> 
             new = asyncio.ensure_future(client._call(Op.RECEIVE, [0, FIFO_Q, 10, 30, 5, RETENTION, None, 2], 5))
             old = asyncio.ensure_future(client._call(Op.RECEIVE, [0, FIFO_Q, 10, 30, 5, RETENTION], 5))
             await asyncio.sleep(0.1)
-            # when a message comes, then the first gets it marked, or the second its bare row when it gets one
+            # when a message comes, then the first gets it marked, or the second its bare row when it gets one (the
+            # second message sent once one poll has answered: sent at once, both could reach the same poll)
             await client.send(0, FIFO_Q, [_message("f", group="g")], retention_seconds=RETENTION, fifo=True)
+            await asyncio.wait([new, old], timeout=10, return_when=asyncio.FIRST_COMPLETED)
             await client.send(0, FIFO_Q, [_message("h", group="h")], retention_seconds=RETENTION, fifo=True)
             marked, bare = await asyncio.wait_for(asyncio.gather(new, old), 10)
             assert marked[0] is True and [len(row) for row in marked[1]] == [len(FIFO_RECEIVED_MESSAGE_FIELDS)]
