@@ -135,7 +135,7 @@ class PartitionReplica:
         """Whether the lost-copy mark is in the log directory; None until read."""
         self.checkpoints = CheckpointFork(
             partition, self.directory, config.checkpoint_bytes, config.checkpoint_max_bytes, on_forked,
-            config.checkpoint_records,
+            config.checkpoint_records, on_may_take=self._checkpoint_while_serving,
         )
         """Checkpoints taken while serving (:mod:`.running_checkpoint`)."""
         self._crcs: dict[tuple[int, int, int], int] = {}

@@ -18,6 +18,14 @@ also due every ``checkpoint_records`` records, stretched as the last checkpoint 
 records since would take about what that checkpoint took (:data:`REPLAY_SECONDS_PER_RECORD`): a start after a
 crash then replays for about as long as one checkpoint takes, whatever the records.
 
+Both measures bound what checkpoints cost per message, not per second.  A follower catching up applies log at
+100 MB/s, 20,000 records a second: at ten million messages it took a checkpoint every half second, 0.15-0.5 s of
+CPU each, and with two cores shared by three workers the loops waited for a CPU for up to 262 ms.  So a checkpoint
+also waits until the last one's CPU is :data:`CPU_SHARE` of the time since it started; records that arrive
+meanwhile, or while a checkpoint is being written, are looked at again once it may be taken
+(:meth:`CheckpointFork.retry_in`), not only at the next commit, which after a catch-up or a burst may be long in
+coming.
+
 Pickling the state takes about 0.25 s per million messages: too long to hold the event loop, and the state changes
 with every request, so it cannot be pickled in a thread either.  The worker forks instead.  The child holds a
 copy-on-write view of the state as of that instant, writes it to a temporary file, syncs it and exits; the parent
@@ -73,6 +81,11 @@ REPLAY_SECONDS_PER_RECORD = 40e-6
 about what it would take that long to replay."""
 
 
+CPU_SHARE = 0.2
+"""Checkpoints taken while serving keep to this share of a core, over time: the next waits until the last one's CPU
+is this share of the time since it started."""
+
+
 def running_tmp(pid: int) -> str:
     return f"{RUNNING_TMP}.{pid}"
 
@@ -88,9 +101,12 @@ class CheckpointFork:
     """Takes one partition's checkpoints while it serves, one at a time (module docstring)."""
 
     def __init__(self, partition: int, directory: Path, every_bytes: int, most_bytes: int = 0,
-                 on_forked: Callable[[float], None] | None = None, every_records: int = 0) -> None:
+                 on_forked: Callable[[float], None] | None = None, every_records: int = 0,
+                 on_may_take: Callable[[], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """``on_forked`` is told how long each fork held the loop (seconds), once its child has exited: the
-        worker's huge pages (:mod:`.huge_pages`)."""
+        worker's huge pages (:mod:`.huge_pages`).  ``on_may_take`` is called once a checkpoint ends, and once
+        the wait for :data:`CPU_SHARE` ends: whether one is due is to be asked again."""
         self.partition = partition
         self.directory = directory
         self.every_bytes = every_bytes
@@ -115,19 +131,41 @@ class CheckpointFork:
         self._child: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._on_forked = on_forked
+        self._on_may_take = on_may_take
+        self._clock = clock
+        self._started = -float("inf")
+        """When the last checkpoint was forked (``clock``)."""
+        self._retry: asyncio.TimerHandle | None = None
 
     def due(self, wal: LogWriter) -> bool:
-        """Whether enough was appended to ``wal`` since the last checkpoint, and none is being written
-        (:meth:`interval`, :meth:`record_interval`)."""
+        """Whether enough was appended to ``wal`` since the last checkpoint (:meth:`interval`,
+        :meth:`record_interval`), none is being written, and the last one's CPU is within :data:`CPU_SHARE` of the
+        time since it started.  Enough appended but too soon: ``on_may_take`` is called once it is not."""
         if self.every_bytes <= 0 or self._task is not None:
             return False
         since = self._since
         if since is None or since[0] is not wal:
             self._since = (wal, wal.end, wal.end_offset)
             return False
-        if wal.end - since[1] >= self.interval():
+        enough = wal.end - since[1] >= self.interval() or (
+            self.every_records > 0 and wal.end_offset - since[2] >= self.record_interval())
+        if not enough:
+            return False
+        wait = self.retry_in()
+        if wait <= 0:
             return True
-        return self.every_records > 0 and wal.end_offset - since[2] >= self.record_interval()
+        if self._retry is None and self._on_may_take is not None:
+            self._retry = asyncio.get_running_loop().call_later(wait, self._may_take)
+        return False
+
+    def retry_in(self) -> float:
+        """Seconds until the last checkpoint's CPU is :data:`CPU_SHARE` of the time since it started (0: it is)."""
+        return max(0.0, self._started + self.last_cpu / CPU_SHARE - self._clock())
+
+    def _may_take(self) -> None:
+        self._retry = None
+        if self._on_may_take is not None:
+            self._on_may_take()
 
     def record_interval(self) -> int:
         """The records the next checkpoint waits for, if their bytes have not made it due first:
@@ -148,6 +186,7 @@ class CheckpointFork:
     def take(self, wal: LogWriter, checkpoint: Checkpoint) -> None:
         """Have a child process write ``checkpoint``, the live state as of this instant (module docstring)."""
         self._since = (wal, wal.end, wal.end_offset)
+        self._started = self._clock()
         rewrites = wal.rewrites
         parent = os.getpid()
         forking = time.perf_counter()
@@ -190,10 +229,11 @@ class CheckpointFork:
             self.taken += 1
             self.last_size = placed.size if placed.position else placed.chunks_at
             log.info("partition %d: checkpoint as of offset %d written while serving (%s, %d bytes, %.2f s of CPU, "
-                     "the next after %d bytes of log%s; the fork held the loop %.1f ms)", self.partition, offset,
+                     "the next after %d bytes of log%s, and %.1f s after this one's start; the fork held the loop "
+                     "%.1f ms)", self.partition, offset,
                      f"delta {placed.position}" if placed.position else "a new base", placed.size, self.last_cpu,
                      self.interval(), f" or {self.record_interval()} records" if self.every_records > 0 else "",
-                     forked * 1000)
+                     self.last_cpu / CPU_SHARE, forked * 1000)
         except (OSError, CheckpointUnusable) as exc:
             self.dropped += 1
             log.warning("partition %d: the checkpoint as of offset %d was not put in place (%s)", self.partition,
@@ -202,9 +242,16 @@ class CheckpointFork:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             self._task = None
+            if self._on_may_take is not None:
+                # Records appended while this one was written are not to wait for the next commit.
+                self._on_may_take()
 
     async def close(self) -> None:
         """Stop a checkpoint being written (the stop writes its own, or the next start replays more)."""
+        self._on_may_take = None
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         if self._child is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self._child, signal.SIGKILL)

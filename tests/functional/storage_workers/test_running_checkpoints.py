@@ -297,14 +297,20 @@ def test_checkpoints_while_serving_never_write_more_than_the_log_does(
 
     monkeypatch.setattr(running_checkpoint.CheckpointFork, "take", noting)
 
+    monkeypatch.setattr(running_checkpoint, "CPU_SHARE", 1e9)  # no wait for the last one's CPU: not this test's
+
     async def scenario() -> None:
         # given a worker asked for a checkpoint after every byte of log
         async with node(tmp_path, "w", checkpoint_bytes=1) as (replica, client, _):
-            for round_ in range(40):
-                await workload(client, round_)
-                if replica.checkpoints.taken >= 4:
-                    break
-            assert replica.checkpoints.taken >= 4
+            rounds = itertools.count()
+
+            async def four() -> bool:
+                # the workload goes on until four are taken, however slowly this machine writes them
+                if replica.checkpoints.taken < 4:
+                    await workload(client, next(rounds))
+                return replica.checkpoints.taken >= 4
+
+            await eventually(four, timeout=60)
         # then each one waited for at least as much log as the delta before it wrote, or after a base, as much as
         # what every delta repeats of it (here all of it: no array is big enough to be written apart)
         for (end_a, _), (end_b, size_b) in itertools.pairwise(takes):
@@ -439,3 +445,100 @@ def test_a_slow_fork_has_the_worker_ask_for_huge_pages_once_its_child_is_gone(
             server.huge_pages.join(10)
 
     asyncio.run(scenario())
+
+
+EVERY_40_RECORDS = {"checkpoint_bytes": 1 << 30, "checkpoint_records": 40}
+"""A byte interval these tests never reach, and a checkpoint every 40 records (``REPLAY_SECONDS_PER_RECORD``
+made a second, so that what the last one cost does not stretch it)."""
+
+
+async def _send_records(client: WorkerClient, tag: str, count: int) -> None:
+    """``count`` records, one send of one message each, the next once the last was acknowledged."""
+    for i in range(count):
+        await client.send(P, "q", [message(f"{tag}-{i}")], retention_seconds=RETENTION)
+
+
+def test_records_appended_while_a_checkpoint_is_written_get_the_next_once_it_ends_without_another_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(running_checkpoint, "REPLAY_SECONDS_PER_RECORD", 1.0)
+    monkeypatch.setattr(running_checkpoint, "CPU_SHARE", 1e9)  # no wait for the last one's CPU: not this test's
+    gate = threading.Event()
+    real_wait4 = os.wait4
+
+    def held_wait4(pid: int, options: int) -> Any:
+        gate.wait(20)
+        return real_wait4(pid, options)
+
+    async def scenario() -> None:
+        async with node(tmp_path, "w", **EVERY_40_RECORDS) as (replica, client, _):
+            assert replica.log is not None
+            # given a checkpoint forked after 40 records (the first only notes where the log stands), whose end
+            # the worker is kept from seeing
+            monkeypatch.setattr(os, "wait4", held_wait4)
+            await _send_records(client, "a", 41)
+
+            async def forked() -> bool:
+                return replica.checkpoints._task is not None
+
+            await eventually(forked)
+            # when 40 more records are appended meanwhile, and then nothing more
+            await _send_records(client, "b", 40)
+            end = replica.log.end_offset - 1
+            assert replica.checkpoints.taken == 0
+            gate.set()
+
+            # then once it is in place, the next is taken at once, holding every record
+            async def both() -> bool:
+                return replica.checkpoints.taken >= 2 and replica.checkpoints._task is None
+
+            await eventually(both)
+            assert replica.log.end_offset - 1 == end
+        found = read_checkpoint(tmp_path / "p0")
+        assert found is not None and found.offset == end
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        gate.set()
+
+
+def test_a_checkpoint_due_before_the_last_one_s_cpu_is_its_share_of_the_time_waits_then_is_taken_unasked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(running_checkpoint, "REPLAY_SECONDS_PER_RECORD", 1.0)
+
+    async def scenario() -> None:
+        async with node(tmp_path, "w", **EVERY_40_RECORDS) as (replica, client, _):
+            assert replica.log is not None
+            checkpoints = replica.checkpoints
+            # given a checkpoint taken after 40 records (the first only notes where the log stands)
+            await _send_records(client, "a", 41)
+
+            async def first() -> bool:
+                return checkpoints.taken >= 1 and checkpoints._task is None
+
+            await eventually(first)
+            # and the checkpoints' clock stopped at the instant it started: its CPU is never a fifth of the time
+            now = [checkpoints._started]
+            checkpoints._clock = lambda: now[0]
+            # when 40 more records arrive, then nothing more
+            await _send_records(client, "b", 40)
+            end = replica.log.end_offset - 1
+            await asyncio.sleep(0.2)
+            # then none is taken while the time since is too short, though the records are enough
+            assert checkpoints.taken == 1 and checkpoints._task is None and checkpoints.retry_in() > 0
+            # and once the time has passed, the next is taken with no commit to ask for it, holding every record
+            now[0] += checkpoints.last_cpu / running_checkpoint.CPU_SHARE
+
+            async def second() -> bool:
+                return checkpoints.taken >= 2 and checkpoints._task is None
+
+            await eventually(second)
+        found = read_checkpoint(tmp_path / "p0")
+        assert found is not None and found.offset == end
+
+    with caplog.at_level(logging.INFO, logger="ferrymq.storage.server.running_checkpoint"):
+        asyncio.run(scenario())
+    said = [r.getMessage() for r in caplog.records if "written while serving" in r.getMessage()]
+    assert len(said) == 2 and all(re.search(r"and \d+\.\d s after this one's start", line) for line in said), said

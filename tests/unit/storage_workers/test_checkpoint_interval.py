@@ -116,3 +116,22 @@ def test_settings_that_are_negative_are_refused(tmp_path: Path) -> None:
         WorkerConfig(data_dir=tmp_path, checkpoint_bytes=-1)
     with pytest.raises(ValueError, match="FERRYMQ_WORKER_CHECKPOINT_RECORDS"):
         WorkerConfig(data_dir=tmp_path, checkpoint_records=-1)
+
+
+def test_enough_log_is_not_due_until_the_last_checkpoint_s_cpu_is_its_share_of_the_time_since_it_started() -> None:
+    now = [100.0]
+    checkpoints = CheckpointFork(0, Path("unused"), 1_000, 1_000, clock=lambda: now[0])
+    checkpoints.last_cpu = 0.3  # a fifth of a core: 1.5 s
+    checkpoints._started = 100.0
+    log = Log()
+    wal = cast(Any, log)
+    assert not checkpoints.due(wal)
+    log.end = 1_000
+    now[0] = 101.0
+    assert checkpoints.retry_in() == pytest.approx(0.5)
+    assert not checkpoints.due(wal)  # no loop to wait on and none asked to: it is only not due
+    now[0] = 101.5
+    assert checkpoints.retry_in() == 0.0
+    assert checkpoints.due(wal)
+    # none taken yet: nothing to wait for
+    assert CheckpointFork(0, Path("unused"), 1_000).retry_in() == 0.0
