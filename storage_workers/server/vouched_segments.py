@@ -2,11 +2,11 @@
 
 A start from a checkpoint reads the checkpoint and the log after it; the sealed segments before that are taken
 on the checkpoint's word (``recover`` with ``Checkpointed.check_sealed`` off), so a start no longer reads the
-whole log, which at ten million messages is 6.7 GB per replica.  Their bytes are checked here once the replica
-serves, on the worker's background thread, at a quarter of a core at most (:mod:`.background`).  Meanwhile nothing
-damaged is ever answered: every body read and every frame a follower fetches is checked by its own frame CRC
-(``log.bodies``, ``replication.follower``).  What the check adds is finding damage that no read touched yet, as
-the start used to.
+whole log, which at ten million messages is 6.7 GB per replica.  Their bytes are checked here from
+:data:`START_DELAY_SECONDS` after the replica serves, on the worker's background thread, at a quarter of a core at
+most (:mod:`.background`).  Meanwhile nothing damaged is ever answered: every body read and every frame a follower
+fetches is checked by its own frame CRC (``log.bodies``, ``replication.follower``).  What the check adds is
+finding damage that no read touched yet, as the start used to.
 
 Until a segment is checked, the CRC-32 the checkpoint recorded for it is what a later checkpoint records too
 (``claims``): a checkpoint never vouches for bytes with a CRC-32 computed from bytes nobody checked, so a stop
@@ -37,6 +37,11 @@ from ferrymq.storage.log.writer import LogWriter
 from ferrymq.storage.server.background import CPU_SHARE, in_background
 
 log = logging.getLogger(__name__)
+
+START_DELAY_SECONDS = 5.0
+"""How long after the start the check waits: a start's first seconds have every worker load, replay and elect on
+the same cores (at ten million messages, three workers' checks begun at once, a quarter of a core each, left a
+loop waiting 111 ms for a CPU), and every read meanwhile is checked by its frame's CRC."""
 
 
 class VouchedSegments:
@@ -92,6 +97,7 @@ class VouchedSegments:
         self, wal: LogWriter, unchecked: list[Vouched], on_damage: Callable[[CorruptSegment], Awaitable[None]]
     ) -> None:
         rewrites = wal.rewrites
+        await asyncio.sleep(START_DELAY_SECONDS)
         started = time.monotonic()
         unreadable = 0
         for index, size, crc in unchecked:

@@ -32,6 +32,12 @@ from tests.support.log_files import flip, frames_of
 SMALL_SEGMENTS = {"segment_bytes": 4096}
 
 
+@pytest.fixture(autouse=True)
+def check_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check begins as soon as the worker serves (its wait after a start is its own test's)."""
+    monkeypatch.setattr(vouched_module, "START_DELAY_SECONDS", 0.0)
+
+
 @asynccontextmanager
 async def worker(data_dir: Path) -> AsyncIterator[tuple[StorageWorker, PartitionReplica, WorkerClient]]:
     server = StorageWorker(
@@ -237,3 +243,35 @@ def test_a_check_that_fails_unexpectedly_says_so_and_the_worker_serves_on(
     # then the error is in the log, not lost with the task
     assert "the check of the sealed segments against the checkpoint stopped (RuntimeError('a bug in the " \
         "check'))" in caplog.text
+
+
+def test_the_check_waits_out_the_start_s_first_seconds_and_a_rewrite_meanwhile_still_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(vouched_module, "START_DELAY_SECONDS", 0.5)
+
+    async def scenario() -> None:
+        await filled(tmp_path)
+        real = vouched_module.crc_of
+        read: list[Path] = []
+
+        def differing(path: Path, size: int, **pacing: Any) -> int | None:
+            read.append(path)
+            crc = real(path, size)
+            return None if crc is None else crc ^ 1
+
+        monkeypatch.setattr(vouched_module, "crc_of", differing)
+        with caplog.at_level(logging.INFO):
+            async with worker(tmp_path) as (server, replica, _):
+                # given a worker serving from its checkpoint: no sealed segment is read in the first seconds
+                await asyncio.sleep(0.2)
+                assert replica.vouched.checking and not read
+                # when the log is rewritten during that wait (a follower's cut, a compaction)
+                assert replica.log is not None
+                replica.log.rewrites += 1
+                await checked(replica)
+                # then the segments are read after it, and bytes that differ are not taken for damage
+                assert read and server.fatal is None and not replica.vouched.doubted
+        assert "was rewritten since the start; its bytes were not checked" in caplog.text
+
+    asyncio.run(scenario())
