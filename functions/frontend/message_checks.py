@@ -21,9 +21,10 @@ from ferrymq.errors import (
     TooManyEntriesInBatchRequest,
 )
 from ferrymq.limits import MAX_BATCH_ENTRIES, MAX_MESSAGE_ATTRIBUTES
+from ferrymq.protocol.xml import NOT_XML
 
-# Everything outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
-_FORBIDDEN_CHARS = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# SQS takes what XML 1.0 may hold: #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
+_FORBIDDEN_CHARS = NOT_XML
 _FORBIDDEN_ASCII = bytes(c for c in range(0x20) if c not in (0x09, 0x0A, 0x0D))
 # AWS takes Latin letters with diacritics too ("attr.1øßä"): Latin-1 Supplement and Latin Extended-A.
 _ATTRIBUTE_NAME = re.compile("^[A-Za-z0-9_.\u00c0-\u017f-]{1,256}$")

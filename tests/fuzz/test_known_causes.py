@@ -222,3 +222,22 @@ def test_a_websocket_upgrade_with_a_body_gets_no_5xx(signed: SignedClient, proto
         answer = signed.send("POST", "/", headers, b"Action=ListQueues&Version=2012-11-05", unsigned_headers=_UPGRADE)
     # then the answer is SQS's, in the request's protocol, and no 5xx
     check_answer(protocol, answer.status, answer.headers, answer.body)
+
+
+# --- a batch entry's receipt handle holding a character XML cannot carry ----------------------------------
+
+
+@pytest.mark.parametrize("handle", ["\x1f", "a\x00b", "\ufffe"])
+def test_a_batch_entry_echoing_a_character_xml_cannot_hold_is_still_a_well_formed_answer(
+    signed: SignedClient, fuzz_queues: FuzzQueues, handle: str
+) -> None:
+    # given ChangeMessageVisibilityBatch whose entry's receipt handle is a control character
+    answer = _query(signed, [("Action", "ChangeMessageVisibilityBatch"), ("QueueUrl", fuzz_queues.standard),
+                             ("ChangeMessageVisibilityBatchRequestEntry.1.Id", "a"),
+                             ("ChangeMessageVisibilityBatchRequestEntry.1.ReceiptHandle", handle),
+                             ("ChangeMessageVisibilityBatchRequestEntry.1.VisibilityTimeout", "0")])
+    # then the entry fails as SQS fails it, in a document an XML parser reads, the character written as U+FFFD
+    assert answer.status == 200, answer.body
+    check_answer("query", answer.status, answer.headers, answer.body)
+    assert b"<Code>ReceiptHandleIsInvalid</Code>" in answer.body
+    assert "\ufffd".encode() in answer.body and handle.encode() not in answer.body

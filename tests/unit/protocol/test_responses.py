@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from typing import Any
+from xml.etree import ElementTree
 
 import orjson
 import pytest
@@ -294,3 +295,15 @@ def test_unexpected_exceptions_render_as_internal_error_without_details() -> Non
     assert (f"<Type>Receiver</Type><Code>InternalFailure</Code><Message>{generic}</Message>"
             in query_response.body.decode())
     assert b"hunter2" not in json_response.body + query_response.body
+
+
+@pytest.mark.parametrize(("text", "written"), [("\x1f", "\ufffd"), ("\x00", "\ufffd"), ("a\x0bb", "a\ufffdb"),
+                                             ("\ud800", "\ufffd"), ("\ufffe\uffff", "\ufffd\ufffd")])
+def test_query_text_xml_cannot_hold_is_written_as_the_replacement_character(text: str, written: str) -> None:
+    # given a batch entry's error echoing what a client sent, holding a character no XML document may hold
+    result = {"Successful": [], "Failed": [{"Id": "b", "SenderFault": True, "Code": "ReceiptHandleIsInvalid",
+                                            "Message": f'The input receipt handle "{text}" is not valid.'}]}
+    body = render_result("query", "ChangeMessageVisibilityBatch", result, REQUEST_ID).body
+    # then the document is well formed, the character replaced and the markup around it still escaped
+    ElementTree.fromstring(body)
+    assert f"<Message>The input receipt handle &quot;{written}&quot; is not valid.</Message>".encode() in body

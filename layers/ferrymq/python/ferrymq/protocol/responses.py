@@ -51,7 +51,6 @@ _XML_DECLARATION = '<?xml version="1.0"?>'
 # What UTF-8 cannot carry (lone surrogates) and, in XML, what XML 1.0 cannot either (most control characters).
 # An error message may echo a client's value, and one a parser chokes on would hide the error from the client.
 _NOT_UTF8 = re.compile("[\ud800-\udfff]")
-_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +98,6 @@ def render_error(protocol: str, error: BaseException, request_id: str) -> HttpRe
         return HttpResponse(sqs_error.status, _query_json_headers(request_id), body)
     if sqs_error.query_default_message is not None and message == sqs_error.default_message:
         message = sqs_error.query_default_message
-    message = _writable(message, _NOT_XML)
     text = (
         f'{_XML_DECLARATION}<ErrorResponse xmlns="{XML_NAMESPACE}"><Error><Type>{fault}</Type>'
         f"<Code>{escape_text(sqs_error.query_code)}</Code><Message>{escape_text(message)}</Message><Detail/>"

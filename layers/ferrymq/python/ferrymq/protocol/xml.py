@@ -1,7 +1,10 @@
 """Writing shapes as the query protocol's XML, with the legacy element names.
 
 Text is escaped so that it survives an XML parser byte for byte: besides ``&``, ``<`` and ``>``, a carriage
-return is written as ``&#xD;`` because XML parsers turn a literal CR (and CR LF) into LF.  Lists and maps are
+return is written as ``&#xD;`` because XML parsers turn a literal CR (and CR LF) into LF.  A character XML 1.0
+cannot carry at all, even as a reference (most C0 controls, a lone surrogate, U+FFFE), is written as U+FFFD: bodies
+and attributes are held to SQS's character set, which is XML's, on the way in, so only what a client sent echoed
+in an error's text (a batch entry's receipt handle) can hold one.  Lists and maps are
 flattened as SQS writes them: ``<QueueUrl>a</QueueUrl><QueueUrl>b</QueueUrl>``,
 ``<Attribute><Name>k</Name><Value>v</Value></Attribute>``.
 """
@@ -14,13 +17,19 @@ from typing import Any
 
 from ferrymq.protocol.model import BLOB, BOOLEAN, LIST, MAP, STRING, STRUCTURE, Shape
 
-_SPECIAL = re.compile("[&<>\r\"']")
+NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""A character no XML 1.0 document may hold."""
+_NOT_PLAIN = re.compile("[^\t\n\u0020\u0021\u0023-\u0025\u0028-\u003b\u003d\u003f-\ud7ff\ue000-\ufffd"
+                        "\U00010000-\U0010ffff]")
+"""A character to escape or replace: one search tells plain text, as nearly all of it is, from the rest."""
 
 
 def escape_text(text: str) -> str:
     """Escape ``text`` for element content (quotes too, as SQS does, so it is safe in attributes as well)."""
-    if _SPECIAL.search(text) is None:
+    if _NOT_PLAIN.search(text) is None:
         return text
+    if NOT_XML.search(text) is not None:
+        text = NOT_XML.sub("\ufffd", text)
     return (
         text.replace("&", "&amp;")
         .replace("<", "&lt;")
