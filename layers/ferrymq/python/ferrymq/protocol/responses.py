@@ -48,8 +48,8 @@ QUERY_JSON = "query_json"
 # Required members AWS still leaves out of a JSON response when they are empty.
 _LEFT_OUT_WHEN_EMPTY = frozenset({"Failed"})
 _XML_DECLARATION = '<?xml version="1.0"?>'
-# What UTF-8 cannot carry (lone surrogates) and, in XML, what XML 1.0 cannot either (most control characters).
-# An error message may echo a client's value, and one a parser chokes on would hide the error from the client.
+# What UTF-8 cannot carry (lone surrogates; in XML, escape_text also replaces what XML 1.0 cannot carry). An error
+# message may echo a client's value, and one a parser chokes on would hide the error from the client.
 _NOT_UTF8 = re.compile("[\ud800-\udfff]")
 
 
