@@ -248,7 +248,7 @@ def test_a_check_that_fails_unexpectedly_says_so_and_the_worker_serves_on(
 def test_the_check_waits_out_the_start_s_first_seconds_and_a_rewrite_meanwhile_still_counts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(vouched_module, "START_DELAY_SECONDS", 0.5)
+    monkeypatch.setattr(vouched_module, "START_DELAY_SECONDS", 2.0)
 
     async def scenario() -> None:
         await filled(tmp_path)
@@ -264,7 +264,7 @@ def test_the_check_waits_out_the_start_s_first_seconds_and_a_rewrite_meanwhile_s
         with caplog.at_level(logging.INFO):
             async with worker(tmp_path) as (server, replica, _):
                 # given a worker serving from its checkpoint: no sealed segment is read in the first seconds
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.1)
                 assert replica.vouched.checking and not read
                 # when the log is rewritten during that wait (a follower's cut, a compaction)
                 assert replica.log is not None
