@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import mmap
 from array import array
 from pathlib import Path
@@ -30,7 +29,7 @@ def _resident_bytes(start: int, length: int) -> int:
     """Resident bytes of exactly ``[start, start + length)`` (``mincore``): the kernel merges neighbouring
     reservations of the same flags into one mapping, so smaps' figure for the mapping can hold other tables'
     rows, left by earlier tests in this process."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols, as the worker finds libc's
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     pages = -(-length // mmap.PAGESIZE)
     vector = (ctypes.c_ubyte * pages)()
