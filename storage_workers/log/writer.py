@@ -1,12 +1,12 @@
-"""Group commit: many appends, one write and one ``fdatasync`` in an I/O thread (:mod:`.io_thread`), then all of
-them acknowledged.
+"""Group commit: many appends, one write and one ``fdatasync`` (in an I/O thread, :mod:`.io_thread`, or on the
+event loop while the disk is quick, :mod:`.sync_place`), then all of them acknowledged.
 
 ``append`` is synchronous and cheap: it gives the record the log's next offset, encodes it into the pending
 batch and returns that offset.  While one batch is being written and synced in the I/O thread, the event
-loop keeps accepting requests and appending; when the sync returns, the next batch (everything appended
-meanwhile) goes at once, and the callbacks of everything now durable run in order.  Each batch is written
-with its commit frame (:mod:`.format`) in one write, which is what lets recovery tell a torn last batch from
-damage.
+loop keeps accepting requests and appending (while it is synced on the loop, they wait in the sockets); when
+the sync returns, the next batch (everything appended meanwhile) goes at once, and the callbacks of everything
+now durable run in order.  Each batch is written with its commit frame (:mod:`.format`) in one write, which is
+what lets recovery tell a torn last batch from damage.
 
 Two ways to wait: by byte position (``end``, ``when_durable``: positions count record bytes appended since
 the writer was opened, only order events and never leave the process) and by offset (``end_offset``,
@@ -39,6 +39,7 @@ from ferrymq.storage.log.io_thread import IoThread
 from ferrymq.storage.log.reading import LogReader, OffsetCompacted, SegmentIndexes
 from ferrymq.storage.log.recovery import RecoveredLog
 from ferrymq.storage.log.segments import SegmentInfo, create_segment, list_segments, open_for_append, write_all
+from ferrymq.storage.log.sync_place import SyncPlace
 from ferrymq.storage.log.truncation import cut_after
 
 log = logging.getLogger(__name__)
@@ -69,12 +70,15 @@ class LogWriter:
         on_placed: Placed | None = None,
         on_commit: Callable[[], None] | None = None,
         on_sync: Callable[[float], None] | None = None,
+        sync_place: SyncPlace | None = None,
     ) -> None:
         """Continue the log in ``directory`` that :func:`~.recovery.recover` returned, or start one in an
         empty directory (``recovered`` None).  ``on_placed`` is told, on the event loop, where each batch
         lies once it is durable (``(segment index, position of its first frame, [(frame, epoch, offset)])``):
         from then on its records can be read back from the file.  ``on_commit`` is called on the event loop after
-        each batch is durable; ``on_sync`` is told, in the I/O thread, how many seconds each fdatasync took."""
+        each batch is durable; ``on_sync`` is told, where the sync ran, how many seconds each fdatasync took.
+        ``sync_place`` decides whether a batch's write and sync run on the event loop or in the I/O thread
+        (:mod:`.sync_place`; None: always the thread)."""
         if recovered is None:
             directory.mkdir(parents=True, exist_ok=True)
             if list_segments(directory):
@@ -87,6 +91,7 @@ class LogWriter:
         self.on_placed = on_placed
         self.on_commit = on_commit
         self.on_sync = on_sync
+        self.sync_place = sync_place
         self.segment_lock = asyncio.Lock()
         """Held while sealed segments are rewritten (compaction) or cut (truncation): never both at once."""
         self.epochs = recovered.epochs.copy()
@@ -102,7 +107,7 @@ class LogWriter:
             self._fd = self._new_segment(self.segments[-1].index + 1)
         else:
             self._fd = open_for_append(directory, self.segments[-1].index)
-        # Touched only by the I/O thread once running:
+        # Touched only by the commit in flight (in the I/O thread or on the loop) once running:
         self._io_index = self.segments[-1].index
         self._io_size = self.segments[-1].size
         self._roll_requested = False
@@ -110,11 +115,11 @@ class LogWriter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._io = IoThread("ferrymq-log")
         self._in_flight = (0, 0, 0)
-        """The batch in the I/O thread: the position it makes durable, its bytes on disk and the next offset."""
+        """The batch being synced: the position it makes durable, its bytes on disk and the next offset."""
         self._in_flight_frames: tuple[int, int, list[tuple[bytes, int, int]]] = (0, 0, [])
-        """The batch in the I/O thread: its segment, where in it the batch starts, and its frames."""
+        """The batch being synced: its segment, where in it the batch starts, and its frames."""
         self._pending: list[tuple[bytes, int, int]] = []
-        """Frames not yet handed to the I/O thread, with their epoch and offset."""
+        """Frames not yet in a batch being synced, with their epoch and offset."""
         self._end = 0
         self._handed = 0
         self._durable = 0
@@ -283,15 +288,37 @@ class LogWriter:
         self._in_flight = (self._handed, len(written), offset + 1)
         active = self.segments[-1]
         self._in_flight_frames = (active.index, active.size, batch)
-        self._io.submit(self._loop, self._write_and_sync, (written, offset + 1), self._committed)
+        place = self.sync_place
+        if place is not None and place.on_loop() and not self._rolls_after(len(written)):
+            # One callback later: the records' other readers (the leader's parked fetches, answered after the
+            # turn that appended) are sent them first, so the followers' syncs run alongside this one.
+            self._loop.call_soon(self._sync_on_loop, written, offset + 1)
+        else:
+            self._io.submit(self._loop, self._write_and_sync, (written, offset + 1), self._committed)
 
-    def _write_and_sync(self, data: bytes, next_offset: int) -> SegmentInfo | None:
-        """In the I/O thread: append, sync, and roll to a new segment when due; returns the new segment."""
+    def _rolls_after(self, size: int) -> bool:
+        """Whether a batch of ``size`` bytes starts a new segment (a file made and its directory synced: left to
+        the thread, unless a roll is asked for in the turn between)."""
+        return self._roll_requested or self._io_size + size >= self.segment_bytes
+
+    def _sync_on_loop(self, data: bytes, next_offset: int) -> None:
+        try:
+            rolled, exc = self._write_and_sync(data, next_offset, on_loop=True), None
+        except Exception as error:  # what the thread would have handed back: the log fails
+            rolled, exc = None, error
+        self._committed(rolled, exc)
+
+    def _write_and_sync(self, data: bytes, next_offset: int, *, on_loop: bool = False) -> SegmentInfo | None:
+        """In the I/O thread (or on the loop, see :mod:`.sync_place`): append, sync, and roll to a new segment
+        when due; returns the new segment."""
         write_all(self._fd, data)
         started = time.perf_counter()
         os.fdatasync(self._fd)
+        took = time.perf_counter() - started
         if self.on_sync is not None:
-            self.on_sync(time.perf_counter() - started)
+            self.on_sync(took)
+        if self.sync_place is not None:
+            self.sync_place.observe(took, on_loop=on_loop)
         self._io_size += len(data)
         if self._io_size < self.segment_bytes and not self._roll_requested:
             return None
@@ -322,12 +349,17 @@ class LogWriter:
             except Exception:
                 # What was not placed stays readable where it was kept meanwhile; the log itself is fine.
                 log.exception("noting where a batch lies failed")
-        if self._pending:
+        # The thread starts on the next batch while the callbacks below run; a sync on the loop waits until the
+        # answers they write have gone out (a connection sends what it was given at the end of the turn).
+        next_on_loop = self.sync_place is not None and self.sync_place.on_loop()
+        if self._pending and not next_on_loop:
             self._start_commit()
         _fire(self._waiters, lambda position: position <= target)
         _fire(self._offset_waiters, lambda offset: offset < next_offset)
         if self.on_commit is not None:
             self.on_commit()
+        if self._pending and next_on_loop:
+            self._start_commit()
 
     def _fail(self, exc: BaseException) -> None:
         log.critical("log write failed; no further request can be acknowledged: %s", exc)

@@ -221,6 +221,9 @@ class LeaderStream:
         for fetch in parked:
             fetch.conn.release(fetch)
             self._answer_parked(fetch)
+            # Written now, not at the turn's end: the log may sync this turn's records on the loop in the next
+            # callback (its sync place), and the followers' syncs should run alongside it, not after.
+            fetch.conn.flush()
 
     def _answer_parked(self, fetch: _Parked) -> None:
         from_offset = fetch.from_offset

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,9 @@ class WorkerConfig:
     count."""
     stall_trace_ms: int = 0
     """A loop held this long gets every thread's stack written to standard error (:mod:`.loop_lag`); 0: off."""
+    sync_on_loop_ms: float = 10.0
+    """Group commits are synced on the event loop while every sync takes less than this (:mod:`..log.sync_place`);
+    0: always in the log's I/O thread."""
     register: bool = True
     transfer_hold_seconds: int = TRANSFER_HOLD_SECONDS
     sweep_interval_seconds: float = 30.0
@@ -81,6 +85,7 @@ class WorkerConfig:
             "checkpoint_max_bytes": settings.worker_checkpoint_max_bytes,
             "checkpoint_records": settings.worker_checkpoint_records,
             "stall_trace_ms": settings.worker_stall_trace_ms,
+            "sync_on_loop_ms": settings.worker_sync_on_loop_ms,
             "peer_auth": PeerAuth.from_settings(settings),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -112,6 +117,11 @@ class WorkerConfig:
             )
         if self.stall_trace_ms < 0:
             raise ValueError("FERRYMQ_WORKER_STALL_TRACE_MS is not negative (0: off)")
+        if not math.isfinite(self.sync_on_loop_ms) or self.sync_on_loop_ms < 0:
+            raise ValueError(
+                f"FERRYMQ_WORKER_SYNC_ON_LOOP_MS is a number of ms, not negative (0: syncs always in the log's "
+                f"I/O thread), not {self.sync_on_loop_ms}"
+            )
 
     def role(self, partition: int) -> LeaderRole | FollowerRole:
         """The role this worker plays for ``partition``."""

@@ -1,7 +1,7 @@
 """What a storage worker reports on its admin listener's ``/metrics`` and ``/health/ready``.
 
 Everything but the fsync latency is read from the worker's state when asked (a scrape costs the request path
-nothing); fsync latency is a histogram each log's I/O thread feeds (``LogWriter.on_sync``). Series:
+nothing); fsync latency is a histogram each log's syncs feed (``LogWriter.on_sync``). Series:
 
 ========================================== ========== ================================================
 name                                       type       labels
@@ -17,6 +17,8 @@ ferrymq_worker_queues                      gauge      partition
 ferrymq_worker_messages                    gauge      partition
 ferrymq_worker_replication_lag_records     gauge      partition, follower (led partitions only)
 ferrymq_worker_fsync_seconds               histogram  (none)
+ferrymq_worker_syncs_on_loop_total         counter    (none): group commits synced on the event loop
+ferrymq_worker_slow_syncs_total            counter    (none): syncs that sent the next ones to the I/O threads
 ferrymq_worker_loop_lag_seconds            histogram  (none): how late the event loop woke (:mod:`.loop_lag`)
 ferrymq_worker_loop_lag_worst_seconds      gauge      (none): the longest of those in the last minute
 ferrymq_worker_loop_cpu_wait_seconds_total counter    (none): the loop's thread runnable, waiting for a CPU
@@ -33,6 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ferrymq.storage.log.body_cache import BodyCache
+from ferrymq.storage.log.sync_place import SyncPlace
 from ferrymq.storage.server.loop_lag import LoopLagMonitor
 from ferrymq.storage.server.replica import PartitionReplica
 
@@ -48,6 +51,7 @@ class Worker(Protocol):
     loop_lag: LoopLagMonitor
     body_cache: BodyCache
     fsync_seconds: Histogram
+    sync_place: SyncPlace
 
     @property
     def address(self) -> tuple[str, int] | None: ...
@@ -94,6 +98,11 @@ class WorkerCollector(Collector):
         yield GaugeMetricFamily("ferrymq_worker_ready", "1 while the worker is ready (/health/ready).",
                                 value=1 if ready else 0)
         yield CounterMetricFamily("ferrymq_worker_requests", "Worker RPC requests received.", value=worker.requests)
+        yield CounterMetricFamily("ferrymq_worker_syncs_on_loop", "Group commits synced on the event loop.",
+                                  value=worker.sync_place.on_loop_syncs)
+        yield CounterMetricFamily("ferrymq_worker_slow_syncs",
+                                  "Syncs slow enough to send the next ones to the logs' I/O threads for a while.",
+                                  value=worker.sync_place.slow_syncs)
         yield GaugeMetricFamily("ferrymq_worker_loop_lag_worst_seconds",
                                 "The longest the event loop was held in the last minute.", value=worker.loop_lag.worst)
         yield CounterMetricFamily("ferrymq_worker_loop_cpu_wait_seconds",

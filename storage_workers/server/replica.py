@@ -55,6 +55,7 @@ from ferrymq.storage.log.format import CorruptSegment
 from ferrymq.storage.log.lock import locked
 from ferrymq.storage.log.recovery import Checkpointed, RecoveredLog, recover
 from ferrymq.storage.log.segments import SegmentInfo, crc_of, discard_checkpoint, segment_path
+from ferrymq.storage.log.sync_place import SyncPlace
 from ferrymq.storage.log.writer import LogWriter
 from ferrymq.storage.peers import Peers
 from ferrymq.storage.replication import Follower, FollowerRole, LeaderRole
@@ -86,6 +87,7 @@ class PartitionReplica:
         on_fatal: Callable[[BaseException], None],
         body_cache: BodyCache | None = None,
         on_sync: Callable[[float], None] | None = None,
+        sync_place: SyncPlace | None = None,
         on_forked: Callable[[float], None] | None = None,
         on_loaded: Callable[[], None] | None = None,
     ) -> None:
@@ -94,7 +96,8 @@ class PartitionReplica:
         ``fail`` answers a request with an error; ``on_fatal`` is told when the log fails for good;
         ``body_cache`` keeps recent message bodies (the worker's, shared by its partitions; else one of the
         replica's own, ``config.body_cache_bytes``); ``on_sync`` is given to every log the replica opens
-        (``LogWriter.on_sync``: the worker's fsync latency metric); ``on_forked`` is told how long each fork of a
+        (``LogWriter.on_sync``: the worker's fsync latency metric), and ``sync_place`` too (where their commits are
+        synced: the worker's, :mod:`..log.sync_place`); ``on_forked`` is told how long each fork of a
         checkpoint taken while serving held the loop (the worker's huge pages); ``on_loaded`` is called each time
         the replica serves from a state it recovered, which may hold a checkpoint's mapped pages (the worker's
         :mod:`.mapped_columns`)."""
@@ -125,6 +128,7 @@ class PartitionReplica:
         self.damage: Damage | None = None
         """The damage found in the log at open, and what became of it (:mod:`.damage`)."""
         self._on_sync = on_sync
+        self._sync_place = sync_place
         self._fail = fail
         self._on_fatal = on_fatal
         self._lock = contextlib.ExitStack()
@@ -453,6 +457,7 @@ class PartitionReplica:
             on_placed=self.bodies.placed,
             on_commit=self._committed,
             on_sync=self._on_sync,
+            sync_place=self._sync_place,
         )
         folding = StateFold()
         self.compactor = Compactor(

@@ -43,6 +43,7 @@ from ferrymq.rpc.framing import STATUS_ERROR, STATUS_OK, TRACED, FrameError, Op,
 from ferrymq.storage.drops import PendingDropStore
 from ferrymq.storage.log.body_cache import BodyCache
 from ferrymq.storage.log.lock import locked
+from ferrymq.storage.log.sync_place import SyncPlace
 from ferrymq.storage.log.writer import LogFailed
 from ferrymq.storage.peers import IsolatedPeers, ReplicaPeers, SharedPeers
 from ferrymq.storage.server.config import WorkerConfig
@@ -82,7 +83,9 @@ class StorageWorker:
             "ferrymq_worker_fsync_seconds", "How long each group commit's fdatasync took.", buckets=FSYNC_BUCKETS,
             registry=None,
         )
-        """Fed, in each log's I/O thread, how long each fdatasync took (``/metrics``)."""
+        """Fed, where each log synced, how long each fdatasync took (``/metrics``)."""
+        self.sync_place = SyncPlace(config.sync_on_loop_ms / 1000)
+        """Whether group commits are synced on the loop or in the logs' I/O threads (the logs share a disk)."""
         self.stopped = asyncio.Event()
         self.fatal: BaseException | None = None
         self.loop_lag = LoopLagMonitor(trace_after=config.stall_trace_ms / 1000)
@@ -129,6 +132,7 @@ class StorageWorker:
             on_fatal=self._on_log_failure,
             body_cache=self.body_cache,
             on_sync=self.fsync_seconds.observe,
+            sync_place=self.sync_place,
             on_forked=self.huge_pages.after_fork,
             on_loaded=self.mapped_columns.start,
         )

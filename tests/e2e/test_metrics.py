@@ -197,6 +197,9 @@ def test_each_worker_serves_its_health_checks_and_metrics(metrics_stack: Stack) 
         assert samples[("ferrymq_worker_checkpoints_total", frozenset({("result", "written")}))] >= 0
         assert ("ferrymq_worker_checkpoints_total", frozenset({("result", "dropped")})) in samples
         synced += samples[("ferrymq_worker_fsync_seconds_count", frozenset())]
+        # and where its commits were synced: on its event loop, and how many syncs were slow
+        assert ("ferrymq_worker_syncs_on_loop_total", frozenset()) in samples
+        assert ("ferrymq_worker_slow_syncs_total", frozenset()) in samples
         # and how late its event loop woke, sampled many times a second since it started
         assert samples[("ferrymq_worker_loop_lag_seconds_count", frozenset())] > 10
         assert samples[("ferrymq_worker_loop_lag_worst_seconds", frozenset())] >= 0

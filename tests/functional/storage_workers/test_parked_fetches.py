@@ -14,6 +14,7 @@ from ferrymq.rpc.client import WorkerClient
 from ferrymq.rpc.codec import unpack
 from ferrymq.rpc.framing import FrameDecoder
 from ferrymq.storage.engine.records import SENT
+from ferrymq.storage.log.sync_place import SyncPlace
 from ferrymq.storage.log.writer import LogWriter
 from ferrymq.storage.replication import LeaderStream
 from ferrymq.storage.replication.roles import LeaderRole
@@ -28,13 +29,18 @@ LONG_WAIT_MS = 60_000
 class Conn:
     """A connection that keeps what is written to it and what it holds, as the server's does."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: list[str] | None = None) -> None:
         self.written: list[bytes] = []
         self.tasks: set[Any] = set()
         self.failed: list[tuple[int, BaseException]] = []
+        self.events = events if events is not None else []
+        """``flush`` noted each time what was written so far is sent."""
 
     def write(self, frame: bytes) -> None:
         self.written.append(frame)
+
+    def flush(self) -> None:
+        self.events.append("flush")
 
     def hold(self, waiter: Any) -> None:
         self.tasks.add(waiter)
@@ -105,6 +111,30 @@ def test_appends_of_one_turn_wake_a_parked_fetch_once_with_all_of_them(tmp_path:
         assert answered == [(1, start), (1, start + 1), (1, start + 2)]
         assert len(conn.written) == 1
         assert stream.waiting_fetches == 0 and not conn.tasks
+        stream.close(RuntimeError("done"))
+        await writer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_parked_fetch_is_sent_its_records_before_the_leader_syncs_them_on_the_loop(tmp_path: Path) -> None:
+    events: list[str] = []
+
+    async def scenario() -> None:
+        # given a leader whose log syncs on the event loop (a quick disk), and a follower's fetch parked at its end
+        place = SyncPlace(1.0, calm_seconds=0)
+        writer = LogWriter(tmp_path, sync_place=place, on_sync=lambda _: events.append("sync"))
+        stream = LeaderStream(P, "a", ROLE, writer)
+        conn = Conn(events)
+        assert stream.fetch(conn, 1, fetch_args("b", writer.end_offset, LONG_WAIT_MS), fail) is None  # type: ignore[arg-type]
+        # when a record is appended and made durable
+        stream.append(sent(1))
+        await writer.flush()
+        # then the fetch's answer was sent before the leader's sync began (the follower syncs alongside it), and
+        # that sync ran on the loop
+        assert events == ["flush", "sync"]
+        assert place.on_loop_syncs == 1
+        assert [offset for _, offset, _ in conn.answers()[1]] == [1]
         stream.close(RuntimeError("done"))
         await writer.close()
 

@@ -129,6 +129,10 @@ def test_a_drain_s_small_records_are_checkpointed_by_their_count_and_a_crash_rep
     asyncio.run(scenario())
 
 
+SYNCS_IN_THREAD = {"sync_on_loop_ms": 0}
+"""For a node whose syncs are held back: held on the event loop, they would hold the test too."""
+
+
 async def _checkpoint_with_records_in_flight(
     replica: PartitionReplica, client: Any, tag: str, monkeypatch: pytest.MonkeyPatch
 ) -> list[int]:
@@ -176,7 +180,7 @@ def test_messages_of_records_not_yet_durable_at_the_checkpoint_are_placed_when_r
 ) -> None:
     async def scenario() -> None:
         monkeypatch.setattr(PartitionReplica, "_write_checkpoint", _no_checkpoint)
-        async with node(tmp_path, "w") as (replica, client, _):
+        async with node(tmp_path, "w", **SYNCS_IN_THREAD) as (replica, client, _):
             await workload(client, 0)
             unplaced = await _checkpoint_with_records_in_flight(replica, client, "in-flight", monkeypatch)
         monkeypatch.undo()
@@ -209,7 +213,7 @@ def test_a_checkpoint_holding_records_a_crash_lost_is_named_and_the_whole_log_re
 ) -> None:
     async def scenario() -> None:
         monkeypatch.setattr(PartitionReplica, "_write_checkpoint", _no_checkpoint)
-        async with node(tmp_path, "w") as (replica, client, _):
+        async with node(tmp_path, "w", **SYNCS_IN_THREAD) as (replica, client, _):
             await workload(client, 0)
             await _checkpoint_with_records_in_flight(replica, client, "lost", monkeypatch)
         found = read_checkpoint(tmp_path / "p0")

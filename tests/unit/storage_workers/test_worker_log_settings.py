@@ -41,3 +41,24 @@ def test_the_defaults_are_the_documented_ones(tmp_path: Path) -> None:
 def test_values_that_would_roll_or_compact_without_end_are_refused(tmp_path: Path, env: dict[str, str]) -> None:
     with pytest.raises(ValueError, match="FERRYMQ_WORKER_"):
         WorkerConfig.from_settings(Settings.from_env(env), data_dir=tmp_path)
+
+
+def test_the_sync_on_loop_limit_reaches_the_worker_and_defaults_to_ten_ms(tmp_path: Path) -> None:
+    settings = Settings.from_env({"FERRYMQ_WORKER_SYNC_ON_LOOP_MS": "0.5"})
+    assert WorkerConfig.from_settings(settings, data_dir=tmp_path).sync_on_loop_ms == 0.5
+    assert WorkerConfig.from_settings(Settings.from_env({}), data_dir=tmp_path).sync_on_loop_ms == 10.0
+    # 0 keeps every sync in the log's I/O thread
+    assert WorkerConfig.from_settings(
+        Settings.from_env({"FERRYMQ_WORKER_SYNC_ON_LOOP_MS": "0"}), data_dir=tmp_path
+    ).sync_on_loop_ms == 0
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "-inf"])
+def test_a_sync_on_loop_limit_that_is_not_a_number_of_ms_is_refused(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ValueError, match="FERRYMQ_WORKER_SYNC_ON_LOOP_MS"):
+        WorkerConfig.from_settings(Settings.from_env({"FERRYMQ_WORKER_SYNC_ON_LOOP_MS": value}), data_dir=tmp_path)
+
+
+def test_a_sync_on_loop_limit_that_is_not_a_number_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="FERRYMQ_WORKER_SYNC_ON_LOOP_MS"):
+        Settings.from_env({"FERRYMQ_WORKER_SYNC_ON_LOOP_MS": "fast"})
