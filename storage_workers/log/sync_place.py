@@ -3,7 +3,7 @@ log's I/O thread (:mod:`.io_thread`) otherwise.
 
 Handing a commit to the thread costs a wake-up of the thread and another of the loop when it is done; on a
 virtual machine each is tens of µs, paid per commit, so at low load per message. A quick sync on the loop costs
-neither, and the loop would have nothing to do for those 0.1-0.3 ms but wait for the same sync. A slow one
+neither, and at low load the loop has nothing else to do for those 0.1-0.3 ms but wait for it. A slow one
 would hold everything else the loop serves (other partitions, receives, fetches), so one sync at or over
 ``quick_seconds``, wherever it ran, sends every log of the worker back to the thread until ``calm_seconds``
 have passed without another. On a disk shared with a writer of a large file (a checkpoint, a compaction's
