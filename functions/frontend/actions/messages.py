@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from ferrymq import ids
 from ferrymq.aws.dedup_store import dedup_key
@@ -87,13 +87,35 @@ class _WholeRequestError(Exception):
         self.error = error
 
 
-def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict]:
+class _SendRules(NamedTuple):
+    """What a queue's attributes say of every message a request sends to it: read from their wire strings once
+    per request, not once per batch entry."""
+
+    fifo: bool
+    max_size: int
+    levels: int
+    delay: int
+    content_dedup: bool
+
+    @classmethod
+    def of(cls, queue: QueueRecord) -> _SendRules:
+        attributes = queue.attributes
+        return cls(
+            is_fifo(queue.name),
+            queue_attributes.int_value(attributes, "MaximumMessageSize"),
+            priority_levels(attributes),
+            queue_attributes.int_value(attributes, "DelaySeconds"),
+            attributes.get("ContentBasedDeduplication") == "true",
+        )
+
+
+def _outgoing(ctx: RequestContext, rules: _SendRules, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict]:
     """Check one message to send; returns the worker's message dict and the client's result entry."""
     body = check_body(params.get("MessageBody"))
     attributes = check_message_attributes(params.get("MessageAttributes"))
-    level = level_of(attributes, priority_levels(queue.attributes))
+    level = level_of(attributes, rules.levels)
     system_attributes = _check_system_attributes(params.get("MessageSystemAttributes"))
-    max_size = queue_attributes.int_value(queue.attributes, "MaximumMessageSize")
+    max_size = rules.max_size
     if message_bytes(body, attributes) > max_size:
         raise InvalidParameterValue(
             f"One or more parameters are invalid. Reason: Message must be shorter than {max_size} bytes."
@@ -101,7 +123,7 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
     delay = optional_int(
         params, "DelaySeconds", 0, MAX_DELAY_SECONDS, f"DelaySeconds must be >= 0 and <= {MAX_DELAY_SECONDS}."
     )
-    fifo = is_fifo(queue.name)
+    fifo = rules.fifo
     # AWS takes DelaySeconds=0 on a FIFO queue (SDK wrappers always send it) and applies the queue's delay.
     if fifo and delay:
         raise InvalidParameterValue(
@@ -109,7 +131,7 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
             "not valid for this queue type."
         )
     if delay is None or fifo:
-        delay = queue_attributes.int_value(queue.attributes, "DelaySeconds")
+        delay = rules.delay
     system: dict[str, Any] = {"SenderId": ctx.credential.principal_id}
     if level:
         system[PRIORITY_KEY] = level
@@ -124,7 +146,7 @@ def _outgoing(ctx: RequestContext, queue: QueueRecord, params: Mapping[str, Any]
             raise _WholeRequestError(MissingParameter("The request must contain the parameter MessageGroupId."))
         _check_token("MessageGroupId", group)
         if dedup_id is None:
-            if queue.attributes.get("ContentBasedDeduplication") != "true":
+            if not rules.content_dedup:
                 raise _WholeRequestError(InvalidParameterValue(
                     "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId "
                     "provided explicitly"
@@ -240,7 +262,7 @@ async def _claim_dedup_ids(ctx: RequestContext, queue: QueueRecord, messages: li
 async def send_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     try:
-        message, result = _outgoing(ctx, queue, params)
+        message, result = _outgoing(ctx, _SendRules.of(queue), params)
     except _WholeRequestError as whole:
         raise whole.error from None
     await _send(ctx, queue, [message], [result])
@@ -258,9 +280,10 @@ async def send_message_batch(ctx: RequestContext, params: dict[str, Any]) -> dic
     successful: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     messages: list[dict[str, Any]] = []
+    rules = _SendRules.of(queue)
     for entry in entries:
         try:
-            message, result = _outgoing(ctx, queue, entry)
+            message, result = _outgoing(ctx, rules, entry)
         except _WholeRequestError as whole:
             if isinstance(whole.error, MissingParameter):
                 # AWS words a batch entry's missing group id as SendMessage does, under another code.
