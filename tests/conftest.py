@@ -36,6 +36,9 @@ AWS_TEST_ENV = {
 # machine): what a test counts is then counted at once, and a stack's processes are the same everywhere.
 # tests/e2e/test_gateway_processes.py runs a stack of several.
 os.environ.setdefault("FERRYMQ_GATEWAY_PROCESSES", "1")
+# Workers sync their commits on the event loop after a second of quick syncs, not ten: the suite's stacks are
+# mostly younger than ten seconds, and should run the path a stack that has been up a while runs.
+os.environ.setdefault("FERRYMQ_WORKER_SYNC_CALM_SECONDS", "1")
 
 STANDIN_START_SECONDS = 60.0
 STANDIN_KEY_PAIR = KeyPair(AWS_TEST_ENV["AWS_ACCESS_KEY_ID"], AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"])

@@ -49,6 +49,8 @@ class WorkerConfig:
     sync_on_loop_ms: float = 10.0
     """Group commits are synced on the event loop while every sync takes less than this (:mod:`..log.sync_place`);
     0: always in the log's I/O thread."""
+    sync_calm_seconds: float = 10.0
+    """How long syncs stay in the I/O threads after a slow one, and after the worker starts."""
     register: bool = True
     transfer_hold_seconds: int = TRANSFER_HOLD_SECONDS
     sweep_interval_seconds: float = 30.0
@@ -86,6 +88,7 @@ class WorkerConfig:
             "checkpoint_records": settings.worker_checkpoint_records,
             "stall_trace_ms": settings.worker_stall_trace_ms,
             "sync_on_loop_ms": settings.worker_sync_on_loop_ms,
+            "sync_calm_seconds": settings.worker_sync_calm_seconds,
             "peer_auth": PeerAuth.from_settings(settings),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -121,6 +124,10 @@ class WorkerConfig:
             raise ValueError(
                 f"FERRYMQ_WORKER_SYNC_ON_LOOP_MS is a number of ms, not negative (0: syncs always in the log's "
                 f"I/O thread), not {self.sync_on_loop_ms}"
+            )
+        if not math.isfinite(self.sync_calm_seconds) or self.sync_calm_seconds < 0:
+            raise ValueError(
+                f"FERRYMQ_WORKER_SYNC_CALM_SECONDS is a number of seconds, not negative, not {self.sync_calm_seconds}"
             )
 
     def role(self, partition: int) -> LeaderRole | FollowerRole:

@@ -84,7 +84,7 @@ class StorageWorker:
             registry=None,
         )
         """Fed, where each log synced, how long each fdatasync took (``/metrics``)."""
-        self.sync_place = SyncPlace(config.sync_on_loop_ms / 1000)
+        self.sync_place = SyncPlace(config.sync_on_loop_ms / 1000, calm_seconds=config.sync_calm_seconds)
         """Whether group commits are synced on the loop or in the logs' I/O threads (the logs share a disk)."""
         self.stopped = asyncio.Event()
         self.fatal: BaseException | None = None

@@ -62,3 +62,14 @@ def test_a_sync_on_loop_limit_that_is_not_a_number_of_ms_is_refused(tmp_path: Pa
 def test_a_sync_on_loop_limit_that_is_not_a_number_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="FERRYMQ_WORKER_SYNC_ON_LOOP_MS"):
         Settings.from_env({"FERRYMQ_WORKER_SYNC_ON_LOOP_MS": "fast"})
+
+
+def test_the_sync_calm_period_reaches_the_worker_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    settings = Settings.from_env({"FERRYMQ_WORKER_SYNC_CALM_SECONDS": "2.5"})
+    assert WorkerConfig.from_settings(settings, data_dir=tmp_path).sync_calm_seconds == 2.5
+    assert WorkerConfig.from_settings(Settings.from_env({}), data_dir=tmp_path).sync_calm_seconds == 10.0
+    for value in ("-1", "nan", "inf"):
+        with pytest.raises(ValueError, match="FERRYMQ_WORKER_SYNC_CALM_SECONDS"):
+            WorkerConfig.from_settings(
+                Settings.from_env({"FERRYMQ_WORKER_SYNC_CALM_SECONDS": value}), data_dir=tmp_path
+            )

@@ -170,9 +170,10 @@ class Settings:
     # stall, so that what held it is named. 0: off (arming the trace costs a thread start per loop-lag tick).
     worker_stall_trace_ms: int = 0
     # A group commit's write and fdatasync run on the worker's event loop (saving two thread wake-ups per commit)
-    # while every sync takes less than this; one that takes longer sends them to the log's I/O thread for 10 s.
-    # 0: always the thread.
+    # while every sync takes less than this; one that takes longer sends them to the log's I/O thread for
+    # worker_sync_calm_seconds, and a worker starts with them there for as long. 0: always the thread.
     worker_sync_on_loop_ms: float = 10.0
+    worker_sync_calm_seconds: float = 10.0
     worker_connect_timeout_seconds: float = 5.0
     # Deadline of every worker RPC (a long poll gets its wait on top): a hung worker, unlike a dead one, never
     # closes the connection, so without one a request would wait for it forever.
@@ -417,6 +418,9 @@ class Settings:
             worker_checkpoint_records=int(get("WORKER_CHECKPOINT_RECORDS", str(defaults.worker_checkpoint_records))),
             worker_stall_trace_ms=int(get("WORKER_STALL_TRACE_MS", str(defaults.worker_stall_trace_ms))),
             worker_sync_on_loop_ms=float(get("WORKER_SYNC_ON_LOOP_MS", str(defaults.worker_sync_on_loop_ms))),
+            worker_sync_calm_seconds=float(
+                get("WORKER_SYNC_CALM_SECONDS", str(defaults.worker_sync_calm_seconds))
+            ),
             worker_connect_timeout_seconds=float(
                 get("WORKER_CONNECT_TIMEOUT_SECONDS", str(defaults.worker_connect_timeout_seconds))
             ),
