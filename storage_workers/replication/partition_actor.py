@@ -326,10 +326,13 @@ class PartitionActor:
             log.info("partition %d: handing leadership to %s (%s)", self.partition, rs.replicas[0], why)
             # Marked first: no renewal may follow the release and extend the lease again.
             self._released = mono
+            # The lease still fences any other claim while the replies the term holds are answered.
+            await term.drain(f"handed over to {rs.replicas[0]}")
             try:
                 await c.call(c.sets.release, self.partition, c.me, rs.epoch, now)
             except BaseException:
                 self._released = None
+                term.resume()
                 raise
             await self._stand_by(f"handed over to {rs.replicas[0]}")
 

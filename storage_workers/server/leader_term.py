@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DRAIN_SECONDS = 1.0
+"""How long a term handed over waits for what it appended to commit (:meth:`LeaderTerm.drain`): the replica it
+hands to is caught up, so this is a few fetches; a follower gone meanwhile must not hold the hand-over."""
+
 
 class LeaderTerm:
     def __init__(
@@ -87,6 +91,8 @@ class LeaderTerm:
         ).table()
         self.answers_until_ms = role.answers_until_ms
         """On the monotonic clock (ms), as ``LeaderRole.answers_until_ms``."""
+        self.refusing: str | None = None
+        """Why requests are refused before the term ends (:meth:`drain`), or None."""
         self.handlers = {op: self._leased(handler) for op, handler in self.handlers.items()}
         # Replication is fenced by epochs, not by the lease: a follower must still fetch what is to commit.
         self.handlers[Op.FETCH] = self._fetch
@@ -110,9 +116,34 @@ class LeaderTerm:
                 raise NotLeader(
                     f"Storage worker {self.config.worker_id} holds no live lease on partition {self.partition}."
                 )
+            if self.refusing is not None:
+                raise NotLeader(self.refusing)
             return handler(conn, request_id, args)
 
         return guarded
+
+    async def drain(self, reason: str, timeout: float = DRAIN_SECONDS) -> bool:
+        """Refuse every request from now on (NotLeader: nothing done) and wait up to ``timeout`` seconds for
+        everything appended so far to be committed, so that the replies waiting for it are answered before the
+        term ends, not left unknown (a hand-over, a stop: a receive whose records commit after an answer of
+        ServiceUnavailable leaves its messages in flight, unseen, for their visibility timeout).  Returns whether
+        all of it committed in time; :meth:`resume` answers requests again."""
+        me = self.config.worker_id
+        self.refusing = f"Storage worker {me} is handing partition {self.partition} over: {reason}."
+        end = self.stream.log.end_offset
+        if end == 0:
+            return True
+        committed = asyncio.get_running_loop().create_future()
+        self.stream.when_committed(end - 1, _resolve, committed)
+        try:
+            await asyncio.wait_for(committed, timeout)
+        except (TimeoutError, NotLeader):
+            return False
+        return True
+
+    def resume(self) -> None:
+        """Answer requests again after :meth:`drain` (the hand-over did not happen)."""
+        self.refusing = None
 
     def extend_lease(self, answers_until_ms: int) -> None:
         """The lease was renewed: answer until ``answers_until_ms`` (monotonic clock, ms)."""
@@ -228,7 +259,13 @@ class LeaderTerm:
         # Not NotLeader, which tells the front end that nothing was done: these requests' records were
         # appended and may yet be committed by the next leader.
         unknown = ServiceUnavailable(f"Storage worker {me} stepped down before the request was committed.")
-        for conn, request_id, _ in self.stream.close(error):
+        for waiter in self.stream.close(error):
+            if isinstance(waiter, asyncio.Future):
+                # A wait for the commit (a drain's, the drop sweeper's), not a reply: it ends with the term.
+                if not waiter.done():
+                    waiter.set_exception(error)
+                continue
+            conn, request_id, _ = waiter
             conn.write(encode_frame(request_id, STATUS_ERROR, pack_error(unknown)))
         self.long_polls.close(error)
         await self.close()
