@@ -65,7 +65,8 @@ def test_a_drained_term_refuses_new_requests_and_answers_the_ones_it_holds_once_
             assert not draining.done()
             # then a new request is refused, with nothing done
             with pytest.raises(NotLeader, match=f"handing partition 0 over: {REASON}"):
-                await send(client, "late")
+                # Bounded: a request taken would wait for the paused follower.
+                await asyncio.wait_for(send(client, "late"), 5)
             # and once the follower fetches again, the held receive is answered with its messages, and the
             # drain ends
             fetches.resume()
