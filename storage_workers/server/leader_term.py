@@ -130,13 +130,8 @@ class LeaderTerm:
         all of it committed in time; :meth:`resume` answers requests again."""
         me = self.config.worker_id
         self.refusing = f"Storage worker {me} is handing partition {self.partition} over: {reason}."
-        end = self.stream.log.end_offset
-        if end == 0:
-            return True
-        committed = asyncio.get_running_loop().create_future()
-        self.stream.when_committed(end - 1, _resolve, committed)
         try:
-            await asyncio.wait_for(committed, timeout)
+            await asyncio.wait_for(self.wait_committed(), timeout)
         except (TimeoutError, NotLeader):
             return False
         return True
