@@ -33,7 +33,7 @@ from ferrymq.storage.engine.answers import (
     invalid_handle,
 )
 from ferrymq.storage.engine.fifo import FifoQueue
-from ferrymq.storage.engine.messages import IN_FLIGHT, READY, Message, QueueState, timer_due
+from ferrymq.storage.engine.messages import IN_FLIGHT, READY, STEP, Message, QueueState, timer_due
 from ferrymq.storage.engine.move_task_requests import MoveTaskRequests
 from ferrymq.storage.engine.peek import peek_rows
 from ferrymq.storage.engine.priorities import PriorityPicker
@@ -59,7 +59,7 @@ from ferrymq.storage.engine.rows import (
     received_rows,
     stored_item,
 )
-from ferrymq.storage.engine.state import PartitionState
+from ferrymq.storage.engine.state import PartitionState, Swept
 from ferrymq.storage.engine.tasks import Outgoing
 
 __all__ = [
@@ -153,19 +153,21 @@ class Engine(MoveTaskRequests):
     def meta_state(self) -> dict[str, tuple]:
         return self.partition.meta_state()
 
-    def sweep(self) -> int:
+    def sweep(self) -> Swept:
         """Expire messages whose retention ended in queues nobody asked for since, then forget what has
-        outlived its window (see :meth:`PartitionState.sweep`); returns how many idle queues were forgotten.
-        The worker calls this now and then.
+        outlived its window (see :meth:`PartitionState.sweep`).  The worker calls this now and then, and again
+        at once (after letting others run) while the answer says it stopped at a step with more left.
 
         A queue's retention is the one its last request named; before any request (just after a restart) it
         is SQS's longest, which no queue's messages outlive.
         """
         now = self.now_ms()
+        more = False
         for q in list(self.partition.queues.values()):
-            if q.order:
-                self._expire(q, now, q.retention_seconds or MAX_RETENTION_SECONDS, sweeping=True)
-        return self.partition.sweep(now)
+            if q.order and self._expire(q, now, q.retention_seconds or MAX_RETENTION_SECONDS, sweeping=True):
+                more = True
+        swept = self.partition.sweep(now)
+        return swept._replace(more=True) if more else swept
 
     # --- requests: read, decide, record ------------------------------------------------------------
 
@@ -499,13 +501,17 @@ class Engine(MoveTaskRequests):
             self._expire(q, now, retention_seconds)
         return q
 
-    def _expire(self, q: QueueState, now: int, retention_seconds: int, *, sweeping: bool = False) -> None:
+    def _expire(self, q: QueueState, now: int, retention_seconds: int, *, sweeping: bool = False) -> bool:
+        """Expire the queue's oldest messages past their retention, :data:`STEP` at most (one record); returns
+        whether it stopped there, with more perhaps left to expire."""
         if not sweeping:
             q.retention_seconds = retention_seconds
         order, slot_of, sent = q.order, q.msgs.slot, q.table.sent
         cutoff = now - retention_seconds * 1000
         expired: list[int] = []
-        while order:
+        budget = STEP
+        while order and budget:
+            budget -= 1
             seq = order[0]
             slot = slot_of(seq)
             if slot >= 0:
@@ -515,6 +521,7 @@ class Engine(MoveTaskRequests):
             order.popleft()
         if expired:
             self._commit((EXPIRED, q.queue_id, expired))
+        return not budget
 
 
 def _pick(
@@ -531,6 +538,8 @@ def _pick(
             break
         if m.sent_ts <= cutoff:
             expired.append(m.seq)
+            if len(expired) >= STEP:
+                break
         elif limit is not None and m.receive_count >= limit:
             dead.append(m)
             if len(dead) >= MAX_DEAD_LETTERS_PER_RECEIVE:
@@ -549,7 +558,7 @@ def _pick_fifo(
     expired: list[int] = []
     dead: list[Message] = []
     taken: set[str] = set()
-    while len(picked) < n and len(dead) < MAX_DEAD_LETTERS_PER_RECEIVE:
+    while len(picked) < n and len(dead) < MAX_DEAD_LETTERS_PER_RECEIVE and len(expired) < STEP:
         g = q.pop_ready(taken)
         if g is None:
             break
@@ -559,6 +568,8 @@ def _pick_fifo(
                 break
             if m.sent_ts <= cutoff:
                 expired.append(m.seq)
+                if len(expired) >= STEP:
+                    break
                 continue
             if limit is not None and m.receive_count >= limit:
                 dead.append(m)

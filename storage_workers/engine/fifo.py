@@ -39,6 +39,7 @@ from ferrymq.storage.engine.messages import (
     READY,
     REINDEX_SLACK,
     SEQ_MASK,
+    STEP,
     TOKEN_BITS,
     TOKEN_MASK,
     QueueState,
@@ -83,8 +84,8 @@ class FifoQueue(QueueState):
         """Forgotten from the oldest, as ``recent`` is (see there why ordered)."""
         self.attempt_of: dict[int, str] = {}
 
-    def clear(self) -> None:
-        super().clear()
+    def clear(self, number: int | None = None, *, free: bool = True) -> None:
+        super().clear(number, free=free)
         # A purge forgets deduplication (AWS): a message the front end sends again under a purged message's
         # id (its deduplication claim predates the purge) is stored anew, not answered as a resend.
         self.recent = OrderedDict()
@@ -180,7 +181,9 @@ class FifoQueue(QueueState):
             return
         table, counts, groups, dirty, slot_of = self.table, self.counts, self.groups, self.dirty, self.msgs.slot
         states, tokens = table.state, table.token
-        while timers and timers[0] >> 64 <= now:
+        budget = STEP
+        while timers and timers[0] >> 64 <= now and budget:
+            budget -= 1
             t = heappop(timers)
             seq, token = (t >> TOKEN_BITS) & SEQ_MASK, t & TOKEN_MASK
             slot = slot_of(seq)
@@ -295,21 +298,25 @@ class FifoQueue(QueueState):
                 attempt_of[seq] = attempt_id
         self.sweep_attempts(ts)
 
-    def sweep_attempts(self, ts: int) -> None:
-        """Forget attempts too old to replay, as of record time ``ts`` (oldest are first)."""
+    def sweep_attempts(self, ts: int) -> bool:
+        """Forget attempts too old to replay, as of record time ``ts`` (oldest are first), :data:`STEP` at most;
+        returns whether it stopped at the step with more perhaps left."""
         attempts = self.attempts
         cutoff = ts - ATTEMPT_WINDOW_MS
-        while attempts:
+        budget = STEP
+        while attempts and budget:
             attempt_id, attempt = next(iter(attempts.items()))
             if attempt.ts > cutoff:
-                break
+                return False
             self.forget_attempt(attempt_id)
+            budget -= 1
+        return not budget
 
     def is_idle(self) -> bool:
         return not self.attempts and super().is_idle()
 
-    def order_windows(self) -> None:
-        super().order_windows()
+    def after_load(self) -> None:
+        super().after_load()
         if type(self.attempts) is dict:
             self.attempts = OrderedDict(self.attempts)
 

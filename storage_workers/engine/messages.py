@@ -42,11 +42,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ferrymq.limits import RESEND_HORIZON_MS, RESEND_WINDOW_MS
 from ferrymq.priorities import MAX_LEVELS, SYSTEM_KEY
+from ferrymq.storage.engine.index_steps import STEP, RingCopy, prune_heap
 from ferrymq.storage.engine.rings import Ring
 from ferrymq.storage.engine.table import MessageTable
 from ferrymq.storage.engine.views import Messages, Row
@@ -130,6 +131,7 @@ class QueueState:
         "returned",
         "table",
         "tasks",
+        "tidying",
         "tiers",
         "timers",
     )
@@ -148,6 +150,8 @@ class QueueState:
         self.live_bytes = 0
         self.tiers: list[Tier | None] | None = None
         self.credits: list[int] | None = None
+        self.tidying: dict[Any, Any] = {}
+        """Index clean-ups under way (:meth:`tidy`)."""
         # Both windows are forgotten from their oldest end: an ordered dict finds it in O(1), where a plain dict
         # walks past every entry deleted before it (its table keeps them until it grows), which made forgetting
         # a window quadratic: 40,000 ids forgotten at once held the loop for half a second.
@@ -164,14 +168,20 @@ class QueueState:
         """The retention period the last request named (requests carry it; records do not), so that sweeps can
         expire messages of a queue nobody asks for; None until a request names one."""
 
-    def clear(self) -> None:
-        """Forget every message (their rows go back to the table)."""
-        table, slot_of = self.table, self.msgs.slot
-        for seq in list(self.order):
-            slot = slot_of(seq)
-            if slot >= 0:
-                table.free(seq, slot)
-        table.tidy()
+    def clear(self, number: int | None = None, *, free: bool = True) -> None:
+        """Forget every message.  Their rows go back to the table, unless ``free`` is false: then the partition
+        frees them later (``PartitionState.free_unowned``), and the queue takes ``number`` (when it goes on) so
+        that none of them is its."""
+        if free:
+            table, slot_of = self.table, self.msgs.slot
+            for seq in list(self.order):
+                slot = slot_of(seq)
+                if slot >= 0:
+                    table.free(seq, slot)
+            table.tidy()
+        if number is not None:
+            self.number = number
+            self.msgs = Messages(self)
         self.fresh = Ring()
         self.returned = []
         self.timers = []
@@ -180,6 +190,7 @@ class QueueState:
         self.live_bytes = 0
         self.tiers = None
         self.credits = None
+        self.tidying = {}
 
     def add(
         self,
@@ -245,6 +256,8 @@ class QueueState:
                 if left_out is not None:
                     self._remember_gone(left_out[1], -1, left_out[0])
         self.live_bytes -= freed
+        if self.gone:
+            self.forget_gone(self.last_sent_ts - RESEND_HORIZON_MS)
         table.tidy()
         if not self.msgs and (self.tiers is not None or self.credits is not None):
             self.tiers = self.credits = None
@@ -252,25 +265,29 @@ class QueueState:
 
     def _remember_gone(self, sent_ts: int, slot: int, message_id: Any = None) -> None:
         """Keep the id of a plain message removed soon after it was sent (one stored idempotently is in
-        ``recent`` already), dropping those past the horizon.  The id is read from ``slot`` unless given."""
+        ``recent`` already); :meth:`remove` then forgets those past the horizon.  The id is read from ``slot``
+        unless given."""
         if not self.last_sent_ts:
             return  # a queue nobody sent to (only stored to, as a dead-letter queue is): no plain send to resend
-        horizon = self.last_sent_ts - RESEND_HORIZON_MS
-        if sent_ts >= horizon:
+        if sent_ts >= self.last_sent_ts - RESEND_HORIZON_MS:
             if message_id is None:
                 message_id = self.table.message_id(slot)
             if message_id not in self.recent:
                 self.gone[message_id] = sent_ts
-        self.forget_gone(horizon)
 
-    def forget_gone(self, horizon: int) -> None:
-        """Forget removed ids sent before ``horizon`` (ms): no resend can name them any more."""
+    def forget_gone(self, horizon: int) -> bool:
+        """Forget removed ids sent before ``horizon`` (ms), oldest first and :data:`STEP` at most: no resend can
+        name them any more, so one left for the next call changes no answer.  Returns whether it stopped at the
+        step with more perhaps left."""
         gone = self.gone
-        while gone:
+        budget = STEP
+        while gone and budget:
             oldest = next(iter(gone))
             if gone[oldest] >= horizon:
-                break
+                return False
             gone.popitem(last=False)
+            budget -= 1
+        return not budget
 
     def sent_recently(self, ids: set[str]) -> set[str]:
         """Which of ``ids`` a plain send stored within the resend horizon, whether the queue still holds them
@@ -313,13 +330,16 @@ class QueueState:
         heappush(self.timers, timer(until, seq, token))
 
     def release_due(self, now: int) -> None:
-        """Move messages whose invisibility ended by ``now`` to the visible index."""
+        """Move messages whose invisibility ended by ``now`` to the visible index, at most :data:`STEP` timers a
+        call: the rest are released by the calls after (a receive finds those released; counts lag meanwhile)."""
         timers = self.timers
         if not timers or timers[0] >> 64 > now:
             return
         table, returned, counts, slot_of = self.table, self.returned, self.counts, self.msgs.slot
         states, tokens, levels = table.state, table.token, table.level
-        while timers and timers[0] >> 64 <= now:
+        budget = STEP
+        while timers and timers[0] >> 64 <= now and budget:
+            budget -= 1
             t = heappop(timers)
             seq, token = (t >> TOKEN_BITS) & SEQ_MASK, t & TOKEN_MASK
             slot = slot_of(seq)
@@ -375,56 +395,103 @@ class QueueState:
     def trim_order(self) -> None:
         """Drop the send order's front entries of messages no longer in the queue (see :meth:`trim`)."""
         order, slot_of = self.order, self.msgs.slot
-        while order and slot_of(order[0]) < 0:
+        budget = STEP
+        while order and slot_of(order[0]) < 0 and budget:
             order.popleft()
+            budget -= 1
+
+    # --- dead entries dropped a step at a time (:mod:`.index_steps`) ---------------------------------------
 
     def prune_timers(self) -> None:
         """Drop the dead entries of ``timers`` (messages deleted, or received again, while invisible) once they
-        outnumber the messages delayed or in flight. Measured against the whole queue instead, a queue of
-        millions kept tens of thousands of deleted messages' entries, and the first receive after their
+        outnumber the messages delayed or in flight, a step a call. Measured against the whole queue instead, a
+        queue of millions kept tens of thousands of deleted messages' entries, and the first receive after their
         visibility ran out popped them all at once (124 ms). The walk is of the heap, not of the queue."""
-        timers = self.timers
-        counts = self.counts
-        if len(timers) > 2 * (counts[DELAYED] + counts[IN_FLIGHT]) + REINDEX_SLACK:
-            live = self.live_entry
-            kept = [t for t in timers if live(t & TIMER_ENTRY_MASK) >= 0]
-            heapify(kept)
-            self.timers = kept
+        timers, counts, steps = self.timers, self.counts, self.tidying
+        at = steps.pop("timers", None)
+        if at is None:
+            if len(timers) <= 2 * (counts[DELAYED] + counts[IN_FLIGHT]) + REINDEX_SLACK:
+                return
+            at = len(timers)
+        live = self.live_entry
+        at = prune_heap(timers, lambda t: live(t & TIMER_ENTRY_MASK) >= 0, at)
+        if at:
+            steps["timers"] = at
 
     def tidy(self) -> None:
-        """Drop the dead entries at the front of the send order and the visible indexes, and rebuild indexes that
-        hold more dead entries than live ones."""
+        """Drop the dead entries at the front of the send order and the visible indexes, and the rest of those of
+        an index that holds more dead entries than live ones, a step a call (``tidying`` holds the clean-ups under
+        way: ``"order"`` and ``("fresh", level)`` a :class:`RingCopy`, ``"timers"`` and ``("returned", level)``
+        the heap place to go on from)."""
         self.trim()
-        self.prune_timers()
-        live = len(self.msgs)
-        entries = len(self.fresh) + len(self.returned) + len(self.timers)
+        counts = self.counts
+        bound = 2 * (counts[READY] + counts[DELAYED] + counts[IN_FLIGHT]) + REINDEX_SLACK
+        if (
+            self.tidying
+            or len(self.order) > bound
+            or len(self.fresh) + len(self.returned) > bound
+            or self.tiers is not None
+            or len(self.timers) > 2 * (counts[DELAYED] + counts[IN_FLIGHT]) + REINDEX_SLACK
+        ):
+            self.prune_timers()
+            self.tidy_visible()
+            self.tidy_order()
+
+    def tidy_visible(self) -> None:
+        steps = self.tidying
+        levels = [k for k in steps if type(k) is tuple]
+        if not levels:
+            entries = len(self.fresh) + len(self.returned)
+            tiers = self.tiers
+            if tiers is not None:
+                entries += sum(len(t) for t in tiers if t is not None)
+            if entries <= 2 * len(self.msgs) + REINDEX_SLACK:
+                return
+            for level in range(len(tiers) if tiers is not None else 1):
+                fresh, returned = self._visible_of(level)
+                if fresh is not None:
+                    steps[("fresh", level)] = RingCopy(fresh)
+                    steps[("returned", level)] = len(returned)
+            levels = [k for k in steps if type(k) is tuple]
+        key = levels[0]
+        kind, level = key
+        job = steps.pop(key)
+        fresh, returned = self._visible_of(level)
+        live = self.live_entry
+        if kind == "returned":
+            if returned is not None:
+                at = prune_heap(returned, lambda e: live(e) >= 0, job)
+                if at:
+                    steps[key] = at
+        elif job.source is fresh:
+            copy = job.step(lambda e: live(e) >= 0)
+            if copy is None:
+                steps[key] = job
+            elif level:
+                self.tiers[level].fresh = copy  # type: ignore[index,union-attr]
+            else:
+                self.fresh = copy
+
+    def _visible_of(self, level: int) -> tuple[Ring | None, list[int] | None]:
+        """The visible indexes of a priority level (None: the level has none now)."""
+        if not level:
+            return self.fresh, self.returned
         tiers = self.tiers
-        if tiers is not None:
-            entries += sum(len(t) for t in tiers if t is not None)
-        if entries > 2 * live + REINDEX_SLACK:
-            fresh = Ring()
-            timers: list[int] = []
-            self.tiers = None
-            table, slot_of = self.table, self.msgs.slot
-            states, tokens, levels, visible = table.state, table.token, table.level, table.visible
-            for seq in self.order:
-                slot = slot_of(seq)
-                if slot < 0:
-                    continue
-                tokens[slot] = token = (tokens[slot] + 1) & TOKEN_MASK
-                if states[slot] != READY:
-                    timers.append(timer(visible[slot], seq, token))
-                elif levels[slot]:
-                    self.tier(levels[slot]).fresh.append(entry(seq, token))
-                else:
-                    fresh.append(entry(seq, token))
-            heapify(timers)
-            self.fresh, self.returned, self.timers = fresh, [], timers
-        self.tidy_order()
+        t = tiers[level] if tiers is not None and level < len(tiers) else None
+        return (t.fresh, t.returned) if t is not None else (None, None)
 
     def tidy_order(self) -> None:
-        if len(self.order) > 2 * len(self.msgs) + REINDEX_SLACK:
-            self.order = Ring(list(self.msgs))
+        steps = self.tidying
+        job = steps.pop("order", None)
+        if job is None or job.source is not self.order:
+            if len(self.order) <= 2 * len(self.msgs) + REINDEX_SLACK:
+                return
+            job = RingCopy(self.order)
+        copy = job.step(self.msgs.__contains__)
+        if copy is None:
+            steps["order"] = job
+        else:
+            self.order = copy
 
     def has_visible(self) -> bool:
         """Whether a receive now could return something (call :meth:`release_due` first)."""
@@ -438,19 +505,26 @@ class QueueState:
             return None
         return known
 
-    def forget_resends(self, now: int) -> None:
-        """Forget the ids whose resend window is over at ``now`` (the oldest are first)."""
+    def forget_resends(self, now: int) -> bool:
+        """Forget the ids whose resend window is over at ``now`` (the oldest are first), :data:`STEP` at most;
+        returns whether it stopped at the step with more perhaps left."""
         recent = self.recent
         cutoff = now - RESEND_WINDOW_MS
-        while recent:
+        budget = STEP
+        while recent and budget:
             oldest = next(iter(recent))
             if recent[oldest][2] > cutoff:
-                break
+                return False
             recent.popitem(last=False)
+            budget -= 1
+        return not budget
 
-    def order_windows(self) -> None:
-        """Make ``recent`` and ``gone`` ordered dicts again where a checkpoint written before they were held
-        plain ones (their order is kept: a dict's is its insertion order)."""
+    def after_load(self) -> None:
+        """Fill in what a checkpoint written by an earlier version left out: ``recent`` and ``gone`` as ordered
+        dicts where they were plain ones (their order is kept: a dict's is its insertion order), and no index
+        clean-up under way where none was kept."""
+        if not hasattr(self, "tidying"):
+            self.tidying = {}
         if type(self.recent) is dict:
             self.recent = OrderedDict(self.recent)
         if type(self.gone) is dict:
@@ -462,8 +536,13 @@ class QueueState:
 
 
 def _trim_visible(fresh: Ring, returned: list[int], live: Callable[[int], int]) -> None:
-    """Drop the dead entries at the front of one level's visible indexes (:meth:`QueueState.trim`)."""
-    while fresh and live(fresh[0]) < 0:
+    """Drop the dead entries at the front of one level's visible indexes (:meth:`QueueState.trim`), a step at
+    most of each."""
+    budget = STEP
+    while fresh and live(fresh[0]) < 0 and budget:
         fresh.popleft()
-    while returned and live(returned[0]) < 0:
+        budget -= 1
+    budget = STEP
+    while returned and live(returned[0]) < 0 and budget:
         heappop(returned)
+        budget -= 1

@@ -16,20 +16,23 @@ _CUT_AT = 1024
 
 
 class Ring:
-    __slots__ = ("_a", "_head", "append")
+    __slots__ = ("_a", "_head", "_taken", "append")
 
     def __init__(self, items: Iterable[int] = ()) -> None:
         self._a = array("Q", items)
         self._head = 0
+        self._taken = 0
+        """Entries taken from the front so far: an entry's place counted from the ring's first (:meth:`chunk`)."""
         # The array's own method: appending is the hot path (every message sent), and the array object stays
         # the same when its front is cut off.
         self.append = self._a.append
 
-    def __getstate__(self) -> tuple[array, int]:
-        return self._a, self._head
+    def __getstate__(self) -> tuple[array, int, int]:
+        return self._a, self._head, self._taken
 
-    def __setstate__(self, state: tuple[array, int]) -> None:
-        self._a, self._head = state
+    def __setstate__(self, state: tuple[array, int] | tuple[array, int, int]) -> None:
+        self._a, self._head = state[0], state[1]
+        self._taken = state[2] if len(state) > 2 else 0  # a ring pickled before the count was kept
         self.append = self._a.append
 
     def popleft(self) -> int:
@@ -42,7 +45,20 @@ class Ring:
             del a[:head]
             head = 0
         self._head = head
+        self._taken += 1
         return value
+
+    @property
+    def taken(self) -> int:
+        """The place of the front entry, counted from the first the ring ever held."""
+        return self._taken
+
+    def chunk(self, place: int, n: int) -> tuple[array, int]:
+        """Up to ``n`` entries from ``place`` (counted as :attr:`taken` counts; those taken since start at the
+        front), and the place after them."""
+        i = self._head + max(place - self._taken, 0)
+        part = self._a[i : i + n]
+        return part, self._taken + i - self._head + len(part)
 
     def __getitem__(self, i: int) -> int:
         if i < 0:

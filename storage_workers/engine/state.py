@@ -12,12 +12,14 @@ Standard queues are :class:`~.messages.QueueState`, FIFO queues :class:`~.fifo.F
 
 from __future__ import annotations
 
+import sys
+from collections import deque
 from collections.abc import Container, Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from ferrymq.limits import DROPPED_QUEUE_MEMORY_SECONDS, RESEND_HORIZON_MS
 from ferrymq.storage.engine.fifo import Attempt, FifoQueue
-from ferrymq.storage.engine.messages import DELAYED, IN_FLIGHT, READY, QueueState
+from ferrymq.storage.engine.messages import DELAYED, IN_FLIGHT, READY, STEP, QueueState
 from ferrymq.storage.engine.records import (
     ATTEMPTS,
     BATCH,
@@ -41,6 +43,7 @@ from ferrymq.storage.engine.records import (
     VISIBILITY,
     Record,
 )
+from ferrymq.storage.engine.rings import Ring
 from ferrymq.storage.engine.table import MessageTable
 from ferrymq.storage.engine.tasks import ACTIVE, KEPT_TASKS, MoveTask
 
@@ -48,8 +51,22 @@ _SNAPSHOT_CHUNK = 256
 _META_CHUNK = 4096
 
 
+class Swept(NamedTuple):
+    """What one :meth:`PartitionState.sweep` did."""
+
+    forgotten: int
+    """Queues forgotten, holding nothing."""
+    more: bool
+    """It stopped at a :data:`STEP` with more perhaps left: sweep again."""
+
+
 class PartitionState:
     """Every queue of one partition, by queue id, and the sequence numbers used so far."""
+
+    free_in_steps = False
+    """Whether the rows of a purged or dropped queue are freed later, in steps (:meth:`free_unowned`), rather than
+    as the record is applied.  A state a worker serves from sets it (a purge of a million messages would hold its
+    loop for half a second); replay and compaction, off the loop, free at once and hold no backlog."""
 
     def __init__(self) -> None:
         self.queues: dict[str, QueueState] = {}
@@ -62,6 +79,19 @@ class PartitionState:
         self.dropped: dict[str, int] = {}
         """Queue id -> when it was dropped (ms), oldest first, for DROPPED_QUEUE_MEMORY_SECONDS: sends to it
         are refused meanwhile."""
+        self.unowned: deque[tuple[int, Ring]] = deque()
+        """``(queue number, send order)`` of purged or dropped queues whose rows are still to free, oldest first
+        (with :attr:`free_in_steps`).  No queue reads them: a purged queue takes a new number."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("free_in_steps", None)  # the serving worker's choice, made again by the one that loads it
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("unowned", deque())  # a checkpoint written before the backlog existed
+        # Names interned as pickle's own loading does, so that the state pickles again to the same bytes.
+        self.__dict__.update((sys.intern(name), value) for name, value in state.items())
 
     @classmethod
     def replay(cls, records: Iterable[Record]) -> PartitionState:
@@ -100,13 +130,11 @@ class PartitionState:
         elif kind == PURGED:
             q = self.queues.get(record[1])
             if q is not None:
-                self.live_bytes -= q.live_bytes
-                q.clear()
+                self._empty(q, purged=True)
         elif kind == DROPPED:
             q = self.queues.pop(record[1], None)
             if q is not None:
-                self.live_bytes -= q.live_bytes
-                q.clear()
+                self._empty(q, purged=False)
             if len(record) > 2:
                 self.dropped.pop(record[1], None)
                 self.dropped[record[1]] = record[2]
@@ -141,6 +169,34 @@ class PartitionState:
                 q.credits = list(record[2]) or None
         else:
             raise ValueError(f"unknown record kind {kind!r}")
+
+    def _empty(self, q: QueueState, *, purged: bool) -> None:
+        """Forget every message of ``q``: at once, or with :attr:`free_in_steps` by handing its rows to
+        :attr:`unowned` (a purged queue goes on under a new number, so that none of them is its any more)."""
+        self.live_bytes -= q.live_bytes
+        if not self.free_in_steps or len(q.order) <= STEP:
+            q.clear()
+            return
+        self.unowned.append((q.number, q.order))
+        q.clear(self._number() if purged else None, free=False)
+
+    def free_unowned(self, budget: int = STEP) -> bool:
+        """Free up to ``budget`` rows of purged and dropped queues (:attr:`unowned`); returns whether some are
+        left."""
+        unowned, table = self.unowned, self.table
+        owner, slot_of, free = table.owner, table.slot, table.free
+        while unowned and budget > 0:
+            number, seqs = unowned[0]
+            while seqs and budget > 0:
+                budget -= 1
+                seq = seqs.popleft()
+                slot = slot_of(seq)
+                if slot >= 0 and owner[slot] == number:
+                    free(seq, slot)
+            if not seqs:
+                unowned.popleft()
+        table.tidy()
+        return bool(unowned)
 
     def _number(self) -> int:
         self._numbers += 1
@@ -295,9 +351,10 @@ class PartitionState:
 
     # --- bounded memory ------------------------------------------------------------------------------
 
-    def sweep(self, now: int) -> int:
+    def sweep(self, now: int) -> Swept:
         """Forget resend ids and receive attempts past their windows as of ``now`` (ms), and queues left
-        holding nothing; returns how many queues were forgotten.
+        holding nothing; a queue's windows are forgotten a :data:`STEP` at a time, so that a sweep stopped there
+        says so (``Swept.more``) and is called again.
 
         This is not a record, and need not be one: what it forgets is already dead (no store finds an id past
         the resend window, no retry replays an attempt past its window, an idle queue answers as an unknown
@@ -305,16 +362,17 @@ class PartitionState:
         since both windows are kept oldest first.
         """
         idle: list[str] = []
+        more = False
         for queue_id, q in self.queues.items():
-            if q.recent:
-                q.forget_resends(now)
-            if q.gone:
-                # Removals age on the queue's record timeline (``QueueState._remember_gone``); this only frees
-                # queues nobody sends to any more, so it waits a second horizon in case this worker's clock
-                # runs ahead of the one that stamped them.
-                q.forget_gone(now - 2 * RESEND_HORIZON_MS)
-            if isinstance(q, FifoQueue) and q.attempts:
-                q.sweep_attempts(now)
+            if q.recent and q.forget_resends(now):
+                more = True
+            # Removals age on the queue's record timeline (``QueueState._remember_gone``); this only frees
+            # queues nobody sends to any more, so it waits a second horizon in case this worker's clock runs
+            # ahead of the one that stamped them.
+            if q.gone and q.forget_gone(now - 2 * RESEND_HORIZON_MS):
+                more = True
+            if isinstance(q, FifoQueue) and q.attempts and q.sweep_attempts(now):
+                more = True
             if q.is_idle():
                 idle.append(queue_id)
         for queue_id in idle:
@@ -325,7 +383,7 @@ class PartitionState:
             if dropped[oldest] > cutoff:
                 break
             del dropped[oldest]
-        return len(idle)
+        return Swept(len(idle), more)
 
     # --- snapshots ---------------------------------------------------------------------------------
 

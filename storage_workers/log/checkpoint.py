@@ -300,7 +300,7 @@ def _checkpoint_of(path: Path, loaded: tuple[int, Any], deltas: int = 0) -> Chec
     ):
         raise CheckpointUnusable(f"{path}: does not hold a partition's state")
     for queue in state.queues.values():
-        queue.order_windows()
+        queue.after_load()
     return Checkpoint(
         offset, [tuple(s) for s in segments], dict(files), state, unplaced, extents, history,  # type: ignore[arg-type]
         last_epoch, deltas,

@@ -230,7 +230,7 @@ class LeaderTerm:
         for queue_id, handle in self.engine.active_move_tasks():
             log.info("partition %d: resuming move task %s of %s", self.partition, handle, queue_id)
             self.mover.launch(queue_id, handle)
-        self._spawn(every("state sweep", self.config.sweep_interval_seconds, self.engine.sweep))
+        self._spawn(every("state sweep", self.config.sweep_interval_seconds, lambda: self.engine.sweep().more))
 
     def start_drops(self, drops: PendingDropStore) -> None:
         """Carry out the partition's pending queue drops now and periodically, for as long as the term lasts.

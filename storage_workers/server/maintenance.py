@@ -37,11 +37,13 @@ class StateFold:
         return self.state.snapshot()
 
 
-async def every(name: str, interval: float, action: Callable[[], object]) -> None:
-    """Run ``action`` every ``interval`` seconds until cancelled; a failing run is logged, not fatal."""
+async def every(name: str, interval: float, step: Callable[[], bool]) -> None:
+    """Every ``interval`` seconds until cancelled, call ``step`` until it answers false (it did all there was),
+    letting the loop run between calls; a failing run is logged, not fatal."""
     while True:
         await asyncio.sleep(interval)
         try:
-            action()
+            while step():
+                await asyncio.sleep(0)
         except Exception:
             log.exception("%s failed", name)

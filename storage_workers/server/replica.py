@@ -145,6 +145,8 @@ class PartitionReplica:
         self._crcs: dict[tuple[int, int, int], int] = {}
         """CRC-32 of sealed segments by ``(index, inode, size)``, computed once per file for checkpoints."""
         self._crc_task: asyncio.Task[None] | None = None
+        self._freeing: asyncio.Task[None] | None = None
+        """Frees the rows of purged and dropped queues a step at a time (``PartitionState.free_unowned``)."""
         self.vouched = VouchedSegments(partition, self.directory)
         """Sealed segments a start took on its checkpoint's word, checked after it (:mod:`.vouched_segments`)."""
 
@@ -340,6 +342,8 @@ class PartitionReplica:
         """Serve from a state recovery completed (the previous one's files are let go)."""
         self.bodies.close()
         self.engine, self.bodies = engine, bodies
+        engine.partition.free_in_steps = True
+        self._free_unowned_soon()
         # From here only the loop writes the table: what its load mapped may be copied (``engine.columns``).
         mapped_chunks.settle(engine.partition.table.column_views())
         if self._on_loaded is not None:
@@ -544,8 +548,26 @@ class PartitionReplica:
         self._rebuild_task = task = asyncio.get_running_loop().create_task(work)
         await asyncio.shield(task)
 
+    def _free_unowned_soon(self) -> None:
+        if self._freeing is not None or not self.engine.partition.unowned:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # opened before the loop runs: the first commit starts it
+        self._freeing = loop.create_task(self._free_unowned())
+
+    async def _free_unowned(self) -> None:
+        try:
+            # The engine is read each step: a rebuild may replace it, backlog and all.
+            while self.engine.partition.free_unowned():
+                await asyncio.sleep(0)
+        finally:
+            self._freeing = None
+
     def _committed(self) -> None:
         assert self.compactor is not None
+        self._free_unowned_soon()
         self.compactor.check()
         self._checkpoint_while_serving()
         if self.term is not None:
@@ -668,9 +690,10 @@ class PartitionReplica:
             await self.compactor.close()
         await self.checkpoints.close()
         await self.vouched.close()
-        if self._crc_task is not None:
-            self._crc_task.cancel()
-            await asyncio.gather(self._crc_task, return_exceptions=True)
+        for task in (self._crc_task, self._freeing):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self.log is not None:
             await self.log.close()
             await self._write_checkpoint()

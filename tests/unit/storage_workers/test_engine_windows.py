@@ -60,7 +60,7 @@ def test_the_sweep_forgets_resend_ids_past_the_window_with_no_further_store(
     assert list(engine.queues[Q].recent) == ["id-a", "id-b"]
     # when swept as the window ends, with no store since, then they are forgotten; the queue stays for its message
     advance_ms(clock, engine, t + RESEND_WINDOW_MS)
-    assert engine.sweep() == 0
+    assert engine.sweep().forgotten == 0
     assert engine.queues[Q].recent == {}
     assert len(engine.queues[Q].msgs) == 1
     # and sweeping recorded nothing
@@ -90,13 +90,13 @@ def test_the_sweep_forgets_a_queue_that_holds_nothing(engine: Engine, clock: Man
     engine.delete(PLAIN, [got["receipt"]])
     recorded = len(records)
     # when swept while a resend of that message could still come, then its id is kept
-    assert engine.sweep() == 0
+    assert engine.sweep().forgotten == 0
     # when swept past twice the resend horizon (the sweep goes by this worker's clock, which may run ahead
     # of the one that stamped the message), then its state is forgotten, without a record
     clock.advance(RESEND_HORIZON_MS / 1000 + 1)
-    assert engine.sweep() == 0
+    assert engine.sweep().forgotten == 0
     clock.advance(RESEND_HORIZON_MS / 1000)
-    assert engine.sweep() == 1
+    assert engine.sweep().forgotten == 1
     assert PLAIN not in engine.queues
     assert len(records) == recorded
     # and it answers as before: empty, and taking new messages
@@ -121,11 +121,11 @@ def test_the_sweep_keeps_queues_that_hold_messages_resend_ids_attempts_or_move_t
     engine.send("idle", [plain_message("m")], RETENTION)
     engine.purge("idle")
     # when swept, then only the queue that holds nothing is forgotten
-    assert engine.sweep() == 1
+    assert engine.sweep().forgotten == 1
     assert sorted(engine.queues) == ["with-attempt.fifo", "with-message", "with-resends.fifo", "with-task"]
     # and once the resend and attempt windows are over, so are the queues that held only those
     clock.advance(RESEND_WINDOW_MS / 1000)
-    assert engine.sweep() == 2
+    assert engine.sweep().forgotten == 2
     assert sorted(engine.queues) == ["with-message", "with-task"]
 
 
