@@ -18,6 +18,8 @@ as a worker's requests would move it: how many removed ids a queue keeps for res
 - ``expire``: the sweeps that expire every message once their retention ended (a queue nobody asks for);
 - ``purge``: PurgeQueue, then the steps that free the rows;
 - ``drop``: DeleteQueue's drop, then the steps that free the rows;
+- ``FIFO, a group a message``: a FIFO queue of ``--messages`` messages, each of a group of its own, all sent
+  before anyone receives; then a thousand receives of ten, each followed by the delete of what it got;
 - ``behind a held message``: one message received with a 12-hour visibility timeout and never deleted, then the
   queue filled, then as many messages again sent, received and deleted ten at a time: the send order behind the
   held one fills with dead entries until it is cleaned (rebuilt whole, before it was cleaned in steps).
@@ -41,6 +43,7 @@ BODY = "x" * 256
 RETENTION = 345600
 Q = "000000000000/big/1"
 HELD = "000000000000/held/1"
+FIFO = "000000000000/groups.fifo/1"
 
 
 class Timings:
@@ -119,6 +122,18 @@ def main() -> None:
     fill(engine, clock, n, rate)
     timings.scenario("drop", [lambda: engine.drop_queue(Q)])
     timings.scenario("drop: rows freed", engine.partition.free_unowned)
+    for start in range(0, n, 10):
+        batch = [(uuid.uuid4().hex, BODY, {}, "0" * 32, None, 0, {}, uuid.uuid4().hex, uuid.uuid4().hex, None)
+                 for _ in range(min(10, n - start))]
+        engine.store(FIFO, batch, RETENTION, fifo=True)
+        clock.advance(len(batch) / rate)
+
+    def fifo_receive_and_delete() -> None:
+        rows = engine.poll(FIFO, 10, 600, RETENTION).rows
+        engine.delete(FIFO, [row[1] for row in rows])
+
+    timings.scenario("FIFO, a group a message", [fifo_receive_and_delete] * 1000)
+
     fill(engine, clock, 1, rate, HELD)
     engine.poll(HELD, 1, 43200, RETENTION)
     fill(engine, clock, n, rate, HELD)

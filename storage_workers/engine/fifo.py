@@ -34,6 +34,7 @@ from heapq import heappop, heappush
 from typing import Any, ClassVar, NamedTuple
 
 from ferrymq.limits import RECEIVE_ATTEMPT_WINDOW_MS
+from ferrymq.storage.engine.index_steps import prune_heap
 from ferrymq.storage.engine.messages import (
     IN_FLIGHT,
     READY,
@@ -219,11 +220,18 @@ class FifoQueue(QueueState):
                 yield Row(self, seq, slot)
 
     def refresh(self) -> None:
-        """Push the dirty groups that are ready onto ``ready``."""
-        if not self.dirty:
+        """Push the dirty groups that are ready onto ``ready``, :data:`STEP` of them at most: the first receive
+        after a million messages were sent to as many groups looked at every one of them (4 s). The groups left
+        dirty wait for the calls after (FIFO order holds within a group, not across groups)."""
+        dirty = self.dirty
+        if not dirty:
             return
+        if len(dirty) <= STEP:
+            names: Iterable[str] = dirty
+        else:
+            names = [dirty.pop() for _ in range(STEP)]
         groups, ready, table, slot_of = self.groups, self.ready, self.table, self.msgs.slot
-        for name in self.dirty:
+        for name in names:
             g = groups.get(name)
             if g is None:
                 continue
@@ -232,7 +240,8 @@ class FifoQueue(QueueState):
                 slot = slot_of(first)
                 if table.state[slot] == READY:
                     heappush(ready, (table.visible[slot], table.receives[slot] > 0, first, name))
-        self.dirty.clear()
+        if names is dirty:
+            dirty.clear()
 
     def _valid(self, visible_at: int, received: bool, first: int, name: str) -> Group | None:
         g = self.groups.get(name)
@@ -245,9 +254,12 @@ class FifoQueue(QueueState):
         return g
 
     def pop_ready(self, skip: set[str]) -> Group | None:
-        """The ready group served next, taken off ``ready`` (groups in ``skip`` are passed)."""
+        """The ready group served next, taken off ``ready`` (groups in ``skip`` are passed); None too after a step
+        of entries no longer ready (the calls after go on)."""
         ready = self.ready
-        while ready:
+        budget = STEP
+        while ready and budget:
+            budget -= 1
             visible_at, received, first, name = heappop(ready)
             if name in skip:
                 continue
@@ -257,20 +269,29 @@ class FifoQueue(QueueState):
         return None
 
     def has_visible(self) -> bool:
+        """Whether a receive now may find a ready group: true too while groups are left to look at (a receive
+        looks at them a step at a time)."""
         self.refresh()
         ready = self.ready
-        while ready:
+        budget = STEP
+        while ready and budget:
             if self._valid(*ready[0]) is not None:
                 return True
             heappop(ready)
-        return False
+            budget -= 1
+        return bool(ready or self.dirty)
 
     def tidy(self) -> None:
         self.trim_order()
         self.prune_timers()
-        if len(self.ready) > 2 * len(self.groups) + REINDEX_SLACK:
-            self.ready = []
-            self.dirty = set(self.groups)
+        steps = self.tidying
+        at = steps.pop("ready", None)
+        if at is None and len(self.ready) > 2 * len(self.groups) + REINDEX_SLACK:
+            at = len(self.ready)
+        if at is not None:
+            at = prune_heap(self.ready, lambda e: self._valid(*e) is not None, at)
+            if at:
+                steps["ready"] = at
         self.tidy_order()
 
     # --- receive attempts ------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ferrymq.limits import RESEND_HORIZON_MS, RESEND_WINDOW_MS
 from ferrymq.priorities import MAX_LEVELS, SYSTEM_KEY
 from ferrymq.storage.engine.index_steps import STEP, RingCopy, prune_heap
+from ferrymq.storage.engine.removed_ids import RemovedIds
 from ferrymq.storage.engine.rings import Ring
 from ferrymq.storage.engine.table import MessageTable
 from ferrymq.storage.engine.views import Messages, Row
@@ -152,12 +153,13 @@ class QueueState:
         self.credits: list[int] | None = None
         self.tidying: dict[Any, Any] = {}
         """Index clean-ups under way (:meth:`tidy`)."""
-        # Both windows are forgotten from their oldest end: an ordered dict finds it in O(1), where a plain dict
-        # walks past every entry deleted before it (its table keeps them until it grows), which made forgetting
-        # a window quadratic: 40,000 ids forgotten at once held the loop for half a second.
+        # Both windows are forgotten from their oldest end: an ordered dict finds it in O(1) (``gone`` is ordered
+        # dicts in chunks, :mod:`.removed_ids`), where a plain dict walks past every entry deleted before it (its
+        # table keeps them until it grows), which made forgetting a window quadratic: 40,000 ids forgotten at once
+        # held the loop for half a second.
         self.recent: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
         """Message id -> (seq, sent_ts, stored_ts) of messages stored idempotently, oldest first."""
-        self.gone: OrderedDict[str, int] = OrderedDict()
+        self.gone = RemovedIds()
         """Message id -> sent_ts of plain messages removed within RESEND_HORIZON_MS of being sent, in the
         order they were removed."""
         self.last_sent_ts = 0
@@ -279,15 +281,7 @@ class QueueState:
         """Forget removed ids sent before ``horizon`` (ms), oldest first and :data:`STEP` at most: no resend can
         name them any more, so one left for the next call changes no answer.  Returns whether it stopped at the
         step with more perhaps left."""
-        gone = self.gone
-        budget = STEP
-        while gone and budget:
-            oldest = next(iter(gone))
-            if gone[oldest] >= horizon:
-                return False
-            gone.popitem(last=False)
-            budget -= 1
-        return not budget
+        return self.gone.forget_before(horizon, STEP)
 
     def sent_recently(self, ids: set[str]) -> set[str]:
         """Which of ``ids`` a plain send stored within the resend horizon, whether the queue still holds them
@@ -520,15 +514,15 @@ class QueueState:
         return not budget
 
     def after_load(self) -> None:
-        """Fill in what a checkpoint written by an earlier version left out: ``recent`` and ``gone`` as ordered
-        dicts where they were plain ones (their order is kept: a dict's is its insertion order), and no index
-        clean-up under way where none was kept."""
+        """Fill in what a checkpoint written by an earlier version left out: ``recent`` an ordered dict where it
+        was a plain one, ``gone`` a :class:`RemovedIds` where it was either (their order is kept: a dict's is its
+        insertion order), and no index clean-up under way where none was kept."""
         if not hasattr(self, "tidying"):
             self.tidying = {}
         if type(self.recent) is dict:
             self.recent = OrderedDict(self.recent)
-        if type(self.gone) is dict:
-            self.gone = OrderedDict(self.gone)
+        if not isinstance(self.gone, RemovedIds):
+            self.gone = RemovedIds(self.gone.items())
 
     def is_idle(self) -> bool:
         """Whether the queue holds nothing that must outlive it: no messages, resend ids or move tasks."""

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Hashable, Iterator
+from itertools import compress, repeat
+from operator import ge
 from typing import Any, Protocol
 
 from ferrymq.storage.engine import columns
@@ -66,6 +68,8 @@ _ZERO16 = bytes(16)
 _ID_TEXTS = 4096
 """At most this many ids kept as text (``MessageTable.id_texts``); then it starts over."""
 _WINDOW_SLACK = 65536
+MOVE_SPAN = 32768
+"""Window entries looked at per step of a move of stragglers to the overflow (at most this many rows moved)."""
 _CUT_SLACK = 4096
 COLUMNS = (
     ("sent", "q"), ("visible", "q"), ("first_receive", "q"), ("receives", "I"), ("token", "I"), ("size", "I"),
@@ -190,6 +194,7 @@ class MessageTable:
         "_free",
         "_front",
         "_last_system",
+        "_moving",
         "_room",
         "base",
         "bodies",
@@ -242,6 +247,9 @@ class MessageTable:
         """Window entries before this one are all dead."""
         self.window = array("i")
         self.overflow: dict[int, int] = {}
+        self._moving: tuple[int, int] | None = None
+        """``(next, end)``: the window entries before ``end`` are being moved to the overflow, those before
+        ``next`` are there already (and still in the window, which answers until the move cuts them off)."""
         self._free = array("i")
         self.live = 0
         rows = len(self.extra)
@@ -302,6 +310,8 @@ class MessageTable:
         rows = len(self.extra)
         if not hasattr(self, "md5_used"):
             self.md5_used = len(self.md5) > 0
+        if not hasattr(self, "_moving"):
+            self._moving = None  # a table pickled before stragglers were moved in steps
         for name, kind in COLUMNS:
             value = getattr(self, name)
             if type(value) is not memoryview or value.format != kind:
@@ -329,6 +339,12 @@ class MessageTable:
         if not window and not self.overflow and self.live == 0:
             self.base = seq
         i = seq - self.base
+        moving = self._moving
+        if moving is not None and (i < moving[0] or i - len(window) > 8 * self.live + _WINDOW_SLACK):
+            # Placed where a move in steps has been, or moving the window: the move is finished first.
+            while self._moving is not None:
+                self._move_stragglers()
+            window, i = self.window, seq - self.base
         if i < 0:
             if -i <= len(window) + _WINDOW_SLACK:
                 # Grown downwards by at least its own length, so that rows restored queue by queue (each
@@ -364,11 +380,18 @@ class MessageTable:
         i = seq - self.base
         if 0 <= i < len(self.window):
             self.window[i] = -1
+            moving = self._moving
+            if moving is not None and i < moving[0]:
+                self.overflow.pop(seq, None)
         else:
             self.overflow.pop(seq, None)
 
     def _trim(self) -> None:
-        """Cut the dead front off the window, and move stragglers out of a window mostly dead."""
+        """Cut the dead front off the window, and move stragglers out of a window mostly dead (a step at a time:
+        :meth:`_move_stragglers`)."""
+        if self._moving is not None:
+            self._move_stragglers()
+            return
         window, front = self.window, self._front
         n = len(window)
         while front < n and window[front] < 0:
@@ -381,15 +404,26 @@ class MessageTable:
         self._front = front
         in_window = self.live - len(self.overflow)
         if n - front > 8 * in_window + _WINDOW_SLACK:
-            half = front + (n - front) // 2
-            overflow, base = self.overflow, self.base
-            for i in range(front, half):
-                slot = window[i]
-                if slot >= 0:
-                    overflow[base + i] = slot
-            del window[:half]
-            self.base += half
-            self._front = 0
+            self._moving = (front, front + (n - front) // 2)
+            self._move_stragglers()
+
+    def _move_stragglers(self) -> None:
+        """Move the live rows among the next :data:`MOVE_SPAN` entries of the window's older half to the overflow;
+        once the half is moved, cut it off.  A million stragglers moved at once held a worker's loop 300 ms: their
+        entries in the overflow dict, not the walk, which runs in C."""
+        assert self._moving is not None
+        at, end = self._moving
+        stop = min(at + MOVE_SPAN, end)
+        window, overflow, base = self.window, self.overflow, self.base
+        for i in compress(range(at, stop), map(ge, window[at:stop], repeat(0))):
+            overflow[base + i] = window[i]
+        if stop < end:
+            self._moving = (stop, end)
+            return
+        self._moving = None
+        del window[:end]
+        self.base += end
+        self._front = 0
 
     # --- rows -------------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ferrymq.storage.engine.messages import STEP
 from tests.support.errors import expect_error
 
 
@@ -120,6 +121,28 @@ def test_purge_removes_messages_and_is_limited_to_once_a_minute(sqs: Any) -> Non
     assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
     expect_error(lambda: sqs.purge_queue(QueueUrl=url), "AWS.SimpleQueueService.PurgeQueueInProgress", 403,
                  json_code="PurgeQueueInProgress")
+
+
+def test_a_purge_of_more_messages_than_a_worker_frees_at_once_empties_the_queue_and_it_takes_new_ones(
+    sqs: Any,
+) -> None:
+    # given a queue holding more messages than a worker frees in one step, some of them in flight
+    url = sqs.create_queue(QueueName=_name("purge-big"))["QueueUrl"]
+    for start in range(0, STEP + 200, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"old-{start + i}"}
+                                                     for i in range(10)])
+    held = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600)["Messages"]
+    # when it is purged
+    sqs.purge_queue(QueueUrl=url)
+    # then it counts nothing at once, and a receive finds nothing
+    counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert [counts[f"ApproximateNumberOfMessages{kind}"] for kind in ("", "NotVisible", "Delayed")] == ["0"] * 3
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+    # and a message sent after is the only one it holds, whatever a handle from before the purge deletes
+    sqs.send_message(QueueUrl=url, MessageBody="new")
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=held[0]["ReceiptHandle"])
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)["Messages"]
+    assert [m["Body"] for m in got] == ["new"]
 
 
 def test_actions_on_missing_queues_fail(sqs: Any, stack: Any) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from ferrymq.clock import ManualClock
 from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.removed_ids import RemovedIds
 from ferrymq.storage.log import checkpoint_chain, mapped_chunks
 from ferrymq.storage.log.checkpoint import (
     FILE_NAME,
@@ -370,7 +371,7 @@ def test_a_head_or_table_naming_more_than_the_file_or_memory_holds_is_refused_wi
         read_checkpoint(tmp_path)
 
 
-def test_windows_a_checkpoint_holds_as_plain_dicts_load_as_ordered_ones_in_their_order(tmp_path: Path) -> None:
+def test_windows_a_checkpoint_holds_as_plain_dicts_load_as_ordered_windows_in_their_order(tmp_path: Path) -> None:
     # given a checkpoint written before a queue's windows were ordered dicts: plain ones, in removal order
     engine = _engine(300)
     while handles := [m["receipt"] for m in poll(engine, "q", 10)[0]]:
@@ -384,8 +385,8 @@ def test_windows_a_checkpoint_holds_as_plain_dicts_load_as_ordered_ones_in_their
     found = read_checkpoint(tmp_path)
     assert found is not None
     loaded = found.state.queues["q"]
-    # then its windows are ordered dicts again, in the order they were
-    assert type(loaded.gone) is OrderedDict and type(loaded.recent) is OrderedDict
+    # then its windows are ordered again (removed ids in ordered chunks), in the order they were
+    assert type(loaded.gone) is RemovedIds and type(loaded.recent) is OrderedDict
     assert list(loaded.gone) == removed
     # and forgetting past the horizon empties the window
     loaded.forget_gone(max(loaded.gone.values()) + 1)

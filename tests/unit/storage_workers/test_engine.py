@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import random
 import uuid
-from collections import OrderedDict
 
 import pytest
 
@@ -15,6 +14,7 @@ from ferrymq.limits import RESEND_HORIZON_MS
 from ferrymq.storage.engine import Engine
 from ferrymq.storage.engine.messages import REINDEX_SLACK
 from ferrymq.storage.engine.records import EXPIRED, PURGED, RECEIVED, SENT
+from ferrymq.storage.engine.removed_ids import RemovedIds
 from ferrymq.storage.log import records as codec
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, poll
 
@@ -448,7 +448,7 @@ def test_a_window_of_removed_ids_is_forgotten_whole_by_one_sweep_oldest_first(
     gone = engine.queues[Q].gone
     # then each id is remembered once, in the order of removal, in a window that finds its oldest without walking
     # past what it forgot before (a plain dict would: forgetting a window at once was quadratic)
-    assert type(gone) is OrderedDict
+    assert type(gone) is RemovedIds
     assert sorted(gone) == sorted(m[0] for m in sent)
     # and a resend within the horizon stores nothing again
     engine.send(Q, sent[:10], RETENTION, resend=True)

@@ -20,7 +20,7 @@ from ferrymq.clock import ManualClock
 from ferrymq.storage.engine import Engine, PartitionState
 from ferrymq.storage.engine.records import DELETED, RESTORED, SENT, SEQUENCE, STORED
 from ferrymq.storage.engine.rings import Ring
-from ferrymq.storage.engine.table import MessageTable
+from ferrymq.storage.engine.table import MOVE_SPAN, MessageTable
 from tests.fuzz.profiles import fuzz_settings
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, as_dicts, plain_message, poll
 
@@ -272,6 +272,55 @@ def test_a_straggler_is_still_found_after_the_window_grows_back_over_it() -> Non
     assert [row[2] for row in state.state()[Q]] == ["straggler"]
     state.apply((DELETED, Q, [1]))
     assert Q not in state.state() and table.live == 2
+
+
+def _moving_stragglers() -> tuple[PartitionState, list[int], int]:
+    """A partition whose table has begun moving more stragglers than a step of the window holds (one number in
+    eight of the first 4 * MOVE_SPAN) to the overflow; and the next sequence number."""
+    state = PartitionState()
+    sent = range(1, 4 * MOVE_SPAN + 1)
+    stragglers = [s for s in sent if (s - 1) % 8 == 0]
+    for seq in range(sent.start, sent.stop, 8):
+        state.apply((SENT, Q, TS, seq, [plain_message(f"q{seq + i}") for i in range(8)]))
+        state.apply((DELETED, Q, list(range(seq + 1, seq + 8))))
+    seq = sent.stop
+    while state.table._moving is None:
+        state.apply((SENT, OTHER, TS, seq, [plain_message("o")] * 10))
+        state.apply((DELETED, OTHER, list(range(seq, seq + 10))))
+        seq += 10
+    return state, stragglers, seq
+
+
+def test_many_stragglers_move_to_the_overflow_a_step_at_a_time_and_every_message_is_found_meanwhile() -> None:
+    # given a move of stragglers begun (other messages came and went until the window was mostly dead)
+    state, stragglers, seq = _moving_stragglers()
+    table = state.table
+    # then the move goes on a step per removal, each straggler found all along, one removed and one sent meanwhile
+    state.apply((DELETED, Q, [stragglers[0]]))
+    steps = 1
+    while table._moving is not None:
+        assert [row[0] for row in state.state()[Q]] == stragglers[1:]
+        state.apply((SENT, OTHER, TS, seq, [plain_message("o")]))
+        state.apply((DELETED, OTHER, [seq]))
+        seq += 1
+        steps += 1
+    assert steps >= 3
+    # and those below the window's new front are in the overflow, no other
+    assert table.overflow and set(table.overflow) == {s for s in stragglers[1:] if s < table.base}
+    assert [row[0] for row in state.state()[Q]] == stragglers[1:]
+
+
+def test_a_message_restored_where_a_move_of_stragglers_has_been_finishes_the_move_first() -> None:
+    state, stragglers, _ = _moving_stragglers()
+    table = state.table
+    # when a message is restored among the numbers the move has passed, while it is under way
+    restored = stragglers[0] + 1
+    assert table._moving is not None and restored - table.base < table._moving[0]
+    state.apply((RESTORED, OTHER, [_restored(restored)]))
+    # then the move was finished first, and every message is found
+    assert table._moving is None
+    assert [row[0] for row in state.state()[Q]] == stragglers
+    assert [row[0] for row in state.state()[OTHER]] == [restored]
 
 
 def test_a_message_sent_long_after_those_kept_does_not_stretch_the_window_over_the_numbers_between() -> None:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pickle
 from collections import deque
+from heapq import heapify
 
 from ferrymq.clock import ManualClock
 from ferrymq.limits import DROPPED_QUEUE_MEMORY_SECONDS, RESEND_HORIZON_MS
 from ferrymq.storage.engine import Engine
+from ferrymq.storage.engine.index_steps import WHOLE_HEAP
 from ferrymq.storage.engine.messages import READY, STEP
 from ferrymq.storage.engine.records import DELETED, EXPIRED
 from ferrymq.storage.engine.state import PartitionState
@@ -196,3 +198,51 @@ def test_a_state_with_rows_still_to_free_pickles_with_them_and_one_from_before_t
 
 def _batches(items: list[dict]) -> list[list[dict]]:
     return [items[i : i + 10] for i in range(0, len(items), 10)]
+
+
+def test_a_fifo_queue_of_more_groups_than_a_step_is_served_a_step_of_groups_a_receive_each_group_in_order(
+    engine: Engine,
+) -> None:
+    # given more one- and two-message groups than a step, all sent before anyone receives
+    groups = STEP + 300
+    for start in range(0, groups, 10):
+        batch = [fifo_message(f"g{g}", f"{g}-first") for g in range(start, min(start + 10, groups))]
+        engine.store(Q, batch, RETENTION, fifo=True)
+    engine.store(Q, [fifo_message("g0", "0-second")], RETENTION, fifo=True)
+    q = engine.partition.queues[Q]
+    # when a consumer receives, deleting what it gets
+    got: list[str] = []
+    dirty_after_first = None
+    for _ in range(2 * groups):
+        rows = poll(engine, Q, 10, 30)[0]
+        if dirty_after_first is None:
+            dirty_after_first = len(q.dirty)
+        if not rows:
+            if not q.has_visible():
+                break
+            continue
+        got.extend(m["body"] for m in rows)
+        engine.delete(Q, [m["receipt"] for m in rows])
+    # then the first receive looked at a step of the groups only, and in the end every message came once, each
+    # group's in order
+    assert dirty_after_first == groups - STEP
+    assert sorted(got) == sorted([f"{g}-first" for g in range(groups)] + ["0-second"])
+    assert got.index("0-first") < got.index("0-second")
+
+
+def test_a_fifo_queues_ready_heap_full_of_stale_entries_is_pruned_a_step_at_a_time(engine: Engine) -> None:
+    # given a FIFO queue of a few groups whose ready heap holds many entries of groups long gone
+    engine.store(Q, [fifo_message(f"g{g}", f"m{g}") for g in range(3)], RETENTION, fifo=True)
+    q = engine.partition.queues[Q]
+    q.refresh()
+    q.ready.extend((0, False, 10**9 + i, f"gone-{i}") for i in range(3 * WHOLE_HEAP))
+    heapify(q.ready)
+    # when the queue is tidied, once per record
+    tidies = 0
+    while len(q.ready) > 3:
+        q.tidy()
+        tidies += 1
+        assert tidies < 100
+    # then it took steps, and the live groups are still served
+    assert tidies > 1
+    assert sorted(m["body"] for m in poll(engine, Q, 10, 30)[0]) == ["m0", "m1", "m2"]
