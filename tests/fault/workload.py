@@ -39,12 +39,15 @@ def _server_side(exc: Exception) -> bool:
 
 
 class Workload:
-    def __init__(self, endpoint: str, url: str, history: QueueHistory, tag: str, *, senders: int = 2) -> None:
+    def __init__(
+        self, endpoint: str, url: str, history: QueueHistory, tag: str, *, senders: int = 2, receivers: int = 1
+    ) -> None:
         self.endpoint = endpoint
         self.url = url
         self.history = history
         self.tag = tag
         self.senders = senders
+        self.receivers = receivers
         self.errors: list[str] = []
         self._sending = threading.Event()
         self._receiving = threading.Event()
@@ -55,7 +58,8 @@ class Workload:
         self._receiving.set()
         for n in range(self.senders):
             self._spawn(self._send_loop, n)
-        self._spawn(self._receive_loop, 0)
+        for n in range(self.receivers):
+            self._spawn(self._receive_loop, n)
 
     def _spawn(self, target: Any, n: int) -> None:
         thread = threading.Thread(target=target, args=(n,), daemon=True)

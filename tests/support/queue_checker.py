@@ -35,6 +35,7 @@ class Verdict:
     attempted: int
     acknowledged: int
     unknown: int
+    unknown_receives: int
     received: int
     lost: list[str]
     unexpected: list[str]
@@ -46,6 +47,7 @@ class Verdict:
     def summary(self) -> str:
         return (
             f"attempted {self.attempted}, acknowledged {self.acknowledged}, unknown {self.unknown}, "
+            f"receives unknown {self.unknown_receives}, "
             f"received {self.received}, lost {len(self.lost)}, unexpected {len(self.unexpected)}, "
             f"duplicated {self.duplicated}, resurrected {len(self.resurrected)}, "
             f"out of order {len(self.out_of_order)}, unavailable after faults "
@@ -129,6 +131,7 @@ class QueueHistory:
                 attempted=len(self.attempts),
                 acknowledged=len(acknowledged),
                 unknown=len(self.attempts) - len(acknowledged),
+                unknown_receives=self.unknown_receives,
                 received=len(counts),
                 lost=sorted(b for b in acknowledged if b not in counts),
                 unexpected=sorted(b for b in counts if b not in self.attempts),
