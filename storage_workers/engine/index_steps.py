@@ -2,7 +2,7 @@
 
 Entries are dropped lazily (:mod:`.messages`), so an index can fill with the entries of messages long gone: the
 send order behind one message held for days, the timers of messages deleted while in flight.  Rebuilding such an
-index whole cost O(queue) in one call: 0.5 s at a million messages, the worker's loop held all along.  Here each
+index whole cost O(queue) in one call: 0.3-0.5 s at a million messages, the worker's loop held all along.  Here each
 call does a bounded step while the index stays in use:
 
 - a ring (send order, visible in send order) is copied, its live entries only, into a new ring a step at a time;
