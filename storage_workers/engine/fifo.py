@@ -34,7 +34,6 @@ from heapq import heappop, heappush
 from typing import Any, ClassVar, NamedTuple
 
 from ferrymq.limits import RECEIVE_ATTEMPT_WINDOW_MS
-from ferrymq.storage.engine.index_steps import prune_heap
 from ferrymq.storage.engine.messages import (
     IN_FLIGHT,
     READY,
@@ -284,14 +283,9 @@ class FifoQueue(QueueState):
     def tidy(self) -> None:
         self.trim_order()
         self.prune_timers()
-        steps = self.tidying
-        at = steps.pop("ready", None)
-        if at is None and len(self.ready) > 2 * len(self.groups) + REINDEX_SLACK:
-            at = len(self.ready)
-        if at is not None:
-            at = prune_heap(self.ready, lambda e: self._valid(*e) is not None, at)
-            if at:
-                steps["ready"] = at
+        bloated = len(self.ready) > 2 * len(self.groups) + REINDEX_SLACK
+        if bloated or "ready" in self.tidying:
+            self.prune_step("ready", self.ready, lambda e: self._valid(*e) is not None, bloated)
         self.tidy_order()
 
     # --- receive attempts ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from heapq import _siftdown, _siftup, heapify  # type: ignore[attr-defined]
+from typing import Any
 
 from ferrymq.storage.engine.rings import Ring
 
@@ -50,7 +51,7 @@ class RingCopy:
         return self.into if len(part) < STEP else None
 
 
-def prune_heap(heap: list[int], live: Callable[[int], bool], at: int) -> int:
+def prune_heap(heap: list[Any], live: Callable[[Any], bool], at: int) -> int:
     """Remove the dead entries among the ``STEP`` places below ``at``; returns the place to go on from (0: the
     walk reached the top).  A heap of a few steps is filtered and heapified whole instead: that costs a third
     of removing its dead entries one by one, and stays within a step's time."""

@@ -401,16 +401,24 @@ class QueueState:
         outnumber the messages delayed or in flight, a step a call. Measured against the whole queue instead, a
         queue of millions kept tens of thousands of deleted messages' entries, and the first receive after their
         visibility ran out popped them all at once (124 ms). The walk is of the heap, not of the queue."""
-        timers, counts, steps = self.timers, self.counts, self.tidying
-        at = steps.pop("timers", None)
+        counts = self.counts
+        bloated = len(self.timers) > 2 * (counts[DELAYED] + counts[IN_FLIGHT]) + REINDEX_SLACK
+        if bloated or "timers" in self.tidying:
+            live = self.live_entry
+            self.prune_step("timers", self.timers, lambda t: live(t & TIMER_ENTRY_MASK) >= 0, bloated)
+
+    def prune_step(self, key: Any, heap: list[Any], live: Callable[[Any], bool], bloated: bool = False) -> None:
+        """One step of removing ``heap``'s dead entries, the clean-up ``key`` of ``tidying``: begun when
+        ``bloated``, gone on with at each call until its walk reaches the heap's top."""
+        steps = self.tidying
+        at = steps.pop(key, None)
         if at is None:
-            if len(timers) <= 2 * (counts[DELAYED] + counts[IN_FLIGHT]) + REINDEX_SLACK:
+            if not bloated:
                 return
-            at = len(timers)
-        live = self.live_entry
-        at = prune_heap(timers, lambda t: live(t & TIMER_ENTRY_MASK) >= 0, at)
+            at = len(heap)
+        at = prune_heap(heap, live, at)
         if at:
-            steps["timers"] = at
+            steps[key] = at
 
     def tidy(self) -> None:
         """Drop the dead entries at the front of the send order and the visible indexes, and the rest of those of
@@ -449,15 +457,14 @@ class QueueState:
             levels = [k for k in steps if type(k) is tuple]
         key = levels[0]
         kind, level = key
-        job = steps.pop(key)
         fresh, returned = self._visible_of(level)
         live = self.live_entry
         if kind == "returned":
-            if returned is not None:
-                at = prune_heap(returned, lambda e: live(e) >= 0, job)
-                if at:
-                    steps[key] = at
-        elif job.source is fresh:
+            # A level gone meanwhile leaves no heap to walk: an empty one ends its clean-up.
+            self.prune_step(key, returned if returned is not None else [], lambda e: live(e) >= 0)
+            return
+        job = steps.pop(key)
+        if job.source is fresh:
             copy = job.step(lambda e: live(e) >= 0)
             if copy is None:
                 steps[key] = job
