@@ -25,13 +25,14 @@ chance of a repeated nonce below 2^-40.
 
 from __future__ import annotations
 
-import os
 import struct
 from typing import Any, NamedTuple
 
 import msgpack
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from ferrymq.ids import random_bytes
 
 VERSION = 1
 NONCE_BYTES = 12
@@ -79,7 +80,7 @@ def seal(aead: AESGCM, queue_arn: bytes, wrapped_key: bytes, message_id: str, pl
     if len(queue_arn) > 0xFFFF or len(mid) > 0xFF or len(wrapped_key) > 0xFFFF:
         raise ValueError("queue ARN, message id or wrapped key too long for an envelope")
     head = b"".join((_HEAD.pack(VERSION, len(queue_arn), len(mid), len(wrapped_key)), queue_arn, mid, wrapped_key))
-    nonce = os.urandom(NONCE_BYTES)
+    nonce = random_bytes(NONCE_BYTES)
     return b"".join((head, nonce, aead.encrypt(nonce, plaintext, head)))
 
 
