@@ -559,11 +559,11 @@ def _pick_fifo(
     dead: list[Message] = []
     taken: set[str] = set()
     while len(picked) < n and len(dead) < MAX_DEAD_LETTERS_PER_RECEIVE and len(expired) < STEP:
-        g = q.pop_ready(taken)
-        if g is None:
+        name = q.pop_ready(taken)
+        if name is None:
             break
-        taken.add(g.name)
-        for m in q.in_order(g):
+        taken.add(name)
+        for m in q.in_order(name):
             if m.state != READY:
                 break
             if m.sent_ts <= cutoff:

@@ -12,13 +12,15 @@ messages of one group, in order, and messages of several groups.
 Indexes, on top of those of :class:`~.messages.QueueState` (``timers`` and ``order``; ``fresh`` and
 ``returned`` stay empty here):
 
-- ``groups``: group name -> :class:`Group`, the sequence numbers of its live messages in send order (a
-  :class:`~.rings.Ring`) and how many of them are in flight (move tasks wait for those);
+- ``groups``: group name -> the sequence numbers of its live messages in send order and how many of them are in
+  flight (move tasks wait for those), each group in one ``bytearray`` the garbage collector does not walk
+  (:mod:`.fifo_groups`);
 - ``ready``: heap of ``(visible_at, received before, seq, group name)`` of each ready group's first message,
   checked when popped (the group may have changed since);
 - ``dirty``: groups that changed since ``ready`` was last brought up to date; whatever may make a group
   ready (a message added, removed, or visible again) marks it dirty, and :meth:`FifoQueue.refresh` pushes
-  the dirty groups that are ready.
+  the dirty groups that are ready.  A dictionary of names to None, not a set: the garbage collector walks every
+  set, and does not track a dictionary that holds only strings.
 
 ``attempts`` remembers the receives made with a ReceiveRequestAttemptId, while they can be replayed:
 each message returned by one is in ``attempt_of`` (sequence number -> attempt id, read as ``Row.attempt``), and
@@ -34,6 +36,7 @@ from heapq import heappop, heappush
 from typing import Any, ClassVar, NamedTuple
 
 from ferrymq.limits import RECEIVE_ATTEMPT_WINDOW_MS
+from ferrymq.storage.engine.fifo_groups import Groups
 from ferrymq.storage.engine.messages import (
     IN_FLIGHT,
     READY,
@@ -59,13 +62,15 @@ class Attempt(NamedTuple):
 
 
 class Group:
+    """A group as checkpoints written before :mod:`.fifo_groups` hold it: only loaded, and converted at once
+    (:meth:`FifoQueue.after_load`)."""
+
     __slots__ = ("inflight", "live", "name", "seqs")
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.seqs = Ring()
-        self.live = 0
-        self.inflight = 0
+    name: str
+    seqs: Ring
+    live: int
+    inflight: int
 
 
 class FifoQueue(QueueState):
@@ -77,9 +82,9 @@ class FifoQueue(QueueState):
 
     def __init__(self, queue_id: str, table: MessageTable, number: int) -> None:
         super().__init__(queue_id, table, number)
-        self.groups: dict[str, Group] = {}
+        self.groups = Groups()
         self.ready: list[tuple[int, bool, int, str]] = []
-        self.dirty: set[str] = set()
+        self.dirty: dict[str, None] = {}
         self.attempts: OrderedDict[str, Attempt] = OrderedDict()
         """Forgotten from the oldest, as ``recent`` is (see there why ordered)."""
         self.attempt_of: dict[int, str] = {}
@@ -89,9 +94,9 @@ class FifoQueue(QueueState):
         # A purge forgets deduplication (AWS): a message the front end sends again under a purged message's
         # id (its deduplication claim predates the purge) is stored anew, not answered as a resend.
         self.recent = OrderedDict()
-        self.groups = {}
+        self.groups = Groups()
         self.ready = []
-        self.dirty = set()
+        self.dirty = {}
         self.attempts = OrderedDict()
         self.attempt_of = {}
 
@@ -126,14 +131,8 @@ class FifoQueue(QueueState):
         if attempt is not None:
             self.attempt_of[seq] = attempt
         name = group or ""
-        g = self.groups.get(name)
-        if g is None:
-            g = self.groups[name] = Group(name)
-        g.seqs.append(seq)
-        g.live += 1
-        if state == IN_FLIGHT:
-            g.inflight += 1
-        self.dirty.add(name)
+        self.groups.add(name, seq, state == IN_FLIGHT)
+        self.dirty[name] = None
 
     def remove(self, seqs: Iterable[int]) -> int:
         table, counts, groups, slot_of = self.table, self.counts, self.groups, self.msgs.slot
@@ -152,15 +151,10 @@ class FifoQueue(QueueState):
                 self.attempt_of.pop(seq, None)
             name = table.group_of(slot) or ""
             table.free(seq, slot)
-            g = groups[name]
-            g.live -= 1
-            if state == IN_FLIGHT:
-                g.inflight -= 1
-            if g.live == 0:
-                del groups[name]
-                self.dirty.discard(name)
+            if groups.remove(name, state == IN_FLIGHT):
+                self.dirty[name] = None
             else:
-                self.dirty.add(name)
+                self.dirty.pop(name, None)
         self.live_bytes -= freed
         table.tidy()
         return freed
@@ -169,11 +163,11 @@ class FifoQueue(QueueState):
         was = self.table.state[slot]
         super().hold_slot(seq, slot, until, state)
         if was != IN_FLIGHT and state == IN_FLIGHT:
-            self.groups[self.table.group_of(slot) or ""].inflight += 1
+            self.groups.flight(self.table.group_of(slot) or "", 1)
         elif was == IN_FLIGHT and state != IN_FLIGHT:
-            g = self.groups[self.table.group_of(slot) or ""]
-            g.inflight -= 1
-            self.dirty.add(g.name)
+            name = self.table.group_of(slot) or ""
+            self.groups.flight(name, -1)
+            self.dirty[name] = None
 
     def release_due(self, now: int) -> None:
         timers = self.timers
@@ -192,28 +186,23 @@ class FifoQueue(QueueState):
             name = table.group_of(slot) or ""
             state = states[slot]
             if state == IN_FLIGHT:
-                groups[name].inflight -= 1
+                groups.flight(name, -1)
             counts[state] -= 1
             counts[READY] += 1
             states[slot] = READY
             tokens[slot] = (token + 1) & TOKEN_MASK
-            dirty.add(name)
+            dirty[name] = None
 
     # --- finding what to deliver -----------------------------------------------------------------------
 
-    def head(self, g: Group) -> int | None:
+    def head(self, name: str) -> int | None:
         """The sequence number of the group's first live message (dead entries in front are dropped)."""
-        seqs, msgs = g.seqs, self.msgs
-        while seqs and seqs[0] not in msgs:
-            seqs.popleft()
-        if len(seqs) > 2 * g.live + 16:
-            g.seqs = seqs = Ring([s for s in seqs if s in msgs])
-        return seqs[0] if seqs else None
+        return self.groups.first(name, self.msgs.__contains__)
 
-    def in_order(self, g: Group) -> Iterator[Row]:
+    def in_order(self, name: str) -> Iterator[Row]:
         """The group's live messages in send order (change nothing in the queue while iterating)."""
         slot_of = self.msgs.slot
-        for seq in g.seqs:
+        for seq in self.groups.seqs(name):
             slot = slot_of(seq)
             if slot >= 0:
                 yield Row(self, seq, slot)
@@ -228,13 +217,10 @@ class FifoQueue(QueueState):
         if len(dirty) <= STEP:
             names: Iterable[str] = dirty
         else:
-            names = [dirty.pop() for _ in range(STEP)]
-        groups, ready, table, slot_of = self.groups, self.ready, self.table, self.msgs.slot
+            names = [dirty.popitem()[0] for _ in range(STEP)]
+        ready, table, slot_of = self.ready, self.table, self.msgs.slot
         for name in names:
-            g = groups.get(name)
-            if g is None:
-                continue
-            first = self.head(g)
+            first = self.head(name)
             if first is not None:
                 slot = slot_of(first)
                 if table.state[slot] == READY:
@@ -242,17 +228,15 @@ class FifoQueue(QueueState):
         if names is dirty:
             dirty.clear()
 
-    def _valid(self, visible_at: int, received: bool, first: int, name: str) -> Group | None:
-        g = self.groups.get(name)
-        if g is None or self.head(g) != first:
-            return None
+    def _valid(self, visible_at: int, received: bool, first: int, name: str) -> bool:
+        if self.head(name) != first:
+            return False
         table = self.table
         slot = self.msgs.slot(first)
-        if table.state[slot] != READY or table.visible[slot] != visible_at or (table.receives[slot] > 0) != received:
-            return None
-        return g
+        return (table.state[slot] == READY and table.visible[slot] == visible_at
+                and (table.receives[slot] > 0) == received)
 
-    def pop_ready(self, skip: set[str]) -> Group | None:
+    def pop_ready(self, skip: set[str]) -> str | None:
         """The ready group served next, taken off ``ready`` (groups in ``skip`` are passed); None too after a step
         of entries no longer ready (the calls after go on)."""
         ready = self.ready
@@ -260,11 +244,8 @@ class FifoQueue(QueueState):
         while ready and budget:
             budget -= 1
             visible_at, received, first, name = heappop(ready)
-            if name in skip:
-                continue
-            g = self._valid(visible_at, received, first, name)
-            if g is not None:
-                return g
+            if name not in skip and self._valid(visible_at, received, first, name):
+                return name
         return None
 
     def has_visible(self) -> bool:
@@ -274,7 +255,7 @@ class FifoQueue(QueueState):
         ready = self.ready
         budget = STEP
         while ready and budget:
-            if self._valid(*ready[0]) is not None:
+            if self._valid(*ready[0]):
                 return True
             heappop(ready)
             budget -= 1
@@ -285,7 +266,7 @@ class FifoQueue(QueueState):
         self.prune_timers()
         bloated = len(self.ready) > 2 * len(self.groups) + REINDEX_SLACK
         if bloated or "ready" in self.tidying:
-            self.prune_step("ready", self.ready, lambda e: self._valid(*e) is not None, bloated)
+            self.prune_step("ready", self.ready, lambda e: self._valid(*e), bloated)
         self.tidy_order()
 
     # --- receive attempts ------------------------------------------------------------------------------
@@ -334,6 +315,10 @@ class FifoQueue(QueueState):
         super().after_load()
         if type(self.attempts) is dict:
             self.attempts = OrderedDict(self.attempts)
+        if isinstance(self.dirty, set):
+            self.dirty = dict.fromkeys(self.dirty)
+        if isinstance(self.groups, dict):  # Group objects, from a checkpoint written before Groups
+            self.groups = Groups.of((name, g.seqs, g.live, g.inflight) for name, g in self.groups.items())
 
     def replayable(self, attempt_id: str, now: int) -> list[Row] | None:
         """The messages a receive with ``attempt_id`` returned, if it may be replayed now."""

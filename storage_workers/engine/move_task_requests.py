@@ -102,7 +102,7 @@ class MoveTaskRequests:
                 name = m.group or ""
                 if name in blocked:
                     continue
-                if m.state != READY or q.groups[name].inflight:
+                if m.state != READY or q.groups.in_flight(name):
                     blocked.add(name)
                     continue
             elif m.state != READY:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ferrymq.storage.engine import columns
+from ferrymq.storage.engine.fifo_groups import Groups
 from ferrymq.storage.engine.state import PartitionState
 from ferrymq.storage.engine.table import COLUMNS, MessageTable
 from ferrymq.storage.log import checkpoint_chain as chain_files
@@ -373,6 +374,16 @@ class _Pickler(pickle.Pickler):
                 self.big.append(column)
                 self.kinds.append(obj.kind)
             return _column, (obj.kind, pickle.PickleBuffer(column))
+        if type(obj) is Groups:
+            # A FIFO group of many messages is a big array too: out of band, so that a delta holds only the chunks
+            # of it that changed (the pickler itself writes every bytearray in band).
+            least = chain_files.OUT_OF_BAND_MIN
+            return copyreg.__newobj__, (Groups,), {
+                name: _BigBytes(g) if len(g) >= least else g for name, g in obj.__getstate__().items()}
+        if type(obj) is _BigBytes:
+            self.big.append(obj.data)
+            self.kinds.append(BYTEARRAY)
+            return _restored, (BYTEARRAY, pickle.PickleBuffer(obj.data))
         if type(obj) is not array:
             return NotImplemented
         kind = obj.typecode
@@ -393,6 +404,13 @@ class _Column:
 
     def __init__(self, kind: str, data: memoryview) -> None:
         self.kind, self.data = kind, data
+
+
+class _BigBytes:
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytearray) -> None:
+        self.data = data
 
 
 def _restored(kind: str, buffer: Any) -> array | bytearray:

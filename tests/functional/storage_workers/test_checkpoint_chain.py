@@ -33,7 +33,7 @@ from ferrymq.storage.log.checkpoint import (
 )
 from ferrymq.storage.log.checkpoint_chain import HEAD, MAGIC, VERSION, delta_name, encode_table, read_chain
 from ferrymq.storage.log.segments import discard_checkpoint
-from tests.support.engine_requests import RECEIPT_KEY, RETENTION, poll
+from tests.support.engine_requests import RECEIPT_KEY, RETENTION, fifo_message, poll
 
 
 @pytest.fixture
@@ -369,6 +369,37 @@ def test_a_head_or_table_naming_more_than_the_file_or_memory_holds_is_refused_wi
     # then each is refused as unusable (the whole log is replayed), not read into memory by what it says
     with pytest.raises(CheckpointUnusable, match="larger than memory"):
         read_checkpoint(tmp_path)
+
+
+def test_a_fifo_group_of_many_messages_is_a_big_array_of_the_chain_and_loads_whole(
+    tmp_path: Path, small_chunks: None, any_delta: None
+) -> None:
+    # given a FIFO queue with one group of 3,000 messages (24 KB of sequence numbers: out of band, in the chain's
+    # table, as any big array) and a small one
+    engine = Engine(ManualClock(), RECEIPT_KEY)
+    for start in range(0, 3000, 10):
+        engine.store("q.fifo", [fifo_message("big", f"m{start + i}") for i in range(10)], RETENTION, fifo=True)
+    engine.store("q.fifo", [fifo_message("small", "s")], RETENTION, fifo=True)
+    _write(tmp_path, engine, 1)
+    chain = read_chain(tmp_path)
+    assert chain is not None
+    assert [e.length for e in chain.last.entries if e.kind == checkpoint_chain.BYTEARRAY] == [24 + 8 * 3000]
+    # when ten of the big group are received and deleted, and more sent, then a delta written
+    received, _ = poll(engine, "q.fifo", 10)
+    engine.delete("q.fifo", [m["receipt"] for m in received])
+    engine.store("q.fifo", [fifo_message("big", f"late{i}") for i in range(5)], RETENTION, fifo=True)
+    _write(tmp_path, engine, 2)
+    # then the chain loads to the same groups, and the next receive takes the big group's next ten in order
+    found = read_checkpoint(tmp_path)
+    assert found is not None and found.deltas == 1
+    loaded = Engine(ManualClock(), RECEIPT_KEY, partition=found.state)
+
+    def groups(e: Engine) -> dict[str, list[int]]:
+        q = e.partition.queues["q.fifo"]
+        return {name: list(q.groups.seqs(name)) for name in q.groups.names()}
+
+    assert groups(loaded) == groups(engine) and len(groups(engine)["big"]) >= 2995
+    assert [m["body"] for m in poll(loaded, "q.fifo", 10)[0]] == [m["body"] for m in poll(engine, "q.fifo", 10)[0]]
 
 
 def test_windows_a_checkpoint_holds_as_plain_dicts_load_as_ordered_windows_in_their_order(tmp_path: Path) -> None:
