@@ -2,6 +2,7 @@
 to the worker, the log or replication.
 
     python benchmarks/workers_cpu.py --repo base=../ferrymq-base --repo new=. --runs 5
+    python benchmarks/workers_cpu.py --repo base=../ferrymq-base --repo new=. --scenario SendMessageBatch
 
 Each ``--repo`` is a checkout with its own ``.venv`` (``make install``); stacks are started as
 :mod:`gateway_cpu` starts them (``ferrymq up``: three workers, RF 3 with majority acks, fsync before
@@ -46,7 +47,7 @@ def leader_of(stack: Stack) -> str:
 
 
 def one_run(stack: Stack, leader: str, queue_url: str, seconds: float, connections: int,
-            pool: multiprocessing.pool.Pool) -> Figures:
+            pool: multiprocessing.pool.Pool, scenario: str = "SendMessage") -> Figures:
     assert stack.process is not None
     target = Target(stack.endpoint, "test", "test", "us-east-1")
     pids = stack_processes(stack.process.pid)
@@ -55,7 +56,7 @@ def one_run(stack: Stack, leader: str, queue_url: str, seconds: float, connectio
         raise RuntimeError(f"{stack.name}: leader {leader} is not among the workers {sorted(workers)}")
     watched = {**workers, "gateway": pids["gateway"]}
     before, started = {n: own_cpu_seconds(p) for n, p in watched.items()}, time.monotonic()
-    _, moved = pool.apply(_run_process, ((target, queue_url, "SendMessage", seconds, connections),))
+    _, moved = pool.apply(_run_process, ((target, queue_url, scenario, seconds, connections),))
     elapsed = time.monotonic() - started
     per = {n: (own_cpu_seconds(p) - before[n]) * 1e6 / max(moved, 1) for n, p in watched.items()}
     followers = [per[n] for n in workers if n != leader]
@@ -79,6 +80,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--connections", type=int, action="append", help="connection counts (default 16 and 1)")
+    parser.add_argument("--scenario", choices=("SendMessage", "SendMessageBatch"), default="SendMessage",
+                        help="what the load sends: one message a request, or batches of ten (figures per message)")
     args = parser.parse_args()
     counts = args.connections or [16, 1]
     with tempfile.TemporaryDirectory(prefix="workers-cpu-") as tmp:
@@ -94,13 +97,13 @@ def main() -> None:
                 print(f"{stack.name}: leader {leaders[stack.name]}", flush=True)
             with multiprocessing.Pool(1) as pool:
                 for stack in stacks:  # warm-up: caches, connections, data keys
-                    one_run(stack, leaders[stack.name], queues[stack.name], 2.0, counts[0], pool)
+                    one_run(stack, leaders[stack.name], queues[stack.name], 2.0, counts[0], pool, args.scenario)
                 for run in range(args.runs):
                     order = stacks if run % 2 == 0 else stacks[::-1]
                     for connections in counts:
                         for stack in order:
                             f = one_run(stack, leaders[stack.name], queues[stack.name], args.seconds, connections,
-                                        pool)
+                                        pool, args.scenario)
                             figures[(stack.name, connections)].append(f)
                             print(f"run {run + 1} x{connections:<3} {stack.name:<8} leader {f['leader']:6.1f}  "
                                   f"follower {f['follower']:6.1f}  gateway {f['gateway']:6.1f} µs/msg  "
