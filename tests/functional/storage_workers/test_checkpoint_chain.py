@@ -33,6 +33,8 @@ from ferrymq.storage.log.checkpoint import (
 )
 from ferrymq.storage.log.checkpoint_chain import HEAD, MAGIC, VERSION, delta_name, encode_table, read_chain
 from ferrymq.storage.log.segments import discard_checkpoint
+from tests.fixtures.fifo_groups_v1 import STATE as FIFO_GROUPS_V1
+from tests.fixtures.fifo_groups_v1.make_state import QUEUE as FIFO_QUEUE
 from tests.support.engine_requests import RECEIPT_KEY, RETENTION, fifo_message, poll
 
 
@@ -258,9 +260,7 @@ def test_a_crafted_chain_file_runs_no_code(tmp_path: Path, small_chunks: None) -
 def test_a_checkpoint_of_the_first_version_still_loads_and_the_next_one_is_a_new_base(tmp_path: Path) -> None:
     # given a checkpoint as the first version wrote it: one file, the state pickled whole after a head
     engine = _engine(3000)
-    payload = pickle.dumps((4, [], {}, engine.partition), protocol=5)
-    head = struct.pack(">8sHQQI", MAGIC, 1, 4, len(payload), zlib.crc32(payload))
-    (tmp_path / FILE_NAME).write_bytes(head + payload)
+    _first_version_file(tmp_path, 4, engine.partition)
     # when it is read, it is the state it was written from
     found = read_checkpoint(tmp_path)
     assert found is not None and found.offset == 4 and found.deltas == 0
@@ -400,6 +400,38 @@ def test_a_fifo_group_of_many_messages_is_a_big_array_of_the_chain_and_loads_who
 
     assert groups(loaded) == groups(engine) and len(groups(engine)["big"]) >= 2995
     assert [m["body"] for m in poll(loaded, "q.fifo", 10)[0]] == [m["body"] for m in poll(engine, "q.fifo", 10)[0]]
+
+
+def _first_version_file(directory: Path, offset: int, state: Any) -> None:
+    """``state`` as the first version wrote a checkpoint: one file, the state pickled whole after a head."""
+    payload = pickle.dumps((offset, [], {}, state), protocol=5)
+    head = struct.pack(">8sHQQI", MAGIC, 1, offset, len(payload), zlib.crc32(payload))
+    (directory / FILE_NAME).write_bytes(head + payload)
+
+
+def test_fifo_groups_a_checkpoint_held_as_objects_load_through_the_checkpoint_reader(tmp_path: Path) -> None:
+    # given a checkpoint of a state pickled while a FIFO queue's groups were objects (tests/fixtures/fifo_groups_v1)
+    state = pickle.loads(FIFO_GROUPS_V1.read_bytes())
+    _first_version_file(tmp_path, 7, state)
+    # when it is read, with the reader that allows a partition's classes only
+    found = read_checkpoint(tmp_path)
+    # then its groups are bytearrays, holding what the objects held
+    assert found is not None
+    q = found.state.queues[FIFO_QUEUE]
+    assert {name: (list(q.groups.seqs(name)), q.groups.in_flight(name)) for name in q.groups.names()} == {
+        "a": ([1, 2, 3, 4, 5], 1), "b": ([6, 7, 8, 9, 10], 1), "c": ([11, 12, 13, 14, 15, 17, 18], 5)}
+
+
+def test_fifo_groups_a_crafted_checkpoint_holds_make_it_unusable(tmp_path: Path) -> None:
+    # given a checkpoint whose FIFO group claims more live messages than it has entries
+    engine = Engine(ManualClock(), RECEIPT_KEY)
+    engine.store("q.fifo", [fifo_message("g", "m")], RETENTION, fifo=True)
+    groups = engine.partition.queues["q.fifo"].groups
+    groups._by_name["g"][8:16] = (5).to_bytes(8, "little")
+    _first_version_file(tmp_path, 3, engine.partition)
+    # then it is refused as a whole, named, rather than a receive failing later
+    with pytest.raises(CheckpointUnusable, match="malformed"):
+        read_checkpoint(tmp_path)
 
 
 def test_windows_a_checkpoint_holds_as_plain_dicts_load_as_ordered_windows_in_their_order(tmp_path: Path) -> None:

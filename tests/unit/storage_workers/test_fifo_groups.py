@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import pickle
-from pathlib import Path
 
 import pytest
 
@@ -14,10 +13,9 @@ from ferrymq.clock import ManualClock
 from ferrymq.storage.engine import Engine
 from ferrymq.storage.engine.fifo import FifoQueue
 from ferrymq.storage.engine.fifo_groups import Groups
+from tests.fixtures.fifo_groups_v1 import STATE
 from tests.fixtures.fifo_groups_v1.make_state import KEY, QUEUE, RETENTION, START_MS, scenario
 from tests.support.engine_requests import fifo_message
-
-FIXTURE = Path(__file__).parents[2] / "fixtures" / "fifo_groups_v1" / "state.pickle"
 
 
 def test_a_group_keeps_send_order_and_its_counts_and_goes_with_its_last_message() -> None:
@@ -82,7 +80,7 @@ def _groups_of(q: FifoQueue) -> dict[str, tuple[list[int], int]]:
 
 def test_a_state_pickled_while_groups_were_objects_loads_and_answers_as_the_same_state_built_now() -> None:
     # given the state the fixture's scenario left, pickled by the version that held groups as objects
-    loaded_partition = pickle.loads(FIXTURE.read_bytes())
+    loaded_partition = pickle.loads(STATE.read_bytes())
     loaded_queue = loaded_partition.queues[QUEUE]
     assert type(loaded_queue.groups) is dict and type(loaded_queue.dirty) is set
     for q in loaded_partition.queues.values():
