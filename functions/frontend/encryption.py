@@ -40,7 +40,7 @@ from ferrymq.bulkhead import Bulkhead, off_loop
 from ferrymq.errors import KmsAccessDenied, SqsError
 from ferrymq.metadata import queue_attributes
 from ferrymq.sse.data_keys import DataKeys, SealingKey
-from ferrymq.sse.envelope import EnvelopeError, open_sealed, pack_plaintext, read_header, seal, unpack_plaintext
+from ferrymq.sse.envelope import EnvelopeError, Sealer, open_sealed, pack_plaintext, read_header, unpack_plaintext
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -195,10 +195,10 @@ class MessageCipher:
                 except SqsError as exc:
                     raise named_as(exc, "the queue's SQS-managed key") from exc.__cause__
             key = sealing
-        aead, arn, wrapped = key.aead, key.queue_arn, key.wrapped
+        seal = Sealer(key.aead, key.queue_arn, key.wrapped).seal
         for m in messages:
             plaintext = pack_plaintext(m["body"], m["attrs"], m["md5_body"], m["md5_attrs"])
-            m["body"] = seal(aead, arn, wrapped, m["id"], plaintext)
+            m["body"] = seal(m["id"], plaintext)
             m["attrs"] = {}
             m["md5_body"] = ""
             m["md5_attrs"] = None

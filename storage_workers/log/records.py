@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import msgpack
 
+from ferrymq.packing import pack
 from ferrymq.storage.engine.records import Record
 
 
 def encode(record: Record) -> bytes:
-    return msgpack.packb(record, use_bin_type=True)
+    return pack(record)
 
 
 def decode(payload: bytes | memoryview) -> Record:

@@ -87,18 +87,23 @@ class _WholeRequestError(Exception):
         self.error = error
 
 
+_DELAY_REASON = f"DelaySeconds must be >= 0 and <= {MAX_DELAY_SECONDS}."
+
+
 class _SendRules(NamedTuple):
-    """What a queue's attributes say of every message a request sends to it: read from their wire strings once
-    per request, not once per batch entry."""
+    """What a queue's attributes and the request say of every message it sends: read once per request, not once
+    per batch entry."""
 
     fifo: bool
     max_size: int
     levels: int
     delay: int
     content_dedup: bool
+    sender: str
+    """The SenderId of every message the request sends."""
 
     @classmethod
-    def of(cls, queue: QueueRecord) -> _SendRules:
+    def of(cls, ctx: RequestContext, queue: QueueRecord) -> _SendRules:
         attributes = queue.attributes
         return cls(
             is_fifo(queue.name),
@@ -106,23 +111,25 @@ class _SendRules(NamedTuple):
             priority_levels(attributes),
             queue_attributes.int_value(attributes, "DelaySeconds"),
             attributes.get("ContentBasedDeduplication") == "true",
+            ctx.credential.principal_id,
         )
 
 
 def _outgoing(ctx: RequestContext, rules: _SendRules, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict]:
     """Check one message to send; returns the worker's message dict and the client's result entry."""
     body = check_body(params.get("MessageBody"))
-    attributes = check_message_attributes(params.get("MessageAttributes"))
-    level = level_of(attributes, rules.levels)
-    system_attributes = _check_system_attributes(params.get("MessageSystemAttributes"))
+    # The optional parts are looked at only when present: most messages have none, and each check is a call.
+    attributes = check_message_attributes(params.get("MessageAttributes")) if "MessageAttributes" in params else {}
+    level = level_of(attributes, rules.levels) if attributes else 0
+    system_attributes = (_check_system_attributes(params.get("MessageSystemAttributes"))
+                         if "MessageSystemAttributes" in params else {})
     max_size = rules.max_size
     if message_bytes(body, attributes) > max_size:
         raise InvalidParameterValue(
             f"One or more parameters are invalid. Reason: Message must be shorter than {max_size} bytes."
         )
-    delay = optional_int(
-        params, "DelaySeconds", 0, MAX_DELAY_SECONDS, f"DelaySeconds must be >= 0 and <= {MAX_DELAY_SECONDS}."
-    )
+    delay = (optional_int(params, "DelaySeconds", 0, MAX_DELAY_SECONDS, _DELAY_REASON)
+             if "DelaySeconds" in params else None)
     fifo = rules.fifo
     # AWS takes DelaySeconds=0 on a FIFO queue (SDK wrappers always send it) and applies the queue's delay.
     if fifo and delay:
@@ -132,7 +139,7 @@ def _outgoing(ctx: RequestContext, rules: _SendRules, params: Mapping[str, Any])
         )
     if delay is None or fifo:
         delay = rules.delay
-    system: dict[str, Any] = {"SenderId": ctx.credential.principal_id}
+    system: dict[str, Any] = {"SenderId": rules.sender}
     if level:
         system[PRIORITY_KEY] = level
     if "AWSTraceHeader" in system_attributes:
@@ -163,7 +170,7 @@ def _outgoing(ctx: RequestContext, rules: _SendRules, params: Mapping[str, Any])
             # Standard queues take a group id for fair queueing; it is kept and returned, nothing more.
             system["MessageGroupId"] = _check_token("MessageGroupId", group)
     md5_body = md5_of_body(body)
-    md5_attrs = md5_of_attributes(attributes)
+    md5_attrs = md5_of_attributes(attributes) if attributes else None
     message = sent_message(
         ids.uuid4(),
         body,
@@ -262,7 +269,7 @@ async def _claim_dedup_ids(ctx: RequestContext, queue: QueueRecord, messages: li
 async def send_message(ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
     queue = await ctx.queue(params)
     try:
-        message, result = _outgoing(ctx, _SendRules.of(queue), params)
+        message, result = _outgoing(ctx, _SendRules.of(ctx, queue), params)
     except _WholeRequestError as whole:
         raise whole.error from None
     await _send(ctx, queue, [message], [result])
@@ -280,7 +287,7 @@ async def send_message_batch(ctx: RequestContext, params: dict[str, Any]) -> dic
     successful: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     messages: list[dict[str, Any]] = []
-    rules = _SendRules.of(queue)
+    rules = _SendRules.of(ctx, queue)
     for entry in entries:
         try:
             message, result = _outgoing(ctx, rules, entry)

@@ -9,6 +9,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ferrymq.sse.envelope import (
     EnvelopeError,
+    Sealer,
     WrappedKey,
     open_sealed,
     pack_plaintext,
@@ -128,3 +129,30 @@ def test_plaintext_that_is_not_a_message_is_refused() -> None:
         unpack_plaintext(b"\xc1")
     with pytest.raises(EnvelopeError):
         unpack_plaintext(pack_plaintext(1, {}, "m", None))  # type: ignore[arg-type]
+
+
+def test_one_sealer_seals_a_request_s_messages_each_under_its_own_id_whatever_their_lengths() -> None:
+    # given one sealer for a queue and data key, and messages whose ids differ in length (its header is rebuilt)
+    aead = AESGCM(AESGCM.generate_key(256))
+    sealer = Sealer(aead, QUEUE.encode(), KEY.encode())
+    ids = ["0f8fad5b-d9cb-469f-a165-70867728950e", "7c9e6679-7425-40de-944b-e07fc1f90ae7", "short", "é" * 10,
+           "0f8fad5b-d9cb-469f-a165-70867728950f"]
+    envelopes = [sealer.seal(mid, pack_plaintext(f"body {i}", {}, f"md5 {i}", None)) for i, mid in enumerate(ids)]
+    # then each opens to its own message and names its own id, queue and key
+    for i, (mid, envelope) in enumerate(zip(ids, envelopes, strict=True)):
+        opened = read_header(envelope)
+        assert (opened.queue_arn, opened.message_id) == (QUEUE, mid)
+        assert WrappedKey.decode(opened.wrapped_key) == KEY
+        assert _open(aead, envelope) == (f"body {i}", {}, f"md5 {i}", None)
+
+
+@pytest.mark.parametrize(("queue_arn", "wrapped", "message_id"), [
+    ("q" * 0x10000, KEY.encode(), "m-1"),  # an ARN longer than its length field holds
+    (QUEUE, b"k" * 0x10000, "m-1"),  # a wrapped key longer than its length field holds
+    (QUEUE, KEY.encode(), "m" * 256),  # an id longer than its length field holds
+    (QUEUE, KEY.encode(), "é" * 128),  # 256 bytes as UTF-8, though 128 characters
+])
+def test_what_an_envelope_header_cannot_hold_is_refused(queue_arn: str, wrapped: bytes, message_id: str) -> None:
+    aead = AESGCM(AESGCM.generate_key(256))
+    with pytest.raises(ValueError):
+        seal(aead, queue_arn.encode(), wrapped, message_id, b"plaintext")

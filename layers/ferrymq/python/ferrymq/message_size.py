@@ -15,8 +15,11 @@ from typing import Any
 def message_bytes(body: object, attributes: object = None) -> int:
     """The size of a message with ``body`` and ``attributes`` (boto3's form, or a request's not yet checked:
     what is not a string or a map counts nothing)."""
-    size = len(body.encode()) if isinstance(body, str) else 0
-    if isinstance(attributes, Mapping):
+    size = 0
+    if isinstance(body, str):
+        # An ASCII string's length is its UTF-8 bytes' (isascii is a flag CPython keeps): no copy to count.
+        size = len(body) if body.isascii() else len(body.encode())
+    if attributes and isinstance(attributes, Mapping):
         size += attributes_bytes(attributes)
     return size
 

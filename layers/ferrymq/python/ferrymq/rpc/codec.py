@@ -11,14 +11,10 @@ from typing import Any
 import msgpack
 
 from ferrymq.errors import SqsError, error_for_code
+from ferrymq.packing import pack
 from ferrymq.rpc.shapes import DEPTH_ANSWER, MOVE_TASK_FIELDS, REDRIVE_FIELDS, SENT_MESSAGE, STATS_ANSWER
 
-_packb = msgpack.packb
 _unpackb = msgpack.unpackb
-
-
-def pack(obj: Any) -> bytes:
-    return _packb(obj, use_bin_type=True)
 
 
 def unpack(data: bytes) -> Any:

@@ -33,6 +33,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ferrymq.ids import random_bytes
+from ferrymq.packing import pack
 
 VERSION = 1
 NONCE_BYTES = 12
@@ -73,15 +74,37 @@ class WrappedKey(NamedTuple):
         return cls(arn, bytes(data[end:]))
 
 
+class Sealer:
+    """Seals the messages a request sends to one queue under one data key: of each header only the message id
+    changes, so the rest is built once (the header cost as much as the encryption)."""
+
+    __slots__ = ("_aead", "_id_length", "_prefix", "_queue_arn", "_wrapped_key")
+
+    def __init__(self, aead: AESGCM, queue_arn: bytes, wrapped_key: bytes) -> None:
+        """``queue_arn`` (UTF-8) the messages are sent to, whose data key KMS wrapped as ``wrapped_key`` (a
+        :meth:`WrappedKey.encode`)."""
+        if len(queue_arn) > 0xFFFF or len(wrapped_key) > 0xFFFF:
+            raise ValueError("queue ARN or wrapped key too long for an envelope")
+        self._aead, self._queue_arn, self._wrapped_key = aead, queue_arn, wrapped_key
+        self._id_length = -1
+        self._prefix = b""
+
+    def seal(self, message_id: str, plaintext: bytes) -> bytes:
+        """``plaintext`` encrypted as the envelope of message ``message_id``."""
+        mid = message_id.encode()
+        if len(mid) != self._id_length:
+            if len(mid) > 0xFF:
+                raise ValueError("message id too long for an envelope")
+            self._prefix = _HEAD.pack(VERSION, len(self._queue_arn), len(mid), len(self._wrapped_key)) + self._queue_arn
+            self._id_length = len(mid)
+        head = self._prefix + mid + self._wrapped_key
+        nonce = random_bytes(NONCE_BYTES)
+        return b"".join((head, nonce, self._aead.encrypt(nonce, plaintext, head)))
+
+
 def seal(aead: AESGCM, queue_arn: bytes, wrapped_key: bytes, message_id: str, plaintext: bytes) -> bytes:
-    """``plaintext`` encrypted under ``aead`` as the envelope of message ``message_id`` sent to ``queue_arn``
-    (UTF-8), whose data key KMS wrapped as ``wrapped_key`` (a :meth:`WrappedKey.encode`)."""
-    mid = message_id.encode()
-    if len(queue_arn) > 0xFFFF or len(mid) > 0xFF or len(wrapped_key) > 0xFFFF:
-        raise ValueError("queue ARN, message id or wrapped key too long for an envelope")
-    head = b"".join((_HEAD.pack(VERSION, len(queue_arn), len(mid), len(wrapped_key)), queue_arn, mid, wrapped_key))
-    nonce = random_bytes(NONCE_BYTES)
-    return b"".join((head, nonce, aead.encrypt(nonce, plaintext, head)))
+    """One message's envelope (:class:`Sealer`)."""
+    return Sealer(aead, queue_arn, wrapped_key).seal(message_id, plaintext)
 
 
 class Opened(NamedTuple):
@@ -128,7 +151,7 @@ def open_sealed(aead: AESGCM, envelope: bytes, opened: Opened) -> bytes:
 def pack_plaintext(body: str, attrs: Any, md5_body: str, md5_attrs: str | None) -> bytes:
     """What an envelope protects: the body, the attributes and their MD5s (clients check those MD5s, and kept
     outside they would fingerprint the plaintext)."""
-    return msgpack.packb((body, attrs, md5_body, md5_attrs), use_bin_type=True)
+    return pack((body, attrs, md5_body, md5_attrs))
 
 
 def unpack_plaintext(data: bytes) -> tuple[str, dict, str, str | None]:
