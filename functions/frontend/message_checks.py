@@ -154,7 +154,7 @@ def check_batch_entries(entries: Any, entry_name: str) -> Sequence[Mapping[str, 
         )
     seen: set[str] = set()
     for entry in entries:
-        entry_id = entry.get("Id") if isinstance(entry, Mapping) else None
+        entry_id = entry.get("Id") if type(entry) is dict or isinstance(entry, Mapping) else None
         if entry_id is None:
             raise MissingParameter(f"The request must contain the parameter {entry_name}.1.Id.")
         if not isinstance(entry_id, str) or not _BATCH_ID.match(entry_id):

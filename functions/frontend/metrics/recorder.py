@@ -17,7 +17,7 @@ from typing import Any
 
 from ferrymq.aws.queue_store import QueueRecord
 from ferrymq.errors import RequestThrottled, SqsError, Throttling
-from ferrymq.message_size import attributes_bytes
+from ferrymq.message_size import message_bytes
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0)
 """Seconds; long polls wait up to 20 s."""
@@ -32,17 +32,8 @@ QueueKey = tuple[str, str, str]
 
 
 def sizes_of(messages: list[dict[str, Any]]) -> list[int]:
-    """The size of each message to send (the worker's message dicts, before sealing), as
-    ``ferrymq.message_size.message_bytes`` counts it, without copying an ASCII body to count its bytes."""
-    sizes = []
-    for m in messages:
-        body = m["body"]
-        size = len(body) if body.isascii() else len(body.encode())
-        attrs = m["attrs"]
-        if attrs:
-            size += attributes_bytes(attrs)
-        sizes.append(size)
-    return sizes
+    """The size of each message to send (the worker's message dicts, before sealing)."""
+    return [message_bytes(m["body"], m["attrs"]) for m in messages]
 
 
 class Histogram:

@@ -136,8 +136,9 @@ def _text_bytes(value: Any) -> int:
 
 
 def _attributes_bytes(attributes: Any) -> int:
-    # SQS counts each attribute's name, data type and value towards the payload.
-    if not isinstance(attributes, Mapping):
+    # SQS counts each attribute's name, data type and value towards the payload.  Most messages have none: an
+    # empty or missing value is told apart without the abstract-class check (100 ns, twice a message).
+    if not attributes or not isinstance(attributes, Mapping):
         return 0
     size = 0
     for name, value in attributes.items():
@@ -173,7 +174,7 @@ def measure(action: str, params: Mapping[str, Any] | None, result: Mapping[str, 
         return 1, 0, _message_bytes(params, "MessageBody"), 0, 0
     if action == "SendMessageBatch":
         entries = _entries(params)
-        size = sum(_message_bytes(e, "MessageBody") for e in entries if isinstance(e, Mapping))
+        size = sum(_message_bytes(e, "MessageBody") for e in entries if type(e) is dict or isinstance(e, Mapping))
         return len(entries), failed, size, 0, 0
     if action == "ReceiveMessage":
         messages = (result or {}).get("Messages") or ()
