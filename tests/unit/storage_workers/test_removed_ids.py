@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 import pytest
 
@@ -44,3 +45,24 @@ def test_removed_ids_pickle_and_compare_in_order() -> None:
     b = pickle.loads(pickle.dumps(a))
     assert a == b and list(b.items()) == [(f"m{i}", i) for i in range(9)]
     assert a != RemovedIds((f"m{i}", i) for i in reversed(range(9)))
+
+
+def test_chunks_are_dicts_the_garbage_collector_does_not_track_and_holes_in_front_are_copied_away() -> None:
+    ids = RemovedIds((f"m{i}", 1000 + i) for i in range(10))
+    assert all(type(chunk) is dict and not gc.is_tracked(chunk) for chunk in ids._chunks)
+    # when the first chunk's entries are forgotten one at a time, its holes never outnumber what it holds
+    for i in range(9):
+        assert ids.forget_before(1001 + i, 1) is True
+        assert ids._holes <= len(ids._chunks[0])
+    assert list(ids.items()) == [("m9", 1009)]
+
+
+def test_removed_ids_pickled_in_ordered_chunks_load_as_plain_ones_in_their_order() -> None:
+    # given removed ids as the version before pickled them: chunks of ordered dicts, no count of holes
+    ids = RemovedIds.__new__(RemovedIds)
+    chunks = deque([OrderedDict((f"m{i}", i) for i in range(4)), OrderedDict((f"m{i}", i) for i in range(4, 6))])
+    ids.__setstate__((None, {"_chunks": chunks}))
+    # then they read as before, in plain chunks, and are forgotten oldest first
+    assert [type(chunk) for chunk in ids._chunks] == [dict, dict]
+    assert list(ids.items()) == [(f"m{i}", i) for i in range(6)]
+    assert ids.forget_before(5, 10) is False and list(ids) == ["m5"]
