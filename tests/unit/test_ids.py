@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import uuid
 
 from ferrymq import ids
@@ -58,3 +59,18 @@ def test_a_forked_child_draws_other_bytes_than_its_parent() -> None:
     parent = ids.random_bytes(12) + ids.uuid4().encode()
     assert len(child) == len(parent) == 48
     assert child[:12] != parent[:12] and child[12:] != parent[12:]
+
+
+def test_each_thread_draws_from_a_pool_of_its_own() -> None:
+    # (two threads taking from one pool could both read its position before either moved it on)
+    ids.random_bytes(100)
+    seen: dict[str, int] = {}
+
+    def draw() -> None:
+        ids.random_bytes(12)
+        seen["position"] = ids._pool.position
+
+    thread = threading.Thread(target=draw)
+    thread.start()
+    thread.join()
+    assert seen["position"] == 12 and ids._pool.position >= 100

@@ -6,31 +6,37 @@ is formatted straight from them: the same ids (122 random bits, the version and 
 A nonce per encrypted message was a ``getrandom`` system call of its own too, one per message sent (22,000 a
 second under batched sends), and comes from the same pool.
 
-A forked child starts with an empty pool: bytes its parent still holds would otherwise be handed out twice, as
+Each thread has a pool of its own, and a forked child starts with an empty one: bytes handed out twice would be
 the same message id or, worse, the same nonce under the same data key.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 
 _POOL_BYTES = 4096
 _VARIANT = "89ab"
 
 
-class _Pool:
-    __slots__ = ("data", "position")
+class _Pool(threading.local):
+    """One pool per thread: two threads taking from one could read the same position before either moved it on,
+    and hand out the same id, or the same nonce under the same key."""
 
     def __init__(self) -> None:
         self.data = b""
         self.position = 0
 
-    def empty(self) -> None:
-        self.data, self.position = b"", 0
-
 
 _pool = _Pool()
-os.register_at_fork(after_in_child=_pool.empty)
+
+
+def _forked() -> None:
+    global _pool
+    _pool = _Pool()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def random_bytes(n: int) -> bytes:
