@@ -142,10 +142,7 @@ def test_a_leader_paused_past_its_lease_is_fenced_and_none_of_its_late_writes_is
     healed = wait_healthy(cluster)["partitions"][0]
     assert victim in healed["isr"] and healed["epoch"] > before
     if healed["replicas"][0] == victim:
-        deadline = time.monotonic() + 30
-        while cluster_status(cluster)["partitions"][0]["leader"] != victim:
-            assert time.monotonic() < deadline, "leadership never went back to the preferred replica"
-            time.sleep(0.5)
+        wait_for_leader(cluster, victim, timeout=30)
 
 
 def test_the_preferred_replica_taking_leadership_back_under_load_fails_no_request_and_strands_no_message(

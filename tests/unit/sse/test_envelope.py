@@ -14,7 +14,6 @@ from ferrymq.sse.envelope import (
     open_sealed,
     pack_plaintext,
     read_header,
-    seal,
     unpack_plaintext,
 )
 
@@ -25,7 +24,7 @@ ATTRS = {"kind": {"DataType": "String", "StringValue": "parcel"}, "raw": {"DataT
 
 def _sealed(aead: AESGCM, message_id: str = "m-1", queue: str = QUEUE) -> bytes:
     plaintext = pack_plaintext("hello, world", ATTRS, "md5-body", "md5-attrs")
-    return seal(aead, queue.encode(), KEY.encode(), message_id, plaintext)
+    return Sealer(aead, queue.encode(), KEY.encode()).seal(message_id, plaintext)
 
 
 def _open(aead: AESGCM, envelope: bytes) -> tuple:
@@ -155,4 +154,4 @@ def test_one_sealer_seals_a_request_s_messages_each_under_its_own_id_whatever_th
 def test_what_an_envelope_header_cannot_hold_is_refused(queue_arn: str, wrapped: bytes, message_id: str) -> None:
     aead = AESGCM(AESGCM.generate_key(256))
     with pytest.raises(ValueError):
-        seal(aead, queue_arn.encode(), wrapped, message_id, b"plaintext")
+        Sealer(aead, queue_arn.encode(), wrapped).seal(message_id, b"plaintext")

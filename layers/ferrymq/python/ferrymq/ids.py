@@ -51,10 +51,5 @@ def random_bytes(n: int) -> bytes:
 
 def uuid4() -> str:
     """A new random UUID in its canonical text form (lower-case hex, 8-4-4-4-12)."""
-    pool = _pool
-    position = pool.position
-    if position + 16 > len(pool.data):
-        pool.data, position = os.urandom(_POOL_BYTES), 0
-    pool.position = position + 16
-    h = pool.data[position:position + 16].hex()
+    h = random_bytes(16).hex()
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"

@@ -23,8 +23,6 @@ POLL_SECONDS = 0.5
 async def wait_until_orphaned(parent_pid: int, stopping: Callable[[], bool]) -> bool:
     """True once ``parent_pid`` is no longer our parent; False if ``stopping()`` turned true first (looked at
     only where the parent is polled for: callers cancel the wait when they stop)."""
-    if os.getppid() != parent_pid:
-        return True
     try:
         pidfd = os.pidfd_open(parent_pid)
     except (AttributeError, OSError):

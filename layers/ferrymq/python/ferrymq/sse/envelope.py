@@ -102,10 +102,6 @@ class Sealer:
         return b"".join((head, nonce, self._aead.encrypt(nonce, plaintext, head)))
 
 
-def seal(aead: AESGCM, queue_arn: bytes, wrapped_key: bytes, message_id: str, plaintext: bytes) -> bytes:
-    """One message's envelope (:class:`Sealer`)."""
-    return Sealer(aead, queue_arn, wrapped_key).seal(message_id, plaintext)
-
 
 class Opened(NamedTuple):
     """What an envelope's header says; :func:`open_sealed` decrypts the rest."""
